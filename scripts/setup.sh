@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Install everything ch-launcher needs to build and test, from Debian bookworm only.
+# Idempotent, no prompts; run as root (or with sudo available) on a fresh Debian 12.
+set -euo pipefail
+
+PACKAGES=(
+  # build
+  build-essential cmake pkg-config git
+  libcpp-httplib-dev nlohmann-json3-dev libboost-dev libseccomp-dev libspdlog-dev
+  doctest-dev libexpected-dev libyaml-cpp-dev libvirt-dev zlib1g-dev libzstd-dev
+  # the real tools our tests check images and relays with
+  qemu-utils dosfstools mtools xorriso genisoimage socat util-linux tmux curl procps
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q </dev/null
+$SUDO apt-get install -y -q -t bookworm --no-install-recommends "${missing[@]}" </dev/null

@@ -1,0 +1,58 @@
+#pragma once
+// Shared test helpers: unique temp dirs, wait_until, which VMM to drive, explicit skips.
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace chl::test {
+
+// A fresh directory under /tmp with a short name (Unix socket paths must stay < 108 bytes),
+// removed with everything in it on destruction.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& prefix = "chl");
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir();
+  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
+  [[nodiscard]] std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Poll `pred` every `interval` until it is true or `timeout` passes. Returns the last value.
+bool wait_until(std::chrono::milliseconds timeout, const std::function<bool()>& pred,
+                std::chrono::milliseconds interval = std::chrono::milliseconds(5));
+
+// The VMM the CH tests drive: $CLOUD_HYPERVISOR_BIN when set, else the project's VMM double.
+std::string vmm_binary();
+// True when vmm_binary() is a real cloud-hypervisor (not the double).
+bool using_real_vmm();
+// Path of the built ch-launcher executable, the source tree and the build tree.
+std::string launcher_binary();
+std::filesystem::path source_dir();
+std::filesystem::path binary_dir();
+
+// A program from PATH, or nullopt.
+std::optional<std::string> tool(const std::string& name);
+
+// Print "SKIPPED: <current test>: <reason>" on stderr (and as a doctest MESSAGE).
+// Call it, then `return` from the test case.
+void skip(const std::string& reason);
+
+// Run a command (argv, no shell), capture stdout+stderr; returns exit code (or -1).
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;
+};
+CommandResult run_command(const std::vector<std::string>& argv, const std::string& stdin_data = {});
+
+// Read/write a whole file.
+std::string read_file(const std::filesystem::path& p);
+void write_file(const std::filesystem::path& p, const std::string& data);
+
+}  // namespace chl::test
