@@ -1,0 +1,104 @@
+#include "ch_launcher/vmm_process.hpp"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "common/log.hpp"
+#include "common/syscall.hpp"
+
+namespace chl::core {
+namespace fs = std::filesystem;
+using common::fail;
+using common::fail_errno;
+using common::Result;
+using common::UniqueFd;
+
+namespace {
+constexpr int kApiFdInChild = 3;
+constexpr int kEventFdInChild = 4;
+}  // namespace
+
+Result<UniqueFd> bind_unix_listener(const fs::path& path, int backlog) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.native().size() >= sizeof addr.sun_path)
+    return fail(std::errc::filename_too_long, "socket path too long (max " + std::to_string(sizeof addr.sun_path - 1) + " bytes): " + path.string());
+  std::memcpy(addr.sun_path, path.c_str(), path.native().size() + 1);
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) return fail(std::errc::file_exists, path.string() + " exists and is not a socket");
+    ::unlink(path.c_str());
+  }
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) return fail_errno("socket");
+  mode_t old = ::umask(0177);
+  int r = ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  ::umask(old);
+  if (r != 0) return fail_errno("bind " + path.string());
+  if (::listen(fd.get(), backlog) != 0) return fail_errno("listen " + path.string());
+  return fd;
+}
+
+Result<VmmProcess> start_vmm(const VmmStartOptions& opts) {
+  VmmProcess vmm;
+  vmm.api_socket = opts.api_socket;
+  CHL_TRY(UniqueFd api, common::wrap(bind_unix_listener(opts.api_socket), "API socket"));
+
+  int pipefd[2];
+  if (::pipe2(pipefd, O_CLOEXEC) != 0) return fail_errno("event monitor pipe");
+  UniqueFd ev_read(pipefd[0]), ev_write(pipefd[1]);
+  // The VMM's end blocks (CH writes events synchronously); ours is non-blocking for the loop.
+  if (::fcntl(ev_read.get(), F_SETFL, O_NONBLOCK) != 0) return fail_errno("event pipe O_NONBLOCK");
+  // Room for bursts so a busy launcher never stalls the VMM's event writer.
+  (void)::fcntl(ev_write.get(), F_SETPIPE_SZ, 1 << 20);
+
+  UniqueFd log(::open(opts.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!log) return fail_errno("open VMM log " + opts.log_file.string());
+
+  common::SpawnOptions so;
+  so.argv = {opts.binary, "--api-socket", "fd=" + std::to_string(kApiFdInChild), "--event-monitor",
+             "fd=" + std::to_string(kEventFdInChild), "--seccomp", opts.seccomp ? "true" : "false"};
+  for (int i = 0; i < opts.verbosity; ++i) so.argv.push_back("-v");
+  so.env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
+  so.pass_fds = {{api.get(), kApiFdInChild}, {ev_write.get(), kEventFdInChild}};
+  so.stdout_fd = log.get();
+  so.stderr_fd = log.get();
+  so.new_session = true;
+  so.die_with_parent = true;
+  CHL_TRY(vmm.child, common::wrap(common::ChildProcess::spawn(so), "starting " + opts.binary));
+  vmm.events = std::move(ev_read);
+  CHL_LOG_INFO("started VMM {} pid {} (api fd={}, event-monitor fd={})", opts.binary, vmm.child.pid(),
+               kApiFdInChild, kEventFdInChild);
+  return vmm;
+}
+
+Result<std::string> vmm_version(const std::string& binary) {
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return fail_errno("pipe");
+  UniqueFd r(p[0]), w(p[1]);
+  common::SpawnOptions so;
+  so.argv = {binary, "--version"};
+  so.env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
+  so.stdout_fd = w.get();
+  CHL_TRY(auto child, common::wrap(common::ChildProcess::spawn(so), binary + " --version"));
+  w.reset();
+  std::string out;
+  char buf[512];
+  for (;;) {
+    ssize_t n = common::retry_eintr([&] { return ::read(r.get(), buf, sizeof buf); });
+    if (n <= 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+    if (out.size() > 4096) break;
+  }
+  CHL_TRY(auto st, child.wait());
+  if (!st.success()) return fail(std::errc::io_error, binary + " --version: " + st.describe());
+  if (auto nl = out.find('\n'); nl != std::string::npos) out.resize(nl);
+  return out;
+}
+
+}  // namespace chl::core

@@ -1,0 +1,39 @@
+#pragma once
+// Start Cloud Hypervisor the way libvirt's ch driver does: we create, bind and listen on the API
+// socket and pass it as `--api-socket fd=N`; the event monitor is a pipe whose write end is
+// `--event-monitor fd=M`. No polling for a socket to appear. The child gets a clean environment,
+// only these fds, its own session, dies with the launcher, and its stdout/stderr go to a log.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "common/child_process.hpp"
+#include "common/error.hpp"
+#include "common/unique_fd.hpp"
+
+namespace chl::core {
+
+struct VmmStartOptions {
+  std::string binary;                    // cloud-hypervisor (or the VMM double)
+  std::filesystem::path api_socket;      // bound here, by us
+  std::filesystem::path log_file;        // the VMM's stdout+stderr
+  bool seccomp = true;                   // `--seccomp true`
+  int verbosity = 0;                     // number of -v
+};
+
+struct VmmProcess {
+  common::ChildProcess child;
+  common::UniqueFd events;               // read end of the event-monitor pipe (non-blocking)
+  std::filesystem::path api_socket;
+};
+
+common::Result<VmmProcess> start_vmm(const VmmStartOptions& opts);
+
+// Bind and listen on a Unix socket at `path` (removing a stale socket file, never another kind
+// of file), mode 0600.
+common::Result<common::UniqueFd> bind_unix_listener(const std::filesystem::path& path, int backlog = 16);
+
+// `binary --version`, first line (e.g. "cloud-hypervisor v52.0.0").
+common::Result<std::string> vmm_version(const std::string& binary);
+
+}  // namespace chl::core
