@@ -1,0 +1,82 @@
+#include "tests/vmm_double/event_monitor.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include <nlohmann/json.hpp>
+
+#include "common/syscall.hpp"
+
+namespace chl::vmm_double {
+
+void EventMonitor::open(common::UniqueFd fd, bool garbage) {
+  fd_ = std::move(fd);
+  garbage_ = garbage;
+  start_ = std::chrono::steady_clock::now();
+  const int flags = ::fcntl(fd_.get(), F_GETFL);
+  if (flags >= 0) (void)::fcntl(fd_.get(), F_SETFL, flags | O_NONBLOCK);
+}
+
+void EventMonitor::emit(const std::string& source, const std::string& event,
+                        const std::map<std::string, std::string>& properties) {
+  if (!fd_.valid()) return;
+  const auto elapsed = std::chrono::steady_clock::now() - start_;
+  const auto secs = std::chrono::duration_cast<std::chrono::seconds>(elapsed);
+  const auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed - secs);
+  nlohmann::ordered_json e;
+  e["timestamp"] = {{"secs", static_cast<std::uint64_t>(secs.count())},
+                    {"nanos", static_cast<std::uint32_t>(nanos.count())}};
+  e["source"] = source;
+  e["event"] = event;
+  if (properties.empty()) {
+    e["properties"] = nullptr;
+  } else {
+    nlohmann::ordered_json p = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : properties) p[k] = v;
+    e["properties"] = p;
+  }
+  std::string text = e.dump(2) + "\n\n";
+  if (garbage_) {
+    // Junk a reader must survive: a truncated object, bare text, a stray brace, a NUL.
+    static const std::string kGarbage[] = {"{\"timestamp\": {\"secs\": 1,\n\n", "not json at all\n\n", "}\n\n",
+                                           "{\"source\":\"vm\",\"event\":\"booted\"\n",
+                                           std::string("\0\x01junk\n\n", 8)};
+    const std::size_t pick = garbage_count_++ % 5;
+    text += kGarbage[pick];
+  }
+  if (buf_.size() + text.size() > kMaxPending) return;  // reader stalled: drop, never block
+  buf_ += text;
+  flush();
+}
+
+void EventMonitor::flush() {
+  while (fd_.valid() && !buf_.empty()) {
+    const ssize_t n = common::retry_eintr([&] { return ::write(fd_.get(), buf_.data(), buf_.size()); });
+    if (n > 0) {
+      buf_.erase(0, static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    // EPIPE or another error: the reader is gone; stop writing events.
+    buf_.clear();
+    fd_.reset();
+    return;
+  }
+}
+
+void EventMonitor::drain(std::chrono::milliseconds budget) {
+  const auto deadline = std::chrono::steady_clock::now() + budget;
+  while (pending()) {
+    flush();
+    if (!pending()) return;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return;
+    pollfd p{fd_.get(), POLLOUT, 0};
+    (void)::poll(&p, 1, static_cast<int>(left.count()));
+  }
+}
+
+}  // namespace chl::vmm_double

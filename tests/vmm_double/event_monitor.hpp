@@ -1,0 +1,42 @@
+#pragma once
+// Cloud Hypervisor's event monitor, as the double writes it: each event is
+// serde_json::to_string_pretty of {"timestamp":{"secs","nanos"},"source","event","properties"}
+// followed by "\n\n"; timestamps count from the monitor's start. Writes never block: the fd is
+// made O_NONBLOCK (as CH does) and pending bytes wait in a bounded buffer until the event loop
+// sees POLLOUT; past the bound, whole events are dropped (CH drops them too when a write fails).
+#include <chrono>
+#include <map>
+#include <string>
+
+#include "common/unique_fd.hpp"
+
+namespace chl::vmm_double {
+
+class EventMonitor {
+ public:
+  EventMonitor() = default;
+  // Take ownership of `fd` (already open for writing). `garbage`: write junk between events.
+  void open(common::UniqueFd fd, bool garbage);
+  [[nodiscard]] bool enabled() const { return fd_.valid(); }
+
+  void emit(const std::string& source, const std::string& event,
+            const std::map<std::string, std::string>& properties = {});
+
+  // For the event loop: fd to poll for POLLOUT while pending() is true.
+  [[nodiscard]] int fd() const { return fd_.get(); }
+  [[nodiscard]] bool pending() const { return fd_.valid() && !buf_.empty(); }
+  // Write what the fd takes now.
+  void flush();
+  // Before exit: try for at most `budget` to get everything out.
+  void drain(std::chrono::milliseconds budget);
+
+ private:
+  common::UniqueFd fd_;
+  std::string buf_;
+  bool garbage_ = false;
+  unsigned garbage_count_ = 0;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  static constexpr std::size_t kMaxPending = 1 << 20;
+};
+
+}  // namespace chl::vmm_double

@@ -1,0 +1,45 @@
+#pragma once
+// Fault injection for the double, read once from the environment at start (tests set them
+// through a wrapper script, since the launcher gives the VMM a clean environment):
+//   VMM_DOUBLE_CRASH_AT=<phase>            SIGKILL itself at that phase: no events, no answer,
+//                                          the API socket file stays behind (as a real crash).
+//   VMM_DOUBLE_EXIT_WITHOUT_EVENTS=<phase> exit(0) at that phase without shutdown events
+//                                          (socket file removed as on a normal exit).
+//     phases: start (right after vmm/starting), create (on vm.create, before answering),
+//             boot (on vm.boot, before vm/booting), running (shortly after the VM is Running),
+//             paused (shortly after it is Paused), snapshot (vm.snapshot, after config.json is
+//             written and before state.json: a half-written snapshot), shutdown (on vm.shutdown),
+//             restore (on vm.restore, before reading the snapshot)
+//   VMM_DOUBLE_HANG=<endpoint>[,<endpoint>...]  take the request and never answer it; the API
+//                                          stays blocked behind it (as a hung CH VMM thread).
+//   VMM_DOUBLE_FAIL=<endpoint>[,<endpoint>...]  answer 500 with CH's error array for that
+//                                          endpoint ending in "vmm-double: injected failure";
+//                                          the "…ing" event CH emits first is still emitted.
+//   VMM_DOUBLE_GARBAGE_EVENTS=1            write junk into the event stream after every event.
+//   VMM_DOUBLE_BOOT_DELAY_MS=<n>           vm.boot takes n ms (vm/booting at once, vm/booted
+//                                          and the 204 after n ms; other API calls wait).
+//   VMM_DOUBLE_PHASE_DELAY_MS=<n>          delay before the running/paused faults fire (20).
+//   VMM_DOUBLE_HEARTBEAT_MS=<n>            the pretend guest prints "heartbeat N" every n ms
+//                                          while running (off by default).
+// Endpoint names are as in the URL: vm.boot, vmm.ping, vm.add-net, ...
+#include <set>
+#include <string>
+
+namespace chl::vmm_double {
+
+struct Faults {
+  std::string crash_at;
+  std::string exit_without_events;
+  std::set<std::string> hang;
+  std::set<std::string> fail;
+  bool garbage_events = false;
+  int boot_delay_ms = 0;
+  int phase_delay_ms = 20;
+  int heartbeat_ms = 0;
+
+  static Faults from_env();
+  [[nodiscard]] bool crash(const std::string& phase) const { return crash_at == phase; }
+  [[nodiscard]] bool quit(const std::string& phase) const { return exit_without_events == phase; }
+};
+
+}  // namespace chl::vmm_double

@@ -1,0 +1,1259 @@
+#include "tests/vmm_double/vmm.hpp"
+
+#include <fcntl.h>
+#include <linux/if.h>
+#include <linux/if_tun.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <set>
+#include <sstream>
+
+#include "common/syscall.hpp"
+
+namespace chl::vmm_double {
+
+const char* to_string(VmState s) {
+  switch (s) {
+    case VmState::Created: return "Created";
+    case VmState::Running: return "Running";
+    case VmState::Shutdown: return "Shutdown";
+    case VmState::Paused: return "Paused";
+    case VmState::BreakPoint: return "BreakPoint";
+  }
+  return "Created";
+}
+
+namespace {
+
+constexpr std::uint64_t kU64Max = std::numeric_limits<std::uint64_t>::max();
+
+// How CH's HTTP layer treats each endpoint (vmm/src/api/http/mod.rs, http_endpoint.rs).
+enum class Style {
+  Create,       // VmCreate handler
+  Get,          // VmInfo / VmmPing: GET only, else 400 ["Bad Request"]
+  VmmShutdown,  // PUT only, 200 with empty body
+  ActionNoBody, // vm_action_put_handler!: PUT without body
+  ActionBody,   // vm_action_put_handler_body!: PUT with a JSON body
+  ActionGet,    // vm_action_get_handler!: GET (vm.counters)
+};
+
+struct Route {
+  const char* name;
+  Style style;
+  const char* api_error;  // ApiError's Display: the second element of CH's error array
+  const SchemaType* (*body_type)();  // for ActionBody; nullptr: any JSON
+};
+
+const SchemaType* disk_t() { return &disk_config_type(); }
+const SchemaType* net_t() { return &net_config_type(); }
+const SchemaType* fs_t() { return &fs_config_type(); }
+const SchemaType* pmem_t() { return &pmem_config_type(); }
+const SchemaType* device_t() { return &device_config_type(); }
+const SchemaType* vsock_t() { return &vsock_config_type(); }
+const SchemaType* remove_t() { return &remove_device_type(); }
+const SchemaType* resize_t() { return &resize_type(); }
+const SchemaType* snapshot_t() { return &snapshot_config_type(); }
+const SchemaType* restore_t() { return &restore_config_type(); }
+const SchemaType* receive_t() { return &receive_migration_type(); }
+const SchemaType* send_t() { return &send_migration_type(); }
+
+// One row per route of CH v52 (default features: no vm.coredump).
+const Route kRoutes[] = {
+    {"vm.create", Style::Create, "The VM could not be created", nullptr},
+    {"vm.info", Style::Get, "The VM info is not available", nullptr},
+    {"vmm.ping", Style::Get, "", nullptr},
+    {"vmm.shutdown", Style::VmmShutdown, "The VMM could not shutdown", nullptr},
+    {"vm.boot", Style::ActionNoBody, "The VM could not boot", nullptr},
+    {"vm.delete", Style::ActionNoBody, "The VM could not be deleted", nullptr},
+    {"vm.shutdown", Style::ActionNoBody, "The VM could not shutdown", nullptr},
+    {"vm.reboot", Style::ActionNoBody, "The VM could not reboot", nullptr},
+    {"vm.pause", Style::ActionNoBody, "The VM could not be paused", nullptr},
+    {"vm.resume", Style::ActionNoBody, "The VM could not resume", nullptr},
+    {"vm.power-button", Style::ActionNoBody, "Error triggering power button", nullptr},
+    {"vm.nmi", Style::ActionNoBody, "Error triggering NMI", nullptr},
+    {"vm.counters", Style::ActionGet, "The VM info is not available", nullptr},
+    {"vm.add-device", Style::ActionBody, "The device could not be added to the VM", device_t},
+    {"vm.add-user-device", Style::ActionBody, "The user device could not be added to the VM", nullptr},
+    {"vm.add-disk", Style::ActionBody, "The disk could not be added to the VM", disk_t},
+    {"vm.add-fs", Style::ActionBody, "The fs could not be added to the VM", fs_t},
+    {"vm.add-generic-vhost-user", Style::ActionBody, "The generic vhost-user device could not be added to the VM", nullptr},
+    {"vm.add-net", Style::ActionBody, "The network device could not be added to the VM", net_t},
+    {"vm.add-pmem", Style::ActionBody, "The pmem device could not be added to the VM", pmem_t},
+    {"vm.add-vdpa", Style::ActionBody, "The vDPA device could not be added to the VM", nullptr},
+    {"vm.add-vsock", Style::ActionBody, "The vsock device could not be added to the VM", vsock_t},
+    {"vm.remove-device", Style::ActionBody, "The device could not be removed from the VM", remove_t},
+    {"vm.resize", Style::ActionBody, "The VM could not be resized", resize_t},
+    {"vm.resize-disk", Style::ActionBody, "The disk could not be resized", nullptr},
+    {"vm.resize-zone", Style::ActionBody, "The memory zone could not be resized", nullptr},
+    {"vm.snapshot", Style::ActionBody, "The VM could not be snapshotted", snapshot_t},
+    {"vm.restore", Style::ActionBody, "The VM could not be restored", restore_t},
+    {"vm.receive-migration", Style::ActionBody, "Error starting migration receiver", receive_t},
+    {"vm.send-migration", Style::ActionBody, "Error starting migration sender", send_t},
+};
+
+const Route* find_route(const std::string& name) {
+  for (const auto& r : kRoutes) {
+    if (name == r.name) return &r;
+  }
+  return nullptr;
+}
+
+// Config list a hot-add endpoint appends to, and CH's device name prefix.
+struct HotAdd {
+  const char* endpoint;
+  const char* list;  // VmConfig field
+  const char* prefix;
+};
+const HotAdd kHotAdds[] = {
+    {"vm.add-disk", "disks", "_disk"},  {"vm.add-net", "net", "_net"},       {"vm.add-fs", "fs", "_fs"},
+    {"vm.add-pmem", "pmem", "_pmem"},   {"vm.add-device", "devices", "_vfio"}, {"vm.add-vsock", "vsock", "_vsock"},
+};
+
+// The config lists whose entries are devices with an `id` (vsock is a single object).
+const char* const kDeviceLists[] = {"disks", "net", "fs", "pmem", "devices", "user_devices", "vdpa"};
+
+std::string error_body(const std::vector<std::string>& chain) { return Json(chain).dump(); }
+
+// Rust's io::Error Display for an OS error.
+std::string os_error(int err) { return std::string(std::strerror(err)) + " (os error " + std::to_string(err) + ")"; }
+
+std::vector<std::string> split_words(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string w;
+  while (ss >> w) out.push_back(w);
+  return out;
+}
+
+// file:///dir -> /dir (CH's url_to_path accepts only file://).
+std::optional<std::string> url_to_path(const std::string& url) {
+  if (url.rfind("file://", 0) != 0) return std::nullopt;
+  return url.substr(7);
+}
+
+bool write_file_new(const std::string& path, const std::string& data, int& err) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    err = errno;
+    return false;
+  }
+  std::size_t off = 0;
+  while (off < data.size()) {
+    const ssize_t n = common::retry_eintr([&] { return ::write(fd, data.data() + off, data.size() - off); });
+    if (n <= 0) {
+      err = errno;
+      ::close(fd);
+      return false;
+    }
+    off += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    err = errno;
+    ::close(fd);
+    return false;
+  }
+  ::close(fd);
+  return true;
+}
+
+bool read_whole(const std::string& path, std::string& out, int& err) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    err = errno;
+    return false;
+  }
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = common::retry_eintr([&] { return ::read(fd, buf, sizeof buf); });
+    if (n < 0) {
+      err = errno;
+      ::close(fd);
+      return false;
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return true;
+}
+
+std::string detect_image_type(const std::string& path) {
+  char magic[8] = {};
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "Raw";
+  const ssize_t n = ::read(fd, magic, sizeof magic);
+  ::close(fd);
+  if (n >= 4 && std::memcmp(magic, "QFI\xfb", 4) == 0) return "Qcow2";
+  if (n >= 8 && std::memcmp(magic, "vhdxfile", 8) == 0) return "Vhdx";
+  return "Raw";
+}
+
+}  // namespace
+
+Vmm::Vmm(CliOptions opts, Faults faults) : opts_(std::move(opts)), faults_(std::move(faults)) {}
+
+void Vmm::log(int level, const std::string& msg) const {
+  if (opts_.verbosity < level) return;
+  const std::string line = "vmm-double: " + msg + "\n";
+  const int fd = log_fd_ ? log_fd_.get() : STDERR_FILENO;
+  (void)!::write(fd, line.data(), line.size());
+}
+
+void Vmm::crash(const std::string& phase) const {
+  if (!faults_.crash(phase)) return;
+  log(0, "VMM_DOUBLE_CRASH_AT=" + phase + ": SIGKILL");
+  ::kill(::getpid(), SIGKILL);
+}
+
+void Vmm::quit_without_events(const std::string& phase) {
+  if (!faults_.quit(phase)) return;
+  log(0, "VMM_DOUBLE_EXIT_WITHOUT_EVENTS=" + phase + ": exit 0");
+  exit_code_ = 0;
+}
+
+void Vmm::schedule(std::chrono::milliseconds after, std::function<void()> fn, bool guest_bound) {
+  timers_.push_back({Clock::now() + after, guest_bound ? guest_gen_ : 0, std::move(fn)});
+}
+
+void Vmm::run_timers() {
+  const auto now = Clock::now();
+  std::vector<Timer> due;
+  for (auto it = timers_.begin(); it != timers_.end();) {
+    if (it->when <= now) {
+      due.push_back(std::move(*it));
+      it = timers_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto& t : due) {
+    if (exit_code_) return;
+    if (t.generation != 0 && t.generation != guest_gen_) continue;  // that guest is gone
+    t.fn();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Main loop
+
+int Vmm::run() {
+  ::signal(SIGPIPE, SIG_IGN);
+  if (!opts_.log_file.empty()) {
+    log_fd_.reset(::open(opts_.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640));
+  }
+  // Event monitor first: CH emits vmm/starting before the API is served.
+  if (opts_.event_fd >= 0) {
+    if (::fcntl(opts_.event_fd, F_GETFD) < 0) {
+      std::fprintf(stderr, "Error: Failed to open event monitor fd=%d: %s\n", opts_.event_fd, std::strerror(errno));
+      return 1;
+    }
+    events_.open(common::UniqueFd(opts_.event_fd), faults_.garbage_events);
+  } else if (!opts_.event_path.empty()) {
+    common::UniqueFd f(::open(opts_.event_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640));
+    if (!f) {
+      std::fprintf(stderr, "Error: Failed to open event monitor file %s: %s\n", opts_.event_path.c_str(),
+                   std::strerror(errno));
+      return 1;
+    }
+    events_.open(std::move(f), faults_.garbage_events);
+  }
+  events_.emit("vmm", "starting");
+
+  if (opts_.api_fd >= 0) {
+    if (auto st = http_.adopt_fd(opts_.api_fd); !st) {
+      std::fprintf(stderr, "Error: Failed to start the HTTP API: %s\n", st.error().message().c_str());
+      return 1;
+    }
+  } else if (!opts_.api_path.empty()) {
+    if (auto st = http_.listen_path(opts_.api_path); !st) {
+      std::fprintf(stderr, "Error: Failed to start the HTTP API: %s\n", st.error().message().c_str());
+      return 1;
+    }
+  }
+
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGINT);
+  ::sigprocmask(SIG_BLOCK, &mask, nullptr);
+  signal_fd_.reset(::signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC));
+
+  crash("start");
+  quit_without_events("start");
+  log(1, "started (api " + (opts_.api_fd >= 0 ? "fd=" + std::to_string(opts_.api_fd) : opts_.api_path) + ")");
+
+  while (!exit_code_) {
+    // Serve requests while the API is not blocked behind a held one.
+    while (!held_conn_ && !exit_code_) {
+      auto req = http_.next_request();
+      if (!req) break;
+      serve(*req);
+    }
+    if (exit_code_) break;
+
+    std::vector<pollfd> fds;
+    std::vector<std::uint64_t> tags;
+    http_.fill_poll(fds, tags);
+    const std::size_t http_count = fds.size();
+    enum Extra : std::uint64_t { kSignal = 1, kEvents, kSerialIn, kSerialOut };
+    std::vector<std::uint64_t> extra;
+    if (signal_fd_) {
+      fds.push_back({signal_fd_.get(), POLLIN, 0});
+      extra.push_back(kSignal);
+    }
+    if (events_.pending()) {
+      fds.push_back({events_.fd(), POLLOUT, 0});
+      extra.push_back(kEvents);
+    }
+    const bool guest_reads = serial_ && guest_running_ && !guest_halted_ && state_ == VmState::Running;
+    if (guest_reads && serial_->input_fd() >= 0) {
+      fds.push_back({serial_->input_fd(), POLLIN, 0});
+      extra.push_back(kSerialIn);
+    }
+    if (serial_ && serial_->output_pending()) {
+      fds.push_back({serial_->output_fd(), POLLOUT, 0});
+      extra.push_back(kSerialOut);
+    }
+    int timeout = -1;
+    if (!timers_.empty()) {
+      auto next = std::min_element(timers_.begin(), timers_.end(),
+                                   [](const Timer& a, const Timer& b) { return a.when < b.when; })
+                      ->when;
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now()).count();
+      timeout = static_cast<int>(std::max<long long>(0, ms + 1));
+    }
+    const int n = ::poll(fds.data(), fds.size(), timeout);
+    if (n < 0 && errno != EINTR) {
+      log(0, std::string("poll: ") + std::strerror(errno));
+      return 1;
+    }
+    if (n > 0) {
+      for (std::size_t i = 0; i < http_count; ++i) {
+        if (fds[i].revents) http_.handle(tags[i], fds[i].revents);
+      }
+      for (std::size_t i = 0; i < extra.size(); ++i) {
+        const auto& p = fds[http_count + i];
+        if (!p.revents) continue;
+        switch (extra[i]) {
+          case kSignal: {
+            signalfd_siginfo si{};
+            while (::read(signal_fd_.get(), &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+              log(1, std::string("signal ") + strsignal(static_cast<int>(si.ssi_signo)) + ": shutting down");
+              // CH: the signal handler writes exit_evt; the control loop runs vmm_shutdown.
+              vmm_shutdown_and_exit(0);
+            }
+            break;
+          }
+          case kEvents: events_.flush(); break;
+          case kSerialIn: {
+            std::string in;
+            if (serial_ && serial_->read(in) && !in.empty()) guest_input(in);
+            break;
+          }
+          case kSerialOut:
+            if (serial_) serial_->flush();
+            break;
+          default: break;
+        }
+        if (exit_code_) break;
+      }
+    }
+    if (!exit_code_) run_timers();
+  }
+
+  // Leave like CH: answers and events out, then the socket file removed (when we made it).
+  http_.drain(1000);
+  events_.drain(std::chrono::milliseconds(1000));
+  if (serial_) serial_->flush();
+  http_.close_listener();
+  log(1, "exit " + std::to_string(*exit_code_));
+  return *exit_code_;
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTP -> API
+
+void Vmm::serve(HttpRequest& req) {
+  const std::string root = "/api/v1/";
+  const std::string endpoint = req.path.rfind(root, 0) == 0 ? req.path.substr(root.size()) : std::string();
+  log(1, req.method + " " + req.path);
+  if (faults_.hang.count(endpoint) && find_route(endpoint)) {
+    log(0, "VMM_DOUBLE_HANG: holding " + endpoint + " forever");
+    held_conn_ = req.conn;
+    return;
+  }
+  Reply r = dispatch(req, endpoint);
+  if (r.hold) {
+    held_conn_ = req.conn;
+    return;
+  }
+  http_.respond(req.conn, r.status, r.body);
+}
+
+Reply Vmm::api_error(const std::string& endpoint, std::vector<std::string> chain) const {
+  const Route* route = find_route(endpoint);
+  std::vector<std::string> full{"Error from API"};
+  if (route && *route->api_error) full.emplace_back(route->api_error);
+  for (auto& c : chain) full.push_back(std::move(c));
+  return {500, error_body(full), false};
+}
+
+Reply Vmm::dispatch(HttpRequest& req, const std::string& endpoint) {
+  const Route* route = find_route(endpoint);
+  if (!route) return {404, error_body({"Not Found"}), false};
+  const bool put = req.method == "PUT";
+  const bool get = req.method == "GET";
+  const Reply bad_request{400, error_body({"Bad Request"}), false};
+
+  Json body;
+  switch (route->style) {
+    case Style::Create: {
+      if (!put) return bad_request;
+      if (!req.body) return {400, "", false};
+      auto cfg = deserialize(*req.body, vm_config_type());
+      if (!cfg) return {400, error_body({"Failed to deserialize JSON", cfg.error()}), false};
+      body = std::move(*cfg);
+      break;
+    }
+    case Style::Get:
+      if (!get) return bad_request;
+      break;
+    case Style::VmmShutdown:
+      if (!put) return bad_request;
+      break;
+    case Style::ActionNoBody:
+    case Style::ActionBody:
+    case Style::ActionGet:
+      if (!put && !get) return {400, "", false};
+      if (get != (route->style == Style::ActionGet)) return bad_request;
+      if (route->style == Style::ActionNoBody && req.body) return bad_request;
+      if (route->style == Style::ActionBody) {
+        if (!req.body) return bad_request;
+        if (route->body_type) {
+          auto b = deserialize(*req.body, *route->body_type());
+          if (!b) return {400, error_body({"Failed to deserialize JSON", b.error()}), false};
+          body = std::move(*b);
+        } else {
+          auto node = parse_json(*req.body);
+          if (!node) return {400, error_body({"Failed to deserialize JSON", node.error()}), false};
+        }
+      }
+      break;
+  }
+
+  if (faults_.fail.count(endpoint)) {
+    // CH emits these before it can fail.
+    static const std::map<std::string, std::string> kIng = {
+        {"vm.boot", "booting"}, {"vm.reboot", "rebooting"}, {"vm.pause", "pausing"},
+        {"vm.resume", "resuming"}, {"vm.snapshot", "snapshotting"}, {"vm.resize", "resizing"}};
+    if (auto it = kIng.find(endpoint); it != kIng.end() && (vm_ || endpoint == "vm.boot" || endpoint == "vm.reboot")) {
+      events_.emit("vm", it->second);
+    }
+    log(0, "VMM_DOUBLE_FAIL: " + endpoint);
+    return api_error(endpoint, {"vmm-double: injected failure"});
+  }
+
+  if (endpoint == "vm.create") return vm_create(body);
+  if (endpoint == "vm.boot") return vm_boot(req.conn);
+  if (endpoint == "vm.pause") return vm_pause();
+  if (endpoint == "vm.resume") return vm_resume();
+  if (endpoint == "vm.shutdown") return vm_shutdown();
+  if (endpoint == "vm.reboot") return vm_reboot();
+  if (endpoint == "vm.power-button") return vm_power_button();
+  if (endpoint == "vm.delete") return vm_delete();
+  if (endpoint == "vm.info") return vm_info();
+  if (endpoint == "vm.counters") return vm_counters();
+  if (endpoint == "vmm.ping") return vmm_ping();
+  if (endpoint == "vmm.shutdown") {
+    vmm_shutdown_and_exit(0);
+    return {200, "", false};
+  }
+  if (endpoint == "vm.nmi") {
+    if (!vm_) return api_error(endpoint, {"VM is not running"});
+    return {204, "", false};
+  }
+  for (const auto& h : kHotAdds) {
+    if (endpoint == h.endpoint) return vm_add(endpoint, body, req.fds);
+  }
+  if (endpoint == "vm.remove-device") return vm_remove_device(body);
+  if (endpoint == "vm.resize") return vm_resize(body);
+  if (endpoint == "vm.snapshot") return vm_snapshot(body);
+  if (endpoint == "vm.restore") return vm_restore(body);
+  if (endpoint == "vm.send-migration") {
+    if (!vm_) return api_error(endpoint, {"Failed to send migratable component snapshot", "VM is not running"});
+    return api_error(endpoint, {"Failed to send migratable component snapshot",
+                                "vmm-double cannot migrate (it is a test double)"});
+  }
+  if (endpoint == "vm.receive-migration") {
+    return api_error(endpoint, {"Failed to receive migratable component snapshot",
+                                "vmm-double cannot migrate (it is a test double)"});
+  }
+  // Routes CH has that the double does not model.
+  if (!config_) return api_error(endpoint, {"VM is not created"});
+  return api_error(endpoint, {"vmm-double does not implement " + endpoint});
+}
+
+// ---------------------------------------------------------------------------------------------
+// VM lifecycle
+
+Reply Vmm::vm_create(const Json& config) {
+  crash("create");
+  quit_without_events("create");
+  if (exit_code_) return {204, "", true};
+  if (config_) return api_error("vm.create", {"VM is already created"});
+  config_ = config;
+  // CH ignores fds written in the body and does not take SCM_RIGHTS fds on vm.create.
+  if ((*config_)["net"].is_array()) {
+    for (auto& n : (*config_)["net"]) n["fds"] = nullptr;
+  }
+  auto err = open_consoles();
+  if (!err.empty()) {
+    config_.reset();
+    return api_error("vm.create", err);
+  }
+  return {204, "", false};
+}
+
+std::vector<std::string> Vmm::open_consoles() {
+  close_consoles();
+  auto& cfg = *config_;
+  auto s = SerialPort::open(SerialPort::parse_mode(cfg["serial"]["mode"].get<std::string>()),
+                            cfg["serial"]["file"].is_string() ? cfg["serial"]["file"].get<std::string>() : "");
+  if (!s) return {"Error creating console devices", s.error().message()};
+  if (s->mode() == SerialPort::Mode::Pty) cfg["serial"]["file"] = s->path();
+  serial_ = std::move(*s);
+  auto c = SerialPort::open(SerialPort::parse_mode(cfg["console"]["mode"].get<std::string>()),
+                            cfg["console"]["file"].is_string() ? cfg["console"]["file"].get<std::string>() : "");
+  if (!c) return {"Error creating console devices", c.error().message()};
+  if (c->mode() == SerialPort::Mode::Pty) cfg["console"]["file"] = c->path();
+  console_ = std::move(*c);
+  return {};
+}
+
+void Vmm::close_consoles() {
+  if (serial_) serial_->flush();
+  serial_.reset();
+  console_.reset();
+}
+
+std::vector<std::string> Vmm::check_bootable() {
+  const auto& cfg = *config_;
+  const Json& payload = cfg["payload"];
+  if (payload.is_null()) return {"Failed to validate config", "No kernel specified"};
+  const bool fw = payload["firmware"].is_string();
+  const bool kernel = payload["kernel"].is_string();
+  if (!fw && !kernel) {
+    return {"Failed to validate config", "Payload configuration is not bootable",
+            "No bootitem provided: neither firmware nor kernel"};
+  }
+  if (fw && kernel) {
+    return {"Failed to validate config", "Payload configuration is not bootable",
+            "Specifying a kernel is not supported when a firmware is provided"};
+  }
+  if (cfg["cpus"]["boot_vcpus"].get<std::uint64_t>() > cfg["cpus"]["max_vcpus"].get<std::uint64_t>()) {
+    return {"Failed to validate config", "Max CPUs lower than boot CPUs"};
+  }
+  // Unique device ids across the device lists.
+  std::set<std::string> ids;
+  for (const char* list : kDeviceLists) {
+    if (!cfg[list].is_array()) continue;
+    for (const auto& d : cfg[list]) {
+      if (!d["id"].is_string()) continue;
+      if (!ids.insert(d["id"].get<std::string>()).second) {
+        return {"Failed to validate config", "Identifier " + d["id"].get<std::string>() + " is not unique"};
+      }
+    }
+  }
+  // Vm::new creates the devices (disks opened) before the payload is loaded.
+  if (cfg["disks"].is_array()) {
+    for (const auto& d : cfg["disks"]) {
+      if (d["vhost_user"].get<bool>()) continue;
+      if (!d["path"].is_string()) return {"Failed to validate config", "Path missing for disk"};
+      const std::string p = d["path"].get<std::string>();
+      const int fd = ::open(p.c_str(), (d["readonly"].get<bool>() ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+      if (fd < 0) {
+        const int e = errno;
+        return {"Error from device manager", "Cannot open disk path", "I/O error (path=" + p + " op=open)", os_error(e)};
+      }
+      ::close(fd);
+    }
+  }
+  struct PayloadFile {
+    const char* field;
+    const char* error;
+  };
+  static const PayloadFile kFiles[] = {{"firmware", "Error manipulating firmware file"},
+                                       {"kernel", "Cannot open kernel file"},
+                                       {"initramfs", "Cannot open initramfs file"}};
+  for (const auto& f : kFiles) {
+    if (!payload[f.field].is_string()) continue;
+    const std::string p = payload[f.field].get<std::string>();
+    const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      const int e = errno;
+      return {f.error, os_error(e)};
+    }
+    ::close(fd);
+  }
+  return {};
+}
+
+std::string Vmm::next_device_name(const std::string& prefix) {
+  std::set<std::string> used;
+  for (const char* list : kDeviceLists) {
+    if (!(*config_)[list].is_array()) continue;
+    for (const auto& d : (*config_)[list]) {
+      if (d["id"].is_string()) used.insert(d["id"].get<std::string>());
+    }
+  }
+  if ((*config_)["vsock"].is_object() && (*config_)["vsock"]["id"].is_string()) {
+    used.insert((*config_)["vsock"]["id"].get<std::string>());
+  }
+  for (;;) {
+    std::string name = prefix + std::to_string(device_counter_++);
+    if (!used.count(name)) return name;
+  }
+}
+
+std::string Vmm::allocate_bdf(const std::string& id) {
+  std::set<std::string> taken;
+  for (const auto& [k, v] : bdfs_) taken.insert(v);
+  for (int slot = 1; slot < 32; ++slot) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "0000:00:%02x.0", slot);
+    if (!taken.count(buf)) {
+      bdfs_[id] = buf;
+      return buf;
+    }
+  }
+  return "0000:00:1f.0";
+}
+
+void Vmm::assign_device_ids() {
+  // A new Vm has a new DeviceManager: device names and PCI slots start over.
+  auto& cfg = *config_;
+  device_counter_ = 0;
+  bdfs_.clear();
+  if (cfg["console"]["mode"] != "Off") allocate_bdf("__console");
+  struct Order {
+    const char* list;
+    const char* prefix;
+  };
+  static const Order kOrder[] = {{"disks", "_disk"}, {"net", "_net"}};
+  for (const auto& o : kOrder) {
+    if (!cfg[o.list].is_array()) continue;
+    for (auto& d : cfg[o.list]) {
+      if (!d["id"].is_string()) d["id"] = next_device_name(o.prefix);
+      allocate_bdf(d["id"].get<std::string>());
+      if (std::string(o.list) == "disks" && d["image_type"].is_null() && d["path"].is_string()) {
+        d["image_type"] = detect_image_type(d["path"].get<std::string>());
+      }
+    }
+  }
+  allocate_bdf("__rng");
+  static const Order kRest[] = {{"fs", "_fs"}, {"pmem", "_pmem"}};
+  for (const auto& o : kRest) {
+    if (!cfg[o.list].is_array()) continue;
+    for (auto& d : cfg[o.list]) {
+      if (!d["id"].is_string()) d["id"] = next_device_name(o.prefix);
+      allocate_bdf(d["id"].get<std::string>());
+    }
+  }
+  if (cfg["vsock"].is_object()) {
+    if (!cfg["vsock"]["id"].is_string()) cfg["vsock"]["id"] = next_device_name("_vsock");
+    allocate_bdf(cfg["vsock"]["id"].get<std::string>());
+  }
+  static const Order kLast[] = {{"devices", "_vfio"}, {"user_devices", "_vfio_user"}, {"vdpa", "_vdpa"}};
+  for (const auto& o : kLast) {
+    if (!cfg[o.list].is_array()) continue;
+    for (auto& d : cfg[o.list]) {
+      if (!d["id"].is_string()) d["id"] = next_device_name(o.prefix);
+      allocate_bdf(d["id"].get<std::string>());
+    }
+  }
+  if (cfg["pvpanic"].get<bool>()) allocate_bdf("__pvpanic");
+}
+
+void Vmm::enter_state(VmState s) {
+  state_ = s;
+  const std::string phase = s == VmState::Running ? "running" : s == VmState::Paused ? "paused" : "";
+  if (phase.empty() || (!faults_.crash(phase) && !faults_.quit(phase))) return;
+  schedule(std::chrono::milliseconds(faults_.phase_delay_ms), [this, phase] {
+    crash(phase);
+    quit_without_events(phase);
+  }, false);
+}
+
+Reply Vmm::vm_boot(std::uint64_t conn) {
+  crash("boot");
+  quit_without_events("boot");
+  if (exit_code_) return {204, "", true};
+  events_.emit("vm", "booting");
+  if (!config_) return api_error("vm.boot", {"VM config is missing"});
+  if (!serial_) {
+    if (auto err = open_consoles(); !err.empty()) return api_error("vm.boot", err);
+  }
+  if (vm_) {
+    // Vm::boot on a paused VM resumes it; anything else must be a valid transition to Running.
+    if (state_ == VmState::Paused) {
+      events_.emit("vm", "resuming");
+      events_.emit("vm", "resumed");
+      enter_state(VmState::Running);
+      if (power_button_pending_) guest_power_button();
+      events_.emit("vm", "booted");
+      return {204, "", false};
+    }
+    return api_error("vm.boot", {std::string("invalid VM state transition: ") + to_string(state_) + " to Running"});
+  }
+  if (auto err = check_bootable(); !err.empty()) return api_error("vm.boot", err);
+  assign_device_ids();
+  auto finish = [this] {
+    vm_ = true;
+    enter_state(VmState::Running);
+    events_.emit("vm", "booted");
+    guest_start(true);
+  };
+  if (faults_.boot_delay_ms > 0) {
+    schedule(std::chrono::milliseconds(faults_.boot_delay_ms), [this, finish, conn] {
+      finish();
+      held_conn_.reset();
+      http_.respond(conn, 204, "");
+    }, false);
+    return {204, "", true};
+  }
+  finish();
+  return {204, "", false};
+}
+
+Reply Vmm::vm_pause() {
+  if (!vm_) return api_error("vm.pause", {"VM is not running"});
+  events_.emit("vm", "pausing");
+  if (state_ != VmState::Running) {
+    return api_error("vm.pause", {"Cannot pause VM", "Failed to pause migratable component",
+                                  std::string("Invalid transition: InvalidStateTransition(") + to_string(state_) +
+                                      ", Paused)"});
+  }
+  enter_state(VmState::Paused);
+  events_.emit("vm", "paused");
+  return {204, "", false};
+}
+
+Reply Vmm::vm_resume() {
+  if (!vm_) return api_error("vm.resume", {"VM is not running"});
+  events_.emit("vm", "resuming");
+  if (state_ != VmState::Paused) {
+    return api_error("vm.resume", {"Cannot resume VM", "Failed to resume migratable component",
+                                   std::string("Invalid transition: InvalidStateTransition(") + to_string(state_) +
+                                       ", Running)"});
+  }
+  enter_state(VmState::Running);
+  events_.emit("vm", "resumed");
+  if (power_button_pending_) guest_power_button();
+  return {204, "", false};
+}
+
+bool Vmm::vm_shutdown_internal() {
+  if (!vm_) return false;
+  vm_ = false;
+  guest_stop();
+  close_consoles();  // CH drains console_info: the PTY goes away with the VM
+  events_.emit("vm", "shutdown");
+  return true;
+}
+
+Reply Vmm::vm_shutdown() {
+  crash("shutdown");
+  quit_without_events("shutdown");
+  if (exit_code_) return {204, "", true};
+  if (!vm_shutdown_internal()) return api_error("vm.shutdown", {"VM is not running"});
+  return {204, "", false};
+}
+
+Reply Vmm::vm_reboot() {
+  events_.emit("vm", "rebooting");
+  if (!vm_) return api_error("vm.reboot", {"VM is not created"});
+  // The old VM is shut down (no event), the console devices are created anew, a new VM boots.
+  guest_stop();
+  vm_ = false;
+  close_consoles();
+  if (auto err = open_consoles(); !err.empty()) return api_error("vm.reboot", err);
+  if (auto err = check_bootable(); !err.empty()) return api_error("vm.reboot", err);
+  assign_device_ids();
+  vm_ = true;
+  enter_state(VmState::Running);
+  events_.emit("vm", "rebooted");
+  guest_start(true);
+  return {204, "", false};
+}
+
+Reply Vmm::vm_power_button() {
+  if (!vm_) return api_error("vm.power-button", {"VM is not running"});
+  // No event: the guest decides what a power button means.
+  if (state_ == VmState::Paused) {
+    power_button_pending_ = true;
+  } else {
+    guest_power_button();
+  }
+  return {204, "", false};
+}
+
+void Vmm::vm_delete_internal() {
+  if (!config_) return;
+  vm_shutdown_internal();
+  config_.reset();
+  close_consoles();
+  net_fds_.clear();
+  bdfs_.clear();
+  events_.emit("vm", "deleted");
+}
+
+Reply Vmm::vm_delete() {
+  vm_delete_internal();
+  return {204, "", false};
+}
+
+void Vmm::vmm_shutdown_and_exit(int code) {
+  vm_delete_internal();
+  events_.emit("vmm", "shutdown");
+  exit_code_ = code;
+}
+
+Reply Vmm::vm_info() const {
+  if (!config_) return api_error("vm.info", {"VM is not created"});
+  Json info;
+  info["config"] = *config_;
+  info["state"] = vm_ ? to_string(state_) : "Created";
+  std::uint64_t size = (*config_)["memory"]["size"].get<std::uint64_t>();
+  if ((*config_)["memory"]["zones"].is_array()) {
+    for (const auto& z : (*config_)["memory"]["zones"]) {
+      if (z.contains("size") && z["size"].is_number_unsigned()) size += z["size"].get<std::uint64_t>();
+    }
+  }
+  info["memory_actual_size"] = size;
+  if (vm_) {
+    Json tree = Json::object();
+    for (const auto& [id, bdf] : bdfs_) {
+      tree[id] = {{"id", id}, {"resources", Json::array()}, {"parent", nullptr}, {"children", Json::array()},
+                  {"pci_bdf", bdf}};
+    }
+    info["device_tree"] = tree;
+  }
+  return {200, info.dump(), false};
+}
+
+Reply Vmm::vm_counters() const {
+  if (!vm_) return api_error("vm.counters", {"VM is not running"});
+  Json out = Json::object();
+  const auto& cfg = *config_;
+  if (cfg["disks"].is_array()) {
+    for (const auto& d : cfg["disks"]) {
+      if (!d["id"].is_string()) continue;
+      Json c;
+      c["read_bytes"] = 0;
+      c["read_ops"] = 0;
+      c["write_bytes"] = 0;
+      c["write_ops"] = 0;
+      c["read_latency_min"] = kU64Max;
+      c["read_latency_max"] = kU64Max;
+      c["read_latency_avg"] = kU64Max / 10000;
+      c["write_latency_min"] = kU64Max;
+      c["write_latency_max"] = kU64Max;
+      c["write_latency_avg"] = kU64Max / 10000;
+      out[d["id"].get<std::string>()] = c;
+    }
+  }
+  if (cfg["net"].is_array()) {
+    for (const auto& n : cfg["net"]) {
+      if (!n["id"].is_string()) continue;
+      out[n["id"].get<std::string>()] = {{"rx_bytes", 0}, {"rx_frames", 0}, {"tx_bytes", 0}, {"tx_frames", 0}};
+    }
+  }
+  return {200, out.dump(), false};
+}
+
+Reply Vmm::vmm_ping() const {
+  Json p;
+  p["build_version"] = "v52.0.0-vmm-double";
+  p["version"] = "52.0.0";
+  p["pid"] = static_cast<std::int64_t>(::getpid());
+  p["features"] = {"io_uring", "kvm"};
+  return {200, p.dump(), false};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Devices
+
+Reply Vmm::vm_add(const std::string& endpoint, const Json& body, std::vector<common::UniqueFd>& fds) {
+  if (!config_) return api_error(endpoint, {"VM is not created"});
+  const HotAdd* h = nullptr;
+  for (const auto& x : kHotAdds) {
+    if (endpoint == x.endpoint) h = &x;
+  }
+  Json cfg = body;
+  auto& config = *config_;
+  const bool vsock = std::string(h->list) == "vsock";
+  // Validation on a copy of the config, as CH does.
+  if (vsock && config["vsock"].is_object()) return api_error(endpoint, {"Too many virtio-vsock devices"});
+  if (cfg["id"].is_string()) {
+    const std::string id = cfg["id"].get<std::string>();
+    bool dup = false;
+    for (const char* list : kDeviceLists) {
+      if (!config[list].is_array()) continue;
+      for (const auto& d : config[list]) dup = dup || d["id"] == id;
+    }
+    if (config["vsock"].is_object() && config["vsock"]["id"] == id) dup = true;
+    if (dup) return api_error(endpoint, {"Failed to validate config", "Identifier " + id + " is not unique"});
+  }
+  std::vector<common::UniqueFd> taps;
+  if (endpoint == "vm.add-net") {
+    // Only fds that came with SCM_RIGHTS count; numbers in the body are dropped.
+    cfg["fds"] = nullptr;
+    if (!fds.empty()) {
+      Json list = Json::array();
+      for (auto& fd : fds) {
+        ifreq ifr{};
+        if (::ioctl(fd.get(), TUNGETIFF, &ifr) != 0) {
+          const int e = errno;
+          return api_error(endpoint, {"Error from device manager", "Cannot create virtio-net device",
+                                      "Failed to open taps", "Error getting tap interface name", os_error(e)});
+        }
+        log(0, "vm.add-net: fd " + std::to_string(fd.get()) + " is tap '" + ifr.ifr_name + "'");
+        list.push_back(-1);
+        taps.push_back(std::move(fd));
+      }
+      cfg["fds"] = list;
+    }
+  }
+  if (!vm_) {
+    // Cold add: only the config changes; 204 without body.
+    if (vsock) {
+      config["vsock"] = cfg;
+    } else {
+      if (!config[h->list].is_array()) config[h->list] = Json::array();
+      config[h->list].push_back(cfg);
+    }
+    if (!taps.empty() && cfg["id"].is_string()) net_fds_[cfg["id"].get<std::string>()] = std::move(taps);
+    return {204, "", false};
+  }
+  // Hot add: the device must be creatable now.
+  if (endpoint == "vm.add-disk" && !cfg["vhost_user"].get<bool>()) {
+    if (!cfg["path"].is_string()) return api_error(endpoint, {"Failed to validate config", "Path missing for disk"});
+    const std::string p = cfg["path"].get<std::string>();
+    const int fd = ::open(p.c_str(), (cfg["readonly"].get<bool>() ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+    if (fd < 0) {
+      const int e = errno;
+      return api_error(endpoint, {"Error from device manager", "Cannot open disk path",
+                                  "I/O error (path=" + p + " op=open)", os_error(e)});
+    }
+    ::close(fd);
+    if (cfg["image_type"].is_null()) cfg["image_type"] = detect_image_type(p);
+  }
+  if (endpoint == "vm.add-fs" || endpoint == "vm.add-vsock") {
+    // virtio-fs connects to the vhost-user backend; vsock binds its socket.
+    const std::string p = cfg["socket"].get<std::string>();
+    if (endpoint == "vm.add-fs") {
+      sockaddr_un addr{};
+      addr.sun_family = AF_UNIX;
+      std::strncpy(addr.sun_path, p.c_str(), sizeof addr.sun_path - 1);
+      common::UniqueFd s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+      if (!s || ::connect(s.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+        const int e = errno;
+        return api_error(endpoint, {"Error from device manager", "Cannot create virtio-fs device",
+                                    "Failed to connect to vhost-user backend", os_error(e)});
+      }
+    }
+  }
+  if (endpoint == "vm.add-device" || endpoint == "vm.add-pmem") {
+    const std::string p = cfg[endpoint == "vm.add-device" ? "path" : "file"].get<std::string>();
+    struct stat st {};
+    if (::stat(p.c_str(), &st) != 0) {
+      const int e = errno;
+      return api_error(endpoint, {"Error from device manager",
+                                  endpoint == "vm.add-device" ? "Cannot create VFIO device" : "Cannot create virtio-pmem device",
+                                  os_error(e)});
+    }
+  }
+  if (!cfg["id"].is_string()) cfg["id"] = next_device_name(h->prefix);
+  const std::string id = cfg["id"].get<std::string>();
+  const std::string bdf = allocate_bdf(id);
+  if (vsock) {
+    config["vsock"] = cfg;
+  } else {
+    if (!config[h->list].is_array()) config[h->list] = Json::array();
+    config[h->list].push_back(cfg);
+  }
+  if (!taps.empty()) net_fds_[id] = std::move(taps);
+  Json info;
+  info["id"] = id;
+  info["bdf"] = bdf;
+  return {200, info.dump(), false};
+}
+
+Reply Vmm::vm_remove_device(const Json& body) {
+  const std::string id = body["id"].get<std::string>();
+  if (!config_) return api_error("vm.remove-device", {"VM is not created"});
+  auto& config = *config_;
+  bool found = false;
+  for (const char* list : kDeviceLists) {
+    if (!config[list].is_array()) continue;
+    auto& arr = config[list];
+    for (auto it = arr.begin(); it != arr.end(); ++it) {
+      if ((*it)["id"] == id) {
+        arr.erase(it);
+        found = true;
+        break;
+      }
+    }
+    if (found) {
+      if (arr.empty()) arr = nullptr;
+      break;
+    }
+  }
+  if (!found && config["vsock"].is_object() && config["vsock"]["id"] == id) {
+    config["vsock"] = nullptr;
+    found = true;
+  }
+  if (!found) {
+    if (vm_) {
+      return api_error("vm.remove-device", {"Error from device manager",
+                                            "Failed to find device corresponding to the given identifier"});
+    }
+    return api_error("vm.remove-device", {"No device with id \"" + id + "\" to remove"});
+  }
+  bdfs_.erase(id);
+  net_fds_.erase(id);
+  return {204, "", false};
+}
+
+Reply Vmm::vm_resize(const Json& body) {
+  if (!config_) return api_error("vm.resize", {"VM is not created"});
+  auto& config = *config_;
+  if (vm_) events_.emit("vm", "resizing");
+  if (body["desired_vcpus"].is_number()) {
+    const auto v = body["desired_vcpus"].get<std::uint64_t>();
+    if (vm_ && v > config["cpus"]["max_vcpus"].get<std::uint64_t>()) {
+      return api_error("vm.resize", {"Error from CPU manager", "Desired vCPUs count is greater than max"});
+    }
+    config["cpus"]["boot_vcpus"] = v;
+  }
+  if (body["desired_ram"].is_number()) config["memory"]["size"] = body["desired_ram"].get<std::uint64_t>();
+  if (body["desired_balloon"].is_number() && config["balloon"].is_object()) {
+    config["balloon"]["size"] = body["desired_balloon"].get<std::uint64_t>();
+  }
+  if (vm_) events_.emit("vm", "resized");
+  return {204, "", false};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Snapshot / restore: the double writes config.json (the VM config, as CH) and state.json (its
+// own small state) into the destination directory. Only a Paused VM can be snapshotted.
+
+Reply Vmm::vm_snapshot(const Json& body) {
+  const std::string url = body["destination_url"].get<std::string>();
+  if (!vm_) return api_error("vm.snapshot", {"VM is not running"});
+  events_.emit("vm", "snapshotting");
+  if (state_ != VmState::Paused) {
+    return api_error("vm.snapshot", {"Cannot snapshot VM", "Failed to snapshot migratable component",
+                                     "Trying to snapshot while VM is running"});
+  }
+  events_.emit("vm", "snapshotted");
+  const auto dir = url_to_path(url);
+  if (!dir) {
+    return api_error("vm.snapshot", {"Cannot send VM snapshot", "Failed to send migratable component snapshot",
+                                     "Could not convert URL to path: " + url});
+  }
+  int err = 0;
+  if (!write_file_new(*dir + "/config.json", config_->dump(), err)) {
+    return api_error("vm.snapshot", {"Cannot send VM snapshot", "Failed to send migratable component snapshot",
+                                     os_error(err)});
+  }
+  crash("snapshot");
+  Json state;
+  state["vmm_double"] = {{"state", to_string(state_)}, {"guest_halted", guest_halted_},
+                         {"note", "written by vmm-double, a test double of Cloud Hypervisor"}};
+  if (!write_file_new(*dir + "/state.json", state.dump(), err)) {
+    return api_error("vm.snapshot", {"Cannot send VM snapshot", "Failed to send migratable component snapshot",
+                                     os_error(err)});
+  }
+  return {204, "", false};
+}
+
+Reply Vmm::vm_restore(const Json& body) {
+  if (vm_ || config_) return api_error("vm.restore", {"VM is already created"});
+  crash("restore");
+  quit_without_events("restore");
+  if (exit_code_) return {204, "", true};
+  const std::string url = body["source_url"].get<std::string>();
+  const auto dir = url_to_path(url);
+  if (!dir) return api_error("vm.restore", {"Invalid restore source URL"});
+  std::string text;
+  int err = 0;
+  const std::vector<std::string> recv = {"Cannot restore VM", "Failed to receive migratable component snapshot"};
+  if (!read_whole(*dir + "/config.json", text, err)) {
+    auto chain = recv;
+    chain.push_back(os_error(err));
+    return api_error("vm.restore", chain);
+  }
+  auto cfg = deserialize(text, vm_config_type());
+  if (!cfg) {
+    auto chain = recv;
+    chain.push_back(cfg.error());
+    return api_error("vm.restore", chain);
+  }
+  std::string state_text;
+  if (!read_whole(*dir + "/state.json", state_text, err)) {
+    auto chain = recv;
+    chain.push_back(os_error(err));
+    return api_error("vm.restore", chain);
+  }
+  bool halted = false;
+  try {
+    halted = Json::parse(state_text).at("vmm_double").value("guest_halted", false);
+  } catch (const std::exception& e) {
+    auto chain = recv;
+    chain.push_back(e.what());
+    return api_error("vm.restore", chain);
+  }
+  config_ = std::move(*cfg);
+  if (auto e = open_consoles(); !e.empty()) {
+    vm_delete_internal();
+    return api_error("vm.restore", e);
+  }
+  if (auto e = check_bootable(); !e.empty()) {
+    vm_delete_internal();  // CH deletes the half-restored VM: vm/deleted
+    return api_error("vm.restore", e);
+  }
+  assign_device_ids();
+  vm_ = true;
+  events_.emit("vm", "restoring");
+  state_ = VmState::Paused;
+  events_.emit("vm", "restored");
+  guest_start(false);
+  guest_halted_ = halted;
+  enter_state(VmState::Paused);
+  if (body["resume"].get<bool>()) {
+    events_.emit("vm", "resuming");
+    enter_state(VmState::Running);
+    events_.emit("vm", "resumed");
+  }
+  return {204, "", false};
+}
+
+// ---------------------------------------------------------------------------------------------
+// The pretend guest: what the project's minimal PVH test guest does, without running code.
+
+bool Vmm::cmdline_has(const std::string& word) const {
+  if (!config_ || !(*config_)["payload"].is_object() || !(*config_)["payload"]["cmdline"].is_string()) return false;
+  const auto words = split_words((*config_)["payload"]["cmdline"].get<std::string>());
+  return std::find(words.begin(), words.end(), word) != words.end();
+}
+
+void Vmm::guest_start(bool banner) {
+  ++guest_gen_;
+  guest_running_ = true;
+  guest_halted_ = false;
+  power_button_pending_ = false;
+  guest_line_.clear();
+  heartbeat_ = 0;
+  if (banner && serial_) {
+    std::string cmdline;
+    if ((*config_)["payload"]["cmdline"].is_string()) cmdline = (*config_)["payload"]["cmdline"].get<std::string>();
+    serial_->write("vmm-double pretend guest: booted (a test double: no guest code runs)\r\n");
+    serial_->write("cmdline: " + cmdline + "\r\n");
+    serial_->write("ready\r\n");
+  }
+  if (banner && cmdline_has("poweroff")) {
+    schedule(std::chrono::milliseconds(20), [this] { guest_poweroff(); }, true);
+  }
+  if (faults_.heartbeat_ms > 0) {
+    auto tick = std::make_shared<std::function<void()>>();
+    *tick = [this, tick] {
+      if (state_ == VmState::Running && !guest_halted_ && serial_) {
+        serial_->write("heartbeat " + std::to_string(++heartbeat_) + "\r\n");
+      }
+      schedule(std::chrono::milliseconds(faults_.heartbeat_ms), *tick, true);
+    };
+    schedule(std::chrono::milliseconds(faults_.heartbeat_ms), *tick, true);
+  }
+}
+
+void Vmm::guest_stop() {
+  ++guest_gen_;
+  guest_running_ = false;
+  power_button_pending_ = false;
+}
+
+void Vmm::guest_input(const std::string& bytes) {
+  for (const char c : bytes) {
+    if (!guest_running_ || guest_halted_ || !serial_ || exit_code_) return;
+    if (c == '\r' || c == '\n') {
+      serial_->write("\r\n");
+      const std::string line = guest_line_;
+      guest_line_.clear();
+      guest_line(line);
+    } else if (c == 0x7f || c == '\b') {
+      if (!guest_line_.empty()) {
+        guest_line_.pop_back();
+        serial_->write("\b \b");
+      }
+    } else {
+      serial_->write(std::string(1, c));
+      if (guest_line_.size() < 4096) guest_line_.push_back(c);
+    }
+  }
+}
+
+void Vmm::guest_line(const std::string& raw) {
+  const auto words = split_words(raw);
+  if (words.size() != 1) return;
+  const std::string& cmd = words[0];
+  if (cmd == "poweroff") {
+    serial_->write("powering off\r\n");
+    schedule(std::chrono::milliseconds(5), [this] { guest_poweroff(); }, true);
+  } else if (cmd == "reboot") {
+    serial_->write("rebooting\r\n");
+    schedule(std::chrono::milliseconds(5), [this] { guest_reboot(); }, true);
+  } else if (cmd == "panic") {
+    guest_panic();
+  }
+}
+
+void Vmm::guest_poweroff() {
+  // ACPI power-off -> guest exit event -> vmm_shutdown: vm/shutdown, vm/deleted, vmm/shutdown.
+  log(1, "guest powered off");
+  vmm_shutdown_and_exit(0);
+}
+
+void Vmm::guest_reboot() {
+  // Guest reset -> reset event -> vm_reboot (new console devices, a new VM).
+  log(1, "guest reboot");
+  (void)vm_reboot();
+}
+
+void Vmm::guest_panic() {
+  if (serial_) serial_->write("Kernel panic - not syncing: requested from the console\r\n");
+  if ((*config_)["pvpanic"].get<bool>()) events_.emit("guest", "panic", {{"event", "panic"}});
+  guest_halted_ = true;
+}
+
+void Vmm::guest_power_button() {
+  power_button_pending_ = false;
+  if (!guest_running_ || guest_halted_ || cmdline_has("ignore-acpi")) return;
+  if (serial_) serial_->write("ACPI power button: powering off\r\n");
+  schedule(std::chrono::milliseconds(10), [this] { guest_poweroff(); }, true);
+}
+
+}  // namespace chl::vmm_double

@@ -1,0 +1,130 @@
+#pragma once
+// The double's VMM: Cloud Hypervisor's API state machine (vmm/src/lib.rs RequestHandler and
+// vm.rs VmState transitions) plus a pretend guest behind the serial line. Single-threaded:
+// one poll loop over the API socket and its connections, the serial PTY, the event monitor,
+// a signalfd (SIGTERM/SIGINT) and timers.
+#include <chrono>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/unique_fd.hpp"
+#include "tests/vmm_double/cli.hpp"
+#include "tests/vmm_double/config_schema.hpp"
+#include "tests/vmm_double/event_monitor.hpp"
+#include "tests/vmm_double/faults.hpp"
+#include "tests/vmm_double/http_server.hpp"
+#include "tests/vmm_double/serial_port.hpp"
+
+namespace chl::vmm_double {
+
+enum class VmState { Created, Running, Shutdown, Paused, BreakPoint };
+const char* to_string(VmState s);
+
+// An API answer: HTTP status and body; `hold` keeps the request unanswered for now.
+struct Reply {
+  int status = 204;
+  std::string body;
+  bool hold = false;
+};
+
+class Vmm {
+ public:
+  Vmm(CliOptions opts, Faults faults);
+  // Runs until vmm.shutdown, guest power-off or SIGTERM/SIGINT; returns the exit code.
+  int run();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Timer {
+    Clock::time_point when;
+    std::uint64_t generation;  // guest generation it belongs to (0: always fires)
+    std::function<void()> fn;
+  };
+
+  // --- API ---
+  void serve(HttpRequest& req);
+  Reply dispatch(HttpRequest& req, const std::string& endpoint);
+  Reply api_error(const std::string& endpoint, std::vector<std::string> chain) const;
+
+  Reply vm_create(const Json& config);
+  Reply vm_boot(std::uint64_t conn);
+  Reply vm_pause();
+  Reply vm_resume();
+  Reply vm_shutdown();
+  Reply vm_reboot();
+  Reply vm_power_button();
+  Reply vm_delete();
+  Reply vm_info() const;
+  Reply vm_counters() const;
+  Reply vmm_ping() const;
+  Reply vm_add(const std::string& endpoint, const Json& cfg, std::vector<common::UniqueFd>& fds);
+  Reply vm_remove_device(const Json& body);
+  Reply vm_resize(const Json& body);
+  Reply vm_snapshot(const Json& body);
+  Reply vm_restore(const Json& body);
+
+  // --- CH internals the endpoints share ---
+  // Vm::new + boot checks: config validation, disks, payload files. Empty when fine.
+  std::vector<std::string> check_bootable();
+  // pre_create_console_devices: open serial/console per config (a new PTY each time).
+  std::vector<std::string> open_consoles();
+  void close_consoles();
+  void assign_device_ids();
+  std::string next_device_name(const std::string& prefix);
+  std::string allocate_bdf(const std::string& id);
+  bool vm_shutdown_internal();  // CH vm_shutdown(): true when a VM was shut down
+  void vm_delete_internal();
+  void vmm_shutdown_and_exit(int code);
+  void enter_state(VmState s);
+
+  // --- the pretend guest ---
+  void guest_start(bool banner);
+  void guest_stop();
+  void guest_input(const std::string& bytes);
+  void guest_line(const std::string& line);
+  void guest_poweroff();
+  void guest_reboot();
+  void guest_panic();
+  void guest_power_button();
+  [[nodiscard]] bool cmdline_has(const std::string& word) const;
+
+  // --- loop plumbing ---
+  void schedule(std::chrono::milliseconds after, std::function<void()> fn, bool guest_bound);
+  void run_timers();
+  void crash(const std::string& phase) const;
+  void quit_without_events(const std::string& phase);
+  void log(int level, const std::string& msg) const;
+
+  CliOptions opts_;
+  Faults faults_;
+  EventMonitor events_;
+  HttpServer http_;
+  common::UniqueFd signal_fd_;
+  common::UniqueFd log_fd_;
+
+  std::optional<Json> config_;  // CH: vm_config
+  bool vm_ = false;             // CH: vm.is_some()
+  VmState state_ = VmState::Created;
+  std::optional<SerialPort> serial_;
+  std::optional<SerialPort> console_;
+  std::map<std::string, std::string> bdfs_;  // device id -> bdf
+  std::map<std::string, std::vector<common::UniqueFd>> net_fds_;
+  unsigned device_counter_ = 0;
+
+  // guest
+  std::uint64_t guest_gen_ = 0;  // bumps on every guest start/stop; stale timers skip
+  bool guest_running_ = false;
+  bool guest_halted_ = false;
+  bool power_button_pending_ = false;
+  std::string guest_line_;
+  unsigned heartbeat_ = 0;
+
+  std::vector<Timer> timers_;
+  std::optional<std::uint64_t> held_conn_;  // API blocked behind this request
+  std::optional<int> exit_code_;
+};
+
+}  // namespace chl::vmm_double
