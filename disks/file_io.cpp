@@ -1,0 +1,74 @@
+#include "disks/file_io.hpp"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+
+#include "common/syscall.hpp"
+
+namespace chl::disks {
+
+common::Status pread_full(int fd, std::uint64_t offset, std::size_t len, std::uint8_t* buf) {
+  std::size_t got = 0;
+  while (got < len) {
+    ssize_t n = common::retry_eintr(
+        [&] { return ::pread(fd, buf + got, len - got, static_cast<off_t>(offset + got)); });
+    if (n < 0) return common::fail_errno("reading " + std::to_string(len) + " bytes at offset " + std::to_string(offset));
+    if (n == 0) {
+      std::memset(buf + got, 0, len - got);
+      break;
+    }
+    got += static_cast<std::size_t>(n);
+  }
+  return {};
+}
+
+bool all_zero(const std::uint8_t* p, std::size_t n) {
+  if (n == 0) return true;
+  // Most data blocks differ from zero within their first bytes.
+  const std::size_t head = n < 16 ? n : 16;
+  for (std::size_t i = 0; i < head; ++i) {
+    if (p[i] != 0) return false;
+  }
+  return n <= 16 || std::memcmp(p, p + 16, n - 16) == 0;
+}
+
+common::Status pwrite_full(int fd, std::uint64_t offset, const std::uint8_t* buf, std::size_t len) {
+  std::size_t done = 0;
+  while (done < len) {
+    ssize_t n = common::retry_eintr(
+        [&] { return ::pwrite(fd, buf + done, len - done, static_cast<off_t>(offset + done)); });
+    if (n < 0) return common::fail_errno("writing " + std::to_string(len) + " bytes at offset " + std::to_string(offset));
+    done += static_cast<std::size_t>(n);
+  }
+  return {};
+}
+
+common::Result<std::uint64_t> write_sparse(int fd, std::uint64_t offset, const std::uint8_t* buf, std::size_t len) {
+  std::uint64_t written = 0;
+  std::size_t i = 0, run_start = 0;
+  bool in_run = false;
+  while (i < len) {
+    const std::uint64_t abs = offset + i;
+    const std::size_t n = static_cast<std::size_t>(
+        std::min<std::uint64_t>(len - i, kSparseBlock - abs % kSparseBlock));
+    const bool zero = all_zero(buf + i, n);
+    if (!zero && !in_run) {
+      run_start = i;
+      in_run = true;
+    } else if (zero && in_run) {
+      CHL_TRY_VOID(pwrite_full(fd, offset + run_start, buf + run_start, i - run_start));
+      written += i - run_start;
+      in_run = false;
+    }
+    i += n;
+  }
+  if (in_run) {
+    CHL_TRY_VOID(pwrite_full(fd, offset + run_start, buf + run_start, len - run_start));
+    written += len - run_start;
+  }
+  return written;
+}
+
+}  // namespace chl::disks
