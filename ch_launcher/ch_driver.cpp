@@ -1,0 +1,205 @@
+#include "ch_launcher/ch_driver.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include "common/log.hpp"
+#include "common/syscall.hpp"
+#include "vmm_api/error.hpp"
+
+namespace chl::core {
+namespace asio = boost::asio;
+using common::fail;
+using common::Result;
+using common::Status;
+using nlohmann::json;
+
+namespace {
+constexpr std::uint64_t kEventCopyLimit = 4 << 20;  // events.log cap
+
+std::string file_url(const std::filesystem::path& dir) { return "file://" + dir.string(); }
+}  // namespace
+
+CloudHypervisorDriver::CloudHypervisorDriver(asio::io_context& io, ChDriverOptions options, vmm_api::VmConfig config)
+    : io_(io),
+      opts_(std::move(options)),
+      config_(std::move(config)),
+      client_((opts_.state_dir / "ch-api.sock").string(), opts_.client) {}
+
+CloudHypervisorDriver::~CloudHypervisorDriver() {
+  boost::system::error_code ec;
+  if (events_) events_->close(ec);
+  if (pidfd_) {
+    (void)pidfd_->release();  // owned by ChildProcess
+  }
+  // ChildProcess kills and reaps a VMM still running.
+}
+
+Status CloudHypervisorDriver::launch(EventSink sink) {
+  sink_ = std::move(sink);
+  if (auto v = vmm_version(opts_.vmm_binary)) version_ = *v;
+  VmmStartOptions so;
+  so.binary = opts_.vmm_binary;
+  so.api_socket = opts_.state_dir / "ch-api.sock";
+  so.log_file = opts_.state_dir / "vmm.log";
+  so.seccomp = opts_.seccomp;
+  so.verbosity = opts_.verbosity;
+  CHL_TRY(auto vmm, start_vmm(so));
+  vmm_.emplace(std::move(vmm));
+  event_copy_.reset(::open((opts_.state_dir / "events.log").c_str(),
+                           O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
+  events_.emplace(io_, vmm_->events.release());
+  int dup = ::fcntl(vmm_->child.pidfd(), F_DUPFD_CLOEXEC, 0);
+  if (dup < 0) return common::fail_errno("dup pidfd");
+  pidfd_.emplace(io_, dup);
+  read_events();
+  watch_exit();
+  return {};
+}
+
+void CloudHypervisorDriver::read_events() {
+  events_->async_read_some(asio::buffer(buf_), [this](boost::system::error_code ec, std::size_t n) {
+    if (ec == asio::error::operation_aborted) return;
+    if (ec) {
+      // EOF: the VMM closed the stream (it is exiting, or it broke); exit comes via the pidfd.
+      parser_.finish();
+      return;
+    }
+    on_bytes(std::string_view(buf_, n));
+    read_events();
+  });
+}
+
+void CloudHypervisorDriver::on_bytes(std::string_view bytes) {
+  if (event_copy_ && event_copy_bytes_ < kEventCopyLimit) {
+    (void)!::write(event_copy_.get(), bytes.data(), bytes.size());
+    event_copy_bytes_ += bytes.size();
+  }
+  parser_.feed(bytes, [this](events::VmmEvent&& e) {
+    CHL_LOG_DEBUG("vmm event {}", e.key());
+    deliver(tracker_.on_vmm_event(e));
+  });
+}
+
+// Read what is left in the pipe, synchronously: the VMM has exited, so this cannot block long.
+void CloudHypervisorDriver::drain_events() {
+  if (!events_ || !events_->is_open()) return;
+  for (;;) {
+    ssize_t n = common::retry_eintr([&] { return ::read(events_->native_handle(), buf_, sizeof buf_); });
+    if (n <= 0) break;
+    on_bytes(std::string_view(buf_, static_cast<std::size_t>(n)));
+  }
+}
+
+void CloudHypervisorDriver::watch_exit() {
+  pidfd_->async_wait(asio::posix::stream_descriptor::wait_read, [this](boost::system::error_code ec) {
+    if (ec == asio::error::operation_aborted) return;
+    on_exit();
+  });
+}
+
+void CloudHypervisorDriver::on_exit() {
+  auto st = vmm_->child.try_wait();
+  if (!st || !st->has_value()) {
+    watch_exit();  // spurious
+    return;
+  }
+  // Everything the VMM wrote before dying is processed before its death.
+  drain_events();
+  boost::system::error_code ec;
+  events_->cancel(ec);
+  const common::ExitStatus& es = **st;
+  CHL_LOG_INFO("VMM pid {} ended: {}", vmm_->child.pid(), es.describe());
+  events::VmmExit exit;
+  exit.signaled = !es.exited;
+  exit.code = es.exited ? es.code : es.signal;
+  deliver(tracker_.on_vmm_exited(exit));
+  ::unlink((opts_.state_dir / "ch-api.sock").c_str());
+}
+
+void CloudHypervisorDriver::deliver(const std::vector<events::DomainEvent>& evs) {
+  for (const auto& e : evs) {
+    if (sink_) sink_(e);
+  }
+}
+
+void CloudHypervisorDriver::kill_vmm() {
+  if (vmm_ && vmm_->child.running()) {
+    CHL_LOG_WARN("killing VMM pid {}", vmm_->child.pid());
+    (void)vmm_->child.signal(SIGKILL);
+  }
+}
+
+bool CloudHypervisorDriver::finished() const {
+  return !vmm_ || vmm_->child.exit_status().has_value();
+}
+
+json CloudHypervisorDriver::vmm_identity() const {
+  json j = {{"binary", opts_.vmm_binary}, {"version", version_}};
+  if (vmm_) j["pid"] = vmm_->child.pid();
+  return j;
+}
+
+Result<std::optional<std::string>> CloudHypervisorDriver::create_and_boot() {
+  CHL_TRY_VOID(common::wrap(client_.vm_create(config_), "creating the VM"));
+  CHL_TRY(auto info, common::wrap(client_.vm_info(), "reading the created VM"));
+  if (info.state != vmm_api::VmState::Created)
+    return fail(std::errc::protocol_error, "creating the VM: VMM reports state " + std::string(vmm_api::to_string(info.state)) + ", expected Created");
+  std::optional<std::string> pty;
+  if (info.config.serial && info.config.serial->mode == vmm_api::ConsoleMode::Pty) pty = info.config.serial->file;
+  CHL_TRY_VOID(common::wrap(client_.vm_boot(), "booting the VM"));
+  return pty;
+}
+
+Status CloudHypervisorDriver::pause() { return client_.vm_pause(); }
+Status CloudHypervisorDriver::resume() { return client_.vm_resume(); }
+Status CloudHypervisorDriver::reboot() { return client_.vm_reboot(); }
+Status CloudHypervisorDriver::power_button() { return client_.vm_power_button(); }
+
+Status CloudHypervisorDriver::force_off() {
+  // Each step is tried even if the previous one failed: the goal is a VMM that is gone.
+  auto vm = client_.vm_shutdown();
+  if (!vm) CHL_LOG_WARN("vm.shutdown: {}", vm.error().message());
+  auto vmm = client_.vmm_shutdown();
+  if (!vmm) return tl::unexpected(vmm.error().wrap("ending the VMM"));
+  return {};
+}
+
+Result<json> CloudHypervisorDriver::info() {
+  CHL_TRY(auto info, client_.vm_info());
+  return json(info);
+}
+
+Result<json> CloudHypervisorDriver::counters() {
+  CHL_TRY(auto c, client_.vm_counters());
+  return json(c);
+}
+
+Status CloudHypervisorDriver::snapshot(const std::filesystem::path& dir) {
+  vmm_api::VmSnapshotConfig sc;
+  sc.destination_url = file_url(dir);
+  return client_.vm_snapshot(sc);
+}
+
+Status CloudHypervisorDriver::restore(const std::filesystem::path& dir) {
+  vmm_api::RestoreConfig rc;
+  rc.source_url = file_url(dir);
+  return client_.vm_restore(rc);
+}
+
+Result<json> CloudHypervisorDriver::add_disk(const json& disk) {
+  auto parsed = vmm_api::from_json_value<vmm_api::DiskConfig>(disk, "disk");
+  if (!parsed) return tl::unexpected(parsed.error());
+  CHL_TRY(auto added, client_.vm_add_disk(*parsed));
+  if (!added) return json::object();
+  return json(*added);
+}
+
+Status CloudHypervisorDriver::remove_device(const std::string& id) {
+  vmm_api::VmRemoveDevice rd;
+  rd.id = id;
+  return client_.vm_remove_device(rd);
+}
+
+}  // namespace chl::core

@@ -1,0 +1,80 @@
+#pragma once
+// Cloud Hypervisor behind the Driver interface: starts the VMM (API socket bound by us and
+// passed as fd, event monitor as a pipe), reads its event stream and its exit (pidfd) on the
+// io_context, translates them through events::DomainStateTracker, and drives the REST API
+// through vmm_api::Client on the worker thread.
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+
+#include "ch_launcher/driver.hpp"
+#include "ch_launcher/vmm_process.hpp"
+#include "events/domain_state_tracker.hpp"
+#include "events/event_stream_parser.hpp"
+#include "vmm_api/client.hpp"
+#include "vmm_api/types.hpp"
+
+namespace chl::core {
+
+struct ChDriverOptions {
+  std::string vmm_binary = "cloud-hypervisor";
+  std::filesystem::path state_dir;        // API socket, VMM log and event copy live here
+  bool seccomp = true;
+  int verbosity = 0;
+  vmm_api::ClientOptions client;
+};
+
+class CloudHypervisorDriver final : public Driver {
+ public:
+  CloudHypervisorDriver(boost::asio::io_context& io, ChDriverOptions options, vmm_api::VmConfig config);
+  ~CloudHypervisorDriver() override;
+
+  [[nodiscard]] std::string hypervisor() const override { return "cloud-hypervisor"; }
+
+  common::Status launch(EventSink sink) override;
+  void request_stop(events::StopRequest kind) override { tracker_.on_stop_requested(kind); }
+  void kill_vmm() override;
+  [[nodiscard]] events::DomainState state() const override { return tracker_.state(); }
+  [[nodiscard]] events::StateReason reason() const override { return tracker_.reason(); }
+  [[nodiscard]] bool finished() const override;
+  [[nodiscard]] nlohmann::json vmm_identity() const override;
+
+  common::Result<std::optional<std::string>> create_and_boot() override;
+  common::Status pause() override;
+  common::Status resume() override;
+  common::Status reboot() override;
+  common::Status power_button() override;
+  common::Status force_off() override;
+  common::Result<nlohmann::json> info() override;
+  common::Result<nlohmann::json> counters() override;
+  common::Status snapshot(const std::filesystem::path& dir) override;
+  common::Status restore(const std::filesystem::path& dir) override;
+  common::Result<nlohmann::json> add_disk(const nlohmann::json& disk) override;
+  common::Status remove_device(const std::string& id) override;
+
+  [[nodiscard]] const events::DomainStateTracker& tracker() const { return tracker_; }
+
+ private:
+  void read_events();
+  void watch_exit();
+  void on_bytes(std::string_view bytes);
+  void drain_events();
+  void on_exit();
+  void deliver(const std::vector<events::DomainEvent>& evs);
+
+  boost::asio::io_context& io_;
+  ChDriverOptions opts_;
+  vmm_api::VmConfig config_;
+  vmm_api::Client client_;
+  std::optional<VmmProcess> vmm_;
+  std::optional<boost::asio::posix::stream_descriptor> events_;
+  std::optional<boost::asio::posix::stream_descriptor> pidfd_;
+  common::UniqueFd event_copy_;   // events.log: the raw stream, for post-mortems
+  std::uint64_t event_copy_bytes_ = 0;
+  events::EventStreamParser parser_;
+  events::DomainStateTracker tracker_;
+  EventSink sink_;
+  char buf_[8192];
+  std::string version_;
+};
+
+}  // namespace chl::core

@@ -1,0 +1,64 @@
+#pragma once
+// The interface the launcher's lifecycle code talks to, one implementation per hypervisor
+// (CloudHypervisorDriver now; a LibvirtDriver for QEMU/KVM later). Adding a hypervisor is adding
+// a capabilities description and a driver.
+//
+// Threading contract:
+// - launch(), kill_vmm(), request_stop(), state queries and the event sink run on the launcher's
+//   io_context thread.
+// - The blocking operations (create_and_boot, pause, …) run on the launcher's single worker
+//   thread, one at a time, so a slow hypervisor never stalls the event loop.
+// An operation a driver cannot do answers std::errc::operation_not_supported with
+// "not supported by <hypervisor>".
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.hpp"
+#include "events/domain_state.hpp"
+#include "events/domain_state_tracker.hpp"
+
+namespace chl::core {
+
+class Driver {
+ public:
+  using EventSink = std::function<void(const events::DomainEvent&)>;
+  virtual ~Driver() = default;
+
+  [[nodiscard]] virtual std::string hypervisor() const = 0;
+
+  // ---- io thread ----
+  // Start the VMM process and watch its events and exit; domain events go to `sink`.
+  virtual common::Status launch(EventSink sink) = 0;
+  // The user asked for a stop (for the state's reason: Shutdown vs Destroyed).
+  virtual void request_stop(events::StopRequest kind) = 0;
+  // Kill the VMM (SIGKILL); its exit then arrives as an event.
+  virtual void kill_vmm() = 0;
+  [[nodiscard]] virtual events::DomainState state() const = 0;
+  [[nodiscard]] virtual events::StateReason reason() const = 0;
+  // True when the VM will not run again and the VMM process is gone.
+  [[nodiscard]] virtual bool finished() const = 0;
+  // VMM identity for status: {"pid":…, "version":…, "binary":…}.
+  [[nodiscard]] virtual nlohmann::json vmm_identity() const = 0;
+
+  // ---- worker thread (blocking) ----
+  // Define and boot the VM. Returns the console PTY path when the hypervisor gives one.
+  virtual common::Result<std::optional<std::string>> create_and_boot() = 0;
+  virtual common::Status pause() = 0;
+  virtual common::Status resume() = 0;
+  virtual common::Status reboot() = 0;
+  virtual common::Status power_button() = 0;
+  // Stop the VM hard and end the VMM politely (CH: vm.shutdown then vmm.shutdown).
+  virtual common::Status force_off() = 0;
+  virtual common::Result<nlohmann::json> info() = 0;
+  virtual common::Result<nlohmann::json> counters() = 0;
+  virtual common::Status snapshot(const std::filesystem::path& dir) = 0;
+  virtual common::Status restore(const std::filesystem::path& dir) = 0;
+  virtual common::Result<nlohmann::json> add_disk(const nlohmann::json& disk) = 0;
+  virtual common::Status remove_device(const std::string& id) = 0;
+};
+
+}  // namespace chl::core

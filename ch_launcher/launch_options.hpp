@@ -1,0 +1,37 @@
+#pragma once
+// What `ch-launcher run` is told. Exit codes of `run` (also in docs/launcher.md):
+//   0  the guest went down cleanly (Shutoff/Shutdown)
+//   1  the VM could not be started (the error names the step and what the VMM answered)
+//   2  bad input (the VMI or the command line)
+//   3  the VM crashed (guest panic, or the VMM died under it)
+//   4  the VM was forced off (grace period expired, or `kill`)
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace chl::core {
+
+enum ExitCode : int {
+  kExitClean = 0,
+  kExitLaunchFailed = 1,
+  kExitInvalidInput = 2,
+  kExitCrashed = 3,
+  kExitForcedOff = 4,
+};
+
+struct LaunchOptions {
+  std::filesystem::path vmi_path;
+  std::optional<std::filesystem::path> state_dir;   // default: default_state_dir(ns, name)
+  std::map<std::string, std::string> volumes;        // --volume NAME=PATH
+  std::string vmm_binary;                            // default: cloud-hypervisor on PATH
+  std::string default_hypervisor = "cloud-hypervisor";
+  std::optional<int> grace_period_seconds;           // default: the VMI's, else 30
+  bool pod_layout = false;                           // KubeVirt's socket paths
+  std::filesystem::path firmware_dir = "/usr/share/cloud-hypervisor";
+  bool console_take_over = false;
+  int vmm_verbosity = 0;
+  bool vmm_seccomp = true;
+};
+
+}  // namespace chl::core

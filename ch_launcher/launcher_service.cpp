@@ -1,0 +1,344 @@
+#include "ch_launcher/launcher_service.hpp"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/asio/post.hpp>
+
+#include "common/log.hpp"
+#include "console_bridge/bridge.hpp"
+
+namespace chl::core {
+namespace asio = boost::asio;
+using common::fail;
+using common::Result;
+using events::DomainState;
+using nlohmann::json;
+
+namespace {
+// What a state error answers: the command socket maps this code to HTTP 409.
+const std::error_code kWrongState = std::make_error_code(std::errc::operation_not_permitted);
+}  // namespace
+
+LauncherService::LauncherService(asio::io_context& io, ServiceOptions options, std::unique_ptr<Driver> driver)
+    : io_(io),
+      opts_(std::move(options)),
+      driver_(std::move(driver)),
+      signals_(io, SIGTERM, SIGINT),
+      grace_timer_(io),
+      kill_timer_(io) {
+  worker_guard_.emplace(worker_io_.get_executor());
+  worker_ = std::thread([this] { worker_io_.run(); });
+}
+
+LauncherService::~LauncherService() {
+  worker_guard_.reset();
+  worker_io_.stop();
+  if (worker_.joinable()) worker_.join();
+}
+
+template <typename F>
+void LauncherService::on_worker(F&& work, Reply reply) {
+  asio::post(worker_io_, [this, work = std::forward<F>(work), reply = std::move(reply)]() mutable {
+    Result<json> r = work();
+    asio::post(io_, [r = std::move(r), reply = std::move(reply)]() mutable { reply(std::move(r)); });
+  });
+}
+
+int LauncherService::run() {
+  started_at_ = std::chrono::steady_clock::now();
+  // SIGPIPE is never wanted: a client that vanished is an error value, not a signal.
+  ::signal(SIGPIPE, SIG_IGN);
+  signals_.async_wait([this](boost::system::error_code ec, int sig) {
+    if (ec) return;
+    CHL_LOG_INFO("received {}: stopping the VM (grace period {} s)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
+                 opts_.grace_period.count());
+    if (stopping_) {
+      begin_forced_stop("second signal");
+    } else {
+      begin_graceful_stop(opts_.grace_period);
+    }
+    // Keep listening: a second signal forces the stop.
+    signals_.async_wait([this](boost::system::error_code ec2, int) {
+      if (!ec2) begin_forced_stop("second signal");
+    });
+  });
+
+  if (auto st = start_console(); !st) {
+    CHL_LOG_ERROR("console: {}", st.error().message());
+    launch_failed_ = true;
+    launch_error_ = "console: " + st.error().message();
+    teardown();
+    return kExitLaunchFailed;
+  }
+  if (auto st = driver_->launch([this](const events::DomainEvent& e) { on_domain_event(e); }); !st) {
+    launch_failed_ = true;
+    launch_error_ = "starting the VMM: " + st.error().message();
+    CHL_LOG_ERROR("{}", launch_error_);
+    teardown();
+    return kExitLaunchFailed;
+  }
+
+  on_worker([this]() -> Result<json> {
+    CHL_TRY(auto pty, driver_->create_and_boot());
+    json j = json::object();
+    if (pty) j["pty"] = *pty;
+    return j;
+  }, [this](Result<json> r) {
+    if (!r) {
+      launch_failed_ = true;
+      launch_error_ = r.error().message();
+      CHL_LOG_ERROR("starting the VM failed: {}", launch_error_);
+      driver_->request_stop(events::StopRequest::Forced);
+      driver_->kill_vmm();
+      check_finished();
+      return;
+    }
+    booted_ = true;
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started_at_);
+    CHL_LOG_INFO("VM booted in {} ms", ms.count());
+    if (r->contains("pty")) {
+      pty_ = (*r)["pty"].get<std::string>();
+      if (bridge_) {
+        if (auto st = bridge_->attach_pty_path(*pty_); !st)
+          CHL_LOG_ERROR("console: attaching {}: {}", *pty_, st.error().message());
+      }
+    }
+    check_finished();
+  });
+
+  io_.run();
+  return exit_code();
+}
+
+common::Status LauncherService::start_console() {
+  console_bridge::BridgeOptions bo;
+  bo.socket_path = opts_.console_socket;
+  bo.log_path = opts_.state_dir / "virt-serial0-log";
+  bo.take_over = opts_.console_take_over;
+  bridge_ = std::make_unique<console_bridge::Bridge>(io_, bo);
+  return bridge_->start();
+}
+
+void LauncherService::on_domain_event(const events::DomainEvent& e) {
+  CHL_LOG_INFO("domain event {} ({}) -> state {} reason {}", events::to_string(e.type), e.cause,
+               events::to_string(e.state), events::to_string(e.reason));
+  bus_.publish(e);
+  check_finished();
+}
+
+void LauncherService::check_finished() {
+  if (torn_down_ || !driver_->finished()) return;
+  // The VMM is gone: the VM will not run again in this launcher.
+  teardown();
+}
+
+void LauncherService::teardown() {
+  if (torn_down_) return;
+  torn_down_ = true;
+  boost::system::error_code ec;
+  signals_.cancel(ec);
+  grace_timer_.cancel();
+  kill_timer_.cancel();
+  if (bridge_) bridge_->stop();
+  for (auto& stop : stoppers_) stop();
+  CHL_LOG_INFO("VM ended: state {} reason {}, launcher exits {}", events::to_string(driver_->state()),
+               events::to_string(driver_->reason()), exit_code());
+  // Let the last writes (event streams, replies) go out, then end the loop.
+  auto done = std::make_shared<asio::steady_timer>(io_, std::chrono::milliseconds(100));
+  done->async_wait([this, done](boost::system::error_code) { io_.stop(); });
+}
+
+int LauncherService::exit_code() const {
+  if (launch_failed_) return kExitLaunchFailed;
+  switch (driver_->state()) {
+    case DomainState::Shutoff:
+      return driver_->reason() == events::StateReason::Shutdown ? kExitClean : kExitForcedOff;
+    case DomainState::Crashed:
+      return kExitCrashed;
+    default:
+      return forced_ ? kExitForcedOff : kExitCrashed;
+  }
+}
+
+json LauncherService::domain_json() const {
+  json j = {{"name", opts_.vmi.name},
+            {"namespace", opts_.vmi.namespace_},
+            {"uid", opts_.vmi.uid},
+            {"hypervisor", driver_->hypervisor()},
+            {"state", events::to_string(driver_->state())},
+            {"reason", events::to_string(driver_->reason())},
+            {"vmm", driver_->vmm_identity()},
+            {"state_dir", opts_.state_dir.string()},
+            {"console", {{"socket", opts_.console_socket.string()}}},
+            {"stopping", stopping_}};
+  if (pty_) j["console"]["pty"] = *pty_;
+  if (launch_failed_) j["error"] = launch_error_;
+  if (bridge_) {
+    auto s = bridge_->stats();
+    j["console"]["client_connected"] = s.client_connected;
+  }
+  return j;
+}
+
+Result<json> LauncherService::state_error(const std::string& action, const std::string& need) const {
+  return fail(kWrongState, "cannot " + action + ": the VM is " + std::string(events::to_string(driver_->state())) +
+                               (need.empty() ? "" : ", not " + need));
+}
+
+void LauncherService::status(Reply reply) {
+  if (torn_down_ || driver_->finished() || !booted_) {
+    reply(domain_json());
+    return;
+  }
+  on_worker([this]() -> Result<json> {
+    json extra = json::object();
+    if (auto info = driver_->info()) extra["info"] = *info;
+    else extra["info_error"] = info.error().message();
+    if (auto c = driver_->counters()) extra["counters"] = *c;
+    return extra;
+  }, [this, reply = std::move(reply)](Result<json> r) {
+    json j = domain_json();
+    if (r) j.update(*r);
+    reply(j);
+  });
+}
+
+void LauncherService::pause(Reply reply) {
+  if (driver_->state() != DomainState::Running || stopping_) return reply(state_error("pause", "Running"));
+  on_worker([this]() -> Result<json> {
+    CHL_TRY_VOID(driver_->pause());
+    return json{{"state", "Paused"}};
+  }, std::move(reply));
+}
+
+void LauncherService::resume(Reply reply) {
+  if (driver_->state() != DomainState::Paused || stopping_) return reply(state_error("resume", "Paused"));
+  on_worker([this]() -> Result<json> {
+    CHL_TRY_VOID(driver_->resume());
+    return json{{"state", "Running"}};
+  }, std::move(reply));
+}
+
+void LauncherService::reboot(Reply reply) {
+  if (driver_->state() != DomainState::Running || stopping_) return reply(state_error("reboot", "Running"));
+  on_worker([this]() -> Result<json> {
+    CHL_TRY_VOID(driver_->reboot());
+    return json{{"rebooting", true}};
+  }, std::move(reply));
+}
+
+void LauncherService::shutdown(std::optional<std::chrono::seconds> grace, Reply reply) {
+  if (torn_down_ || driver_->finished()) return reply(state_error("stop", ""));
+  if (stopping_) return reply(fail(kWrongState, "cannot stop: a stop is already in progress"));
+  begin_graceful_stop(grace.value_or(opts_.grace_period));
+  reply(json{{"stopping", true}, {"grace_period_seconds", grace.value_or(opts_.grace_period).count()}});
+}
+
+void LauncherService::kill(Reply reply) {
+  if (torn_down_ || driver_->finished()) return reply(state_error("kill", ""));
+  begin_forced_stop("kill requested");
+  reply(json{{"killing", true}});
+}
+
+void LauncherService::begin_graceful_stop(std::chrono::seconds grace) {
+  if (stopping_ || torn_down_) return;
+  stopping_ = true;
+  if (!booted_ || driver_->state() == DomainState::Paused) {
+    // A guest that is not running cannot answer the power button.
+    begin_forced_stop(booted_ ? "the VM is paused" : "the VM has not booted");
+    return;
+  }
+  driver_->request_stop(events::StopRequest::Graceful);
+  CHL_LOG_INFO("pressing the ACPI power button; forcing off in {} s", grace.count());
+  on_worker([this]() -> Result<json> {
+    CHL_TRY_VOID(driver_->power_button());
+    return json::object();
+  }, [this](Result<json> r) {
+    if (!r) {
+      CHL_LOG_WARN("power button: {}", r.error().message());
+      begin_forced_stop("the power button failed");
+    }
+  });
+  grace_timer_.expires_after(grace);
+  grace_timer_.async_wait([this](boost::system::error_code ec) {
+    if (ec) return;
+    begin_forced_stop("the guest did not power off within the grace period");
+  });
+}
+
+void LauncherService::begin_forced_stop(const std::string& why) {
+  if (forced_ || torn_down_) return;
+  forced_ = true;
+  stopping_ = true;
+  grace_timer_.cancel();
+  CHL_LOG_WARN("forcing the VM off: {}", why);
+  driver_->request_stop(events::StopRequest::Forced);
+  on_worker([this]() -> Result<json> {
+    CHL_TRY_VOID(driver_->force_off());
+    return json::object();
+  }, [this](Result<json> r) {
+    if (!r) {
+      CHL_LOG_WARN("{}; killing the VMM", r.error().message());
+      driver_->kill_vmm();
+    }
+  });
+  kill_timer_.expires_after(opts_.vmm_exit_timeout);
+  kill_timer_.async_wait([this](boost::system::error_code ec) {
+    if (ec) return;
+    CHL_LOG_WARN("VMM still running {} s after shutdown: SIGKILL", opts_.vmm_exit_timeout.count());
+    driver_->kill_vmm();
+  });
+}
+
+void LauncherService::snapshot(const std::filesystem::path& dir, Reply reply) {
+  auto st = driver_->state();
+  if ((st != DomainState::Running && st != DomainState::Paused) || stopping_)
+    return reply(state_error("snapshot", "Running or Paused"));
+  if (!dir.is_absolute()) return reply(fail(std::errc::invalid_argument, "snapshot directory must be absolute: " + dir.string()));
+  // Never overwrite: the directory must be new (created here, 0700) or empty.
+  if (::mkdir(dir.c_str(), 0700) != 0) {
+    std::error_code ec;
+    if (errno != EEXIST || !std::filesystem::is_directory(dir, ec) || !std::filesystem::is_empty(dir, ec))
+      return reply(fail(std::errc::file_exists, "snapshot directory " + dir.string() + " exists and is not empty"));
+  }
+  const bool was_running = st == DomainState::Running;
+  on_worker([this, dir, was_running]() -> Result<json> {
+    // Cloud Hypervisor snapshots a paused VM only: pause around it, as virsh does.
+    if (was_running) CHL_TRY_VOID(common::wrap(driver_->pause(), "pausing for the snapshot"));
+    auto snap = driver_->snapshot(dir);
+    if (was_running) {
+      auto res = driver_->resume();
+      if (!res) CHL_LOG_ERROR("resuming after the snapshot: {}", res.error().message());
+    }
+    if (!snap) return tl::unexpected(snap.error().wrap("snapshot"));
+    return json{{"snapshot", dir.string()}};
+  }, std::move(reply));
+}
+
+void LauncherService::restore(const std::filesystem::path& dir, Reply reply) {
+  (void)dir;
+  reply(fail(std::errc::operation_not_supported,
+             "restore into a running launcher is not supported: the VMM can only restore before a VM exists; start a "
+             "new launcher with `run --restore " + dir.string() + "`"));
+}
+
+void LauncherService::add_disk(const json& disk, Reply reply) {
+  auto st = driver_->state();
+  if ((st != DomainState::Running && st != DomainState::Paused) || stopping_)
+    return reply(state_error("add a disk", "Running or Paused"));
+  on_worker([this, disk]() -> Result<json> { return driver_->add_disk(disk); }, std::move(reply));
+}
+
+void LauncherService::remove_device(const std::string& id, Reply reply) {
+  auto st = driver_->state();
+  if ((st != DomainState::Running && st != DomainState::Paused) || stopping_)
+    return reply(state_error("remove a device", "Running or Paused"));
+  on_worker([this, id]() -> Result<json> {
+    CHL_TRY_VOID(driver_->remove_device(id));
+    return json{{"removed", id}};
+  }, std::move(reply));
+}
+
+}  // namespace chl::core

@@ -1,0 +1,122 @@
+#pragma once
+// The launcher's one core: keeps a VM alive under a Driver for as long as it should live,
+// reports what happens in libvirt's vocabulary (events::EventBus), and obeys lifecycle
+// commands. Transports (the HTTP command socket today, KubeVirt's gRPC cmd protocol later)
+// are thin layers that call these methods on the io_context thread and hand back the reply.
+//
+// Threads: everything here runs on the io_context thread, except the Driver's blocking calls,
+// which run one at a time on a worker thread and post their result back.
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <nlohmann/json.hpp>
+
+#include "ch_launcher/driver.hpp"
+#include "ch_launcher/launch_options.hpp"
+#include "common/error.hpp"
+#include "events/event_bus.hpp"
+
+namespace chl::console_bridge {
+class Bridge;
+}
+
+namespace chl::core {
+
+// Who the VM is, for status and logs.
+struct VmIdentity {
+  std::string name;
+  std::string namespace_;
+  std::string uid;
+};
+
+struct ServiceOptions {
+  VmIdentity vmi;
+  std::filesystem::path state_dir;
+  std::filesystem::path launcher_socket;   // command socket
+  std::filesystem::path console_socket;    // virt-serial0
+  std::chrono::seconds grace_period{30};
+  std::chrono::seconds vmm_exit_timeout{5};  // after vmm.shutdown, before SIGKILL
+  bool console_take_over = false;
+};
+
+class LauncherService {
+ public:
+  using Reply = std::function<void(common::Result<nlohmann::json>)>;
+
+  LauncherService(boost::asio::io_context& io, ServiceOptions options, std::unique_ptr<Driver> driver);
+  ~LauncherService();
+  LauncherService(const LauncherService&) = delete;
+  LauncherService& operator=(const LauncherService&) = delete;
+
+  // Start everything and run the loop until the VM is gone. Returns the exit code (ExitCode).
+  int run();
+
+  // ---- commands (io thread); each answers through `reply` exactly once ----
+  void status(Reply reply);
+  void pause(Reply reply);
+  void resume(Reply reply);
+  void reboot(Reply reply);
+  // Graceful: ACPI power button, then after the grace period a forced stop.
+  void shutdown(std::optional<std::chrono::seconds> grace, Reply reply);
+  // Forced, at once.
+  void kill(Reply reply);
+  void snapshot(const std::filesystem::path& dir, Reply reply);
+  void restore(const std::filesystem::path& dir, Reply reply);
+  void add_disk(const nlohmann::json& disk, Reply reply);
+  void remove_device(const std::string& id, Reply reply);
+
+  // A transport's stop function, called when the VM is gone (after the final event went out).
+  void add_transport_stopper(std::function<void()> stop) { stoppers_.push_back(std::move(stop)); }
+
+  // The domain events as they happen (the current state is domain_json()).
+  events::EventBus& bus() { return bus_; }
+  // {"state":…, "reason":…, "name":…, "namespace":…, "uid":…, "hypervisor":…, "vmm":{…}, …}
+  [[nodiscard]] nlohmann::json domain_json() const;
+  [[nodiscard]] boost::asio::io_context& io() { return io_; }
+
+ private:
+  template <typename F>
+  void on_worker(F&& work, Reply reply);
+  void on_domain_event(const events::DomainEvent& e);
+  void begin_graceful_stop(std::chrono::seconds grace);
+  void begin_forced_stop(const std::string& why);
+  void check_finished();
+  void teardown();
+  common::Status start_console();
+  int exit_code() const;
+  common::Result<nlohmann::json> state_error(const std::string& action, const std::string& need) const;
+
+  boost::asio::io_context& io_;
+  ServiceOptions opts_;
+  std::unique_ptr<Driver> driver_;
+  events::EventBus bus_;
+
+  boost::asio::io_context worker_io_;
+  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> worker_guard_;
+  std::thread worker_;
+
+  boost::asio::signal_set signals_;
+  boost::asio::steady_timer grace_timer_;
+  boost::asio::steady_timer kill_timer_;
+  std::unique_ptr<console_bridge::Bridge> bridge_;
+  std::vector<std::function<void()>> stoppers_;
+
+  std::optional<std::string> pty_;
+  bool booted_ = false;
+  bool launch_failed_ = false;
+  std::string launch_error_;
+  bool stopping_ = false;
+  bool forced_ = false;
+  bool torn_down_ = false;
+  std::chrono::steady_clock::time_point started_at_;
+};
+
+}  // namespace chl::core
