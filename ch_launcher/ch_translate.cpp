@@ -1,0 +1,114 @@
+#include "ch_launcher/ch_translate.hpp"
+
+namespace chl::core {
+
+vmm_api::VmConfig to_ch_vm_config(const LaunchPlan& plan) {
+  vmm_api::VmConfig c;
+
+  const Payload& p = plan.payload;
+  if (!p.firmware.empty()) c.payload.firmware = p.firmware;
+  if (!p.kernel.empty()) c.payload.kernel = p.kernel;
+  if (!p.initramfs.empty()) c.payload.initramfs = p.initramfs;
+  if (!p.cmdline.empty()) c.payload.cmdline = p.cmdline;
+
+  vmm_api::CpusConfig cpus;
+  cpus.boot_vcpus = plan.cpus.boot_vcpus;
+  cpus.max_vcpus = plan.cpus.max_vcpus;
+  vmm_api::CpuTopology topo;
+  topo.threads_per_core = plan.cpus.topology.threads;
+  topo.cores_per_die = plan.cpus.topology.cores;
+  topo.dies_per_package = 1;
+  topo.packages = plan.cpus.topology.sockets;
+  cpus.topology = topo;
+  if (plan.cpus.kvm_hyperv) cpus.kvm_hyperv = true;
+  if (!plan.cpus.pinning.empty()) {
+    std::vector<vmm_api::CpuAffinity> aff;
+    for (std::size_t i = 0; i < plan.cpus.pinning.size(); ++i) {
+      vmm_api::CpuAffinity a;
+      a.vcpu = static_cast<std::uint32_t>(i);
+      a.host_cpus = {plan.cpus.pinning[i]};
+      aff.push_back(std::move(a));
+    }
+    cpus.affinity = std::move(aff);
+  }
+  c.cpus = std::move(cpus);
+
+  vmm_api::MemoryConfig mem;
+  mem.size = static_cast<std::uint64_t>(plan.memory.size);
+  if (plan.memory.hotplug_size > 0) mem.hotplug_size = static_cast<std::uint64_t>(plan.memory.hotplug_size);
+  if (plan.memory.shared) mem.shared = true;
+  if (plan.memory.hugepage_size > 0) {
+    mem.hugepages = true;
+    mem.hugepage_size = static_cast<std::uint64_t>(plan.memory.hugepage_size);
+  }
+  c.memory = std::move(mem);
+
+  if (!plan.disks.empty()) {
+    std::vector<vmm_api::DiskConfig> disks;
+    for (const auto& d : plan.disks) {
+      vmm_api::DiskConfig dc;
+      dc.id = d.name;
+      dc.path = d.path;
+      if (d.readonly) dc.readonly = true;
+      if (d.direct) dc.direct = true;
+      if (!d.serial.empty()) dc.serial = d.serial;
+      if (d.num_queues) dc.num_queues = d.num_queues;
+      if (d.qcow2_overlay) {
+        dc.image_type = "Qcow2";
+        dc.backing_files = true;
+      }
+      disks.push_back(std::move(dc));
+    }
+    c.disks = std::move(disks);
+  }
+
+  if (!plan.nics.empty()) {
+    std::vector<vmm_api::NetConfig> nets;
+    for (const auto& n : plan.nics) {
+      vmm_api::NetConfig nc;
+      nc.id = n.name;
+      nc.tap = n.tap;
+      nc.mac = n.mac;
+      if (n.num_queues) nc.num_queues = n.num_queues;
+      nets.push_back(std::move(nc));
+    }
+    c.net = std::move(nets);
+  }
+
+  if (!plan.filesystems.empty()) {
+    std::vector<vmm_api::FsConfig> fss;
+    for (const auto& f : plan.filesystems) {
+      vmm_api::FsConfig fc;
+      fc.id = f.name;
+      fc.tag = f.name;
+      fc.socket = f.socket;
+      fss.push_back(std::move(fc));
+    }
+    c.fs = std::move(fss);
+  }
+
+  if (plan.rng) {
+    vmm_api::RngConfig rng;
+    rng.src = "/dev/urandom";
+    c.rng = std::move(rng);
+  }
+
+  vmm_api::SerialConfig serial;
+  serial.mode = plan.serial_console ? vmm_api::ConsoleMode::Pty : vmm_api::ConsoleMode::Off;
+  c.serial = std::move(serial);
+  vmm_api::ConsoleConfig console;
+  console.mode = vmm_api::ConsoleMode::Off;
+  c.console = std::move(console);
+
+  if (plan.pvpanic) c.pvpanic = true;
+
+  if (!plan.platform_uuid.empty() || !plan.platform_serial.empty()) {
+    vmm_api::PlatformConfig pc;
+    if (!plan.platform_uuid.empty()) pc.uuid = plan.platform_uuid;
+    if (!plan.platform_serial.empty()) pc.serial_number = plan.platform_serial;
+    c.platform = std::move(pc);
+  }
+  return c;
+}
+
+}  // namespace chl::core

@@ -1,0 +1,398 @@
+#include "ch_launcher/hypervisor_capabilities.hpp"
+
+#include <array>
+#include <cstdlib>
+
+namespace chl::core {
+namespace {
+
+constexpr std::int64_t Mi = std::int64_t{1} << 20;
+constexpr std::int64_t Gi = std::int64_t{1} << 30;
+
+using F = Feature;
+
+// ---- Cloud Hypervisor ----------------------------------------------------------------------
+constexpr std::array<FeatureSupport, static_cast<std::size_t>(F::kCount)> kChFeatures{{
+    {F::DiskDevice, true, "virtio-blk"},
+    {F::CdromDevice, false,
+     "cloud-hypervisor has no CD-ROM device; attach the volume as a disk with bus virtio"},
+    {F::LunDevice, false,
+     "cloud-hypervisor has no SCSI LUN passthrough; attach the volume as a disk with bus virtio"},
+    {F::FloppyDevice, false,
+     "cloud-hypervisor has no floppy device; attach the volume as a disk with bus virtio"},
+    {F::DiskBusVirtio, true, "virtio-blk"},
+    {F::DiskBusSata, false,
+     "cloud-hypervisor has no SATA controller; use bus virtio (the guest needs virtio-blk drivers)"},
+    {F::DiskBusScsi, false,
+     "cloud-hypervisor has no SCSI controller; use bus virtio (the guest needs virtio-blk drivers)"},
+    {F::DiskBusUsb, false, "cloud-hypervisor has no USB controller; use bus virtio"},
+    {F::DiskPciAddress, false,
+     "cloud-hypervisor assigns PCI addresses itself; remove pciAddress"},
+    {F::DiskCustomBlockSize, false,
+     "cloud-hypervisor cannot set a disk's block size; remove blockSize"},
+    {F::DiskShareable, false, "cloud-hypervisor cannot share a disk between VMs; remove shareable"},
+    {F::NicModelVirtio, true, "virtio-net"},
+    {F::NicModelOther, false, "cloud-hypervisor has only virtio-net NICs; use model virtio"},
+    {F::NicPciAddress, false, "cloud-hypervisor assigns PCI addresses itself; remove pciAddress"},
+    {F::NicBootOrder, false,
+     "cloud-hypervisor's firmware cannot boot from the network; remove bootOrder from the interface"},
+    {F::BindingBridge, true, "tap device bridged to the pod interface"},
+    {F::BindingMasquerade, true, "tap device behind NAT on the pod interface"},
+    {F::BindingSriov, false,
+     "SR-IOV needs VFIO passthrough of the pod's virtual function, which ch-launcher does not do "
+     "for cloud-hypervisor yet; use bridge or masquerade"},
+    {F::BindingSlirp, false, "slirp user networking exists only in QEMU; use masquerade"},
+    {F::BindingPasst, false,
+     "passt needs vhost-user networking, which ch-launcher does not set up for cloud-hypervisor "
+     "yet; use masquerade"},
+    {F::BindingMacvtap, false,
+     "macvtap is not supported with cloud-hypervisor; use bridge"},
+    {F::BindingPlugin, false,
+     "network binding plugins are not supported with cloud-hypervisor; use bridge or masquerade"},
+    {F::NetworkMultus, true, "the tap device of the Multus pod interface"},
+    {F::Graphics, false,
+     "cloud-hypervisor has no graphics device; set autoattachGraphicsDevice: false (the serial "
+     "console remains)"},
+    {F::InputDevices, false, "cloud-hypervisor has no input devices; remove devices.inputs"},
+    {F::Sound, false, "cloud-hypervisor has no sound device; remove devices.sound"},
+    {F::UsbRedirection, false, "cloud-hypervisor has no USB controller; remove clientPassthrough"},
+    {F::Watchdog, false,
+     "cloud-hypervisor has no i6300esb watchdog (its virtio watchdog only resets the VM); remove "
+     "devices.watchdog"},
+    {F::Tpm, false, "ch-launcher does not run swtpm for cloud-hypervisor yet; remove devices.tpm"},
+    {F::DownwardMetrics, false,
+     "downward metrics need a virtio-serial port, which cloud-hypervisor lacks"},
+    {F::VirtioTransitional, false,
+     "cloud-hypervisor has only modern (virtio 1.0) devices; remove useVirtioTransitional"},
+    {F::HostDevices, false,
+     "ch-launcher does not pass VFIO host devices to cloud-hypervisor yet; remove hostDevices"},
+    {F::Gpus, false, "ch-launcher does not pass VFIO GPUs to cloud-hypervisor yet; remove gpus"},
+    {F::Virtiofs, true, "vhost-user-fs served by virtiofsd; guest memory becomes shared"},
+    {F::CpuModelHostPassthrough, true, "the only CPU model: the host CPU passed through"},
+    {F::CpuModelHostModel, false,
+     "cloud-hypervisor always passes the host CPU through; use model host-passthrough or leave "
+     "model out"},
+    {F::CpuModelNamed, false,
+     "cloud-hypervisor cannot emulate a named CPU model; use host-passthrough or leave model out"},
+    {F::CpuFeatureFlags, false,
+     "cloud-hypervisor passes the host CPU through and cannot add or remove CPU features; remove "
+     "cpu.features"},
+    {F::CpuHotplug, true, "max_vcpus above boot_vcpus"},
+    {F::DedicatedCpus, true, "vCPU threads pinned one to one onto the pod's CPU set"},
+    {F::IsolateEmulatorThread, false,
+     "ch-launcher does not pin cloud-hypervisor's non-vCPU threads yet; remove "
+     "isolateEmulatorThread"},
+    {F::NumaPassthrough, false,
+     "ch-launcher does not map guest NUMA nodes for cloud-hypervisor yet; remove "
+     "numa.guestMappingPassthrough"},
+    {F::Realtime, false, "ch-launcher does not tune cloud-hypervisor for realtime; remove realtime"},
+    {F::Hugepages, true, "memory backed by hugetlbfs pages of the given size"},
+    {F::MemoryHotplug, true, "ACPI memory hotplug up to maxGuest"},
+    {F::BiosBoot, true,
+     "rust-hypervisor-firmware (hypervisor-fw): boots EFI-bootable disk images, not legacy "
+     "MBR-only ones"},
+    {F::EfiBoot, true, "OVMF built for cloud-hypervisor (CLOUDHV.fd)"},
+    {F::SecureBoot, false,
+     "cloud-hypervisor's firmware has no Secure Boot; set "
+     "spec.domain.firmware.bootloader.efi.secureBoot: false (KubeVirt defaults it to true)"},
+    {F::EfiPersistentVars, false,
+     "cloud-hypervisor keeps no persistent EFI variable store; remove efi.persistent"},
+    {F::KernelBoot, true, "direct kernel boot: kernel, initramfs and command line"},
+    {F::FeatureAcpi, true, "always on in cloud-hypervisor"},
+    {F::FeatureAcpiDisabled, false, "cloud-hypervisor always exposes ACPI; remove acpi.enabled: false"},
+    {F::FeatureApic, true, "always on in cloud-hypervisor"},
+    {F::FeatureSmm, false, "cloud-hypervisor has no System Management Mode; remove features.smm"},
+    {F::FeatureHyperv, true, "KVM Hyper-V enlightenments (kvm_hyperv) as one set"},
+    {F::FeatureHypervPassthrough, true, "KVM Hyper-V enlightenments (kvm_hyperv)"},
+    {F::FeatureKvmHidden, false, "cloud-hypervisor cannot hide KVM from the guest; remove features.kvm"},
+    {F::FeaturePvspinlock, false,
+     "cloud-hypervisor does not let the paravirtual spinlock hint be chosen; remove "
+     "features.pvspinlock"},
+    {F::FeatureOther, false, "not a feature cloud-hypervisor offers; only hyperv is"},
+    {F::ClockUtc, true, "the guest RTC runs in UTC"},
+    {F::ClockOffset, false, "cloud-hypervisor's RTC cannot be offset; remove offsetSeconds"},
+    {F::ClockTimezone, false, "cloud-hypervisor's RTC runs in UTC only; use clock.utc"},
+    {F::ClockTimer, false, "cloud-hypervisor has no timer selection; remove clock.timer"},
+    {F::LaunchSecurity, false,
+     "ch-launcher does not start confidential VMs on cloud-hypervisor yet; remove launchSecurity"},
+    {F::IoThreadsPolicy, true, "each disk has its own I/O thread in cloud-hypervisor anyway"},
+    {F::VolumeContainerDisk, true, "copied to a writable image in the VM's state directory"},
+    {F::VolumeEmptyDisk, true, "sparse raw file in the VM's state directory"},
+    {F::VolumePvc, true, "the claim's disk.img (or block device)"},
+    {F::VolumeDataVolume, true, "the DataVolume's claim, like a PVC"},
+    {F::VolumeEphemeral, true, "qcow2 overlay on the claim in the VM's state directory"},
+    {F::VolumeHostDisk, true, "the host path, created sparse for DiskOrCreate"},
+    {F::VolumeCloudInitNoCloud, true, "cidata ISO attached as a virtio disk"},
+    {F::VolumeCloudInitConfigDrive, true, "config-2 ISO attached as a virtio disk"},
+    {F::VolumeSecret, true, "ISO of the secret's files attached as a virtio disk"},
+    {F::VolumeConfigMap, true, "ISO of the config map's files attached as a virtio disk"},
+    {F::VolumeServiceAccount, true, "ISO of the service account token attached as a virtio disk"},
+    {F::VolumeDownwardApi, true, "ISO of the downward API files attached as a virtio disk"},
+    {F::VolumeOther, false, "this volume type is not supported with cloud-hypervisor"},
+}};
+
+constexpr std::array<ProcessOverhead, 5> kChProcesses{{
+    {"launcher", "ch-launcher: API client, event monitor, console bridge", 30 * Mi},
+    {"monitor", "none: ch-launcher supervises the VMM itself", 0},
+    {"log daemon", "none: the console log is written by ch-launcher", 0},
+    {"hypervisor daemon", "none: no libvirt daemon", 0},
+    {"VMM", "cloud-hypervisor, less guest RAM and page tables", 20 * Mi},
+}};
+
+// ---- QEMU/KVM through libvirt --------------------------------------------------------------
+constexpr std::array<FeatureSupport, static_cast<std::size_t>(F::kCount)> kQemuFeatures{{
+    {F::DiskDevice, true, "virtio-blk, SATA or SCSI disk"},
+    {F::CdromDevice, true, "SATA or SCSI CD-ROM"},
+    {F::LunDevice, true, "SCSI LUN passthrough"},
+    {F::FloppyDevice, false, "KubeVirt removed floppy disks; attach the volume as a disk"},
+    {F::DiskBusVirtio, true, ""},
+    {F::DiskBusSata, true, ""},
+    {F::DiskBusScsi, true, ""},
+    {F::DiskBusUsb, true, ""},
+    {F::DiskPciAddress, true, ""},
+    {F::DiskCustomBlockSize, true, ""},
+    {F::DiskShareable, true, ""},
+    {F::NicModelVirtio, true, ""},
+    {F::NicModelOther, true, "e1000, e1000e, rtl8139, ne2k_pci, pcnet"},
+    {F::NicPciAddress, true, ""},
+    {F::NicBootOrder, true, "iPXE"},
+    {F::BindingBridge, true, ""},
+    {F::BindingMasquerade, true, ""},
+    {F::BindingSriov, true, "VFIO hostdev of the pod's virtual function"},
+    {F::BindingSlirp, true, "QEMU user networking"},
+    {F::BindingPasst, true, ""},
+    {F::BindingMacvtap, true, ""},
+    {F::BindingPlugin, true, ""},
+    {F::NetworkMultus, true, ""},
+    {F::Graphics, true, "VNC"},
+    {F::InputDevices, true, ""},
+    {F::Sound, true, ""},
+    {F::UsbRedirection, true, ""},
+    {F::Watchdog, true, "i6300esb"},
+    {F::Tpm, true, "swtpm"},
+    {F::DownwardMetrics, true, ""},
+    {F::VirtioTransitional, true, ""},
+    {F::HostDevices, true, "VFIO"},
+    {F::Gpus, true, "VFIO / mediated devices"},
+    {F::Virtiofs, true, "virtiofsd"},
+    {F::CpuModelHostPassthrough, true, ""},
+    {F::CpuModelHostModel, true, ""},
+    {F::CpuModelNamed, true, ""},
+    {F::CpuFeatureFlags, true, ""},
+    {F::CpuHotplug, true, ""},
+    {F::DedicatedCpus, true, ""},
+    {F::IsolateEmulatorThread, true, ""},
+    {F::NumaPassthrough, true, ""},
+    {F::Realtime, true, ""},
+    {F::Hugepages, true, ""},
+    {F::MemoryHotplug, true, "virtio-mem"},
+    {F::BiosBoot, true, "SeaBIOS"},
+    {F::EfiBoot, true, "OVMF"},
+    {F::SecureBoot, true, "OVMF with Secure Boot (requires features.smm)"},
+    {F::EfiPersistentVars, true, ""},
+    {F::KernelBoot, true, ""},
+    {F::FeatureAcpi, true, ""},
+    {F::FeatureAcpiDisabled, true, ""},
+    {F::FeatureApic, true, ""},
+    {F::FeatureSmm, true, ""},
+    {F::FeatureHyperv, true, ""},
+    {F::FeatureHypervPassthrough, true, ""},
+    {F::FeatureKvmHidden, true, ""},
+    {F::FeaturePvspinlock, true, ""},
+    {F::FeatureOther, false, "not a feature KubeVirt knows"},
+    {F::ClockUtc, true, ""},
+    {F::ClockOffset, true, ""},
+    {F::ClockTimezone, true, ""},
+    {F::ClockTimer, true, ""},
+    {F::LaunchSecurity, true, "SEV"},
+    {F::IoThreadsPolicy, true, ""},
+    {F::VolumeContainerDisk, true, "qcow2 overlay on the container disk"},
+    {F::VolumeEmptyDisk, true, ""},
+    {F::VolumePvc, true, ""},
+    {F::VolumeDataVolume, true, ""},
+    {F::VolumeEphemeral, true, ""},
+    {F::VolumeHostDisk, true, ""},
+    {F::VolumeCloudInitNoCloud, true, ""},
+    {F::VolumeCloudInitConfigDrive, true, ""},
+    {F::VolumeSecret, true, ""},
+    {F::VolumeConfigMap, true, ""},
+    {F::VolumeServiceAccount, true, ""},
+    {F::VolumeDownwardApi, true, ""},
+    {F::VolumeOther, false, "this volume type is not supported by ch-launcher"},
+}};
+
+// KubeVirt's own measurements (pkg/virt-controller/services/renderresources.go).
+constexpr std::array<ProcessOverhead, 5> kQemuProcesses{{
+    {"launcher", "ch-launcher driving libvirt", 30 * Mi},
+    {"monitor", "none: ch-launcher supervises the domain itself", 0},
+    {"log daemon", "virtlogd", 25 * Mi},
+    {"hypervisor daemon", "virtqemud", 40 * Mi},
+    {"VMM", "qemu-kvm, less guest RAM and page tables", 30 * Mi},
+}};
+
+constexpr HypervisorCapabilities kCloudHypervisor{
+    .name = "cloud-hypervisor",
+    .display_name = "Cloud Hypervisor",
+    .vmm_binary = "cloud-hypervisor",
+    .supports_iso = false,
+    .disk_driver = "virtio-blk (in the VMM, io_uring)",
+    .requires_boot_order = false,  // the firmware boots the first disk: order is device order
+    .supports_memory_ballooning = true,
+    .device_resource = "devices.kubevirt.io/kvm",
+    .launcher_privileged = false,
+    .vcpu_thread_pattern = "^vcpu[0-9]+$",
+    .max_vcpus = 254,
+    .kernel_boot_with_bootloader = false,  // the payload is either firmware or a kernel
+    .bios_firmware = "hypervisor-fw",
+    .efi_firmware = "CLOUDHV.fd",
+    .process_overheads = kChProcesses,
+    .per_vcpu_overhead = 8 * Mi,
+    .pagetable_divisor = 512,
+    .per_filesystem_overhead = 20 * Mi,
+    .graphics_overhead = 0,
+    .vfio_overhead = Gi,
+    .features = kChFeatures,
+};
+
+constexpr HypervisorCapabilities kQemuKvm{
+    .name = "qemu-kvm",
+    .display_name = "QEMU/KVM (libvirt)",
+    .vmm_binary = "qemu-system-x86_64",
+    .supports_iso = true,
+    .disk_driver = "qemu",
+    .requires_boot_order = true,
+    .supports_memory_ballooning = true,
+    .device_resource = "devices.kubevirt.io/kvm",
+    .launcher_privileged = false,
+    .vcpu_thread_pattern = "^CPU [0-9]+/KVM$",
+    .max_vcpus = 288,
+    .kernel_boot_with_bootloader = true,
+    .bios_firmware = "",  // SeaBIOS comes with QEMU
+    .efi_firmware = "OVMF_CODE.fd",
+    .process_overheads = kQemuProcesses,
+    .per_vcpu_overhead = 8 * Mi,
+    .pagetable_divisor = 512,
+    .per_filesystem_overhead = 20 * Mi,
+    .graphics_overhead = 32 * Mi,
+    .vfio_overhead = Gi,
+    .features = kQemuFeatures,
+};
+
+constexpr std::array<const HypervisorCapabilities*, 2> kAll{&kCloudHypervisor, &kQemuKvm};
+
+constexpr std::array<std::string_view, static_cast<std::size_t>(F::kCount)> kNames{{
+    "devices.disks[].disk",
+    "devices.disks[].cdrom",
+    "devices.disks[].lun",
+    "devices.disks[].floppy",
+    "devices.disks[].*.bus: virtio",
+    "devices.disks[].*.bus: sata",
+    "devices.disks[].*.bus: scsi",
+    "devices.disks[].*.bus: usb",
+    "devices.disks[].*.pciAddress",
+    "devices.disks[].blockSize",
+    "devices.disks[].shareable",
+    "devices.interfaces[].model: virtio",
+    "devices.interfaces[].model: e1000 and others",
+    "devices.interfaces[].pciAddress",
+    "devices.interfaces[].bootOrder",
+    "devices.interfaces[].bridge",
+    "devices.interfaces[].masquerade",
+    "devices.interfaces[].sriov",
+    "devices.interfaces[].slirp",
+    "devices.interfaces[].passt",
+    "devices.interfaces[].macvtap",
+    "devices.interfaces[].binding",
+    "networks[].multus",
+    "devices.autoattachGraphicsDevice: true",
+    "devices.inputs",
+    "devices.sound",
+    "devices.clientPassthrough",
+    "devices.watchdog",
+    "devices.tpm",
+    "devices.downwardMetrics",
+    "devices.useVirtioTransitional",
+    "devices.hostDevices",
+    "devices.gpus",
+    "devices.filesystems[].virtiofs",
+    "cpu.model: host-passthrough",
+    "cpu.model: host-model",
+    "cpu.model: <named model>",
+    "cpu.features",
+    "cpu.maxSockets",
+    "cpu.dedicatedCpuPlacement",
+    "cpu.isolateEmulatorThread",
+    "cpu.numa.guestMappingPassthrough",
+    "cpu.realtime",
+    "memory.hugepages",
+    "memory.maxGuest",
+    "firmware.bootloader.bios (or none)",
+    "firmware.bootloader.efi",
+    "firmware.bootloader.efi.secureBoot",
+    "firmware.bootloader.efi.persistent",
+    "firmware.kernelBoot",
+    "features.acpi",
+    "features.acpi.enabled: false",
+    "features.apic",
+    "features.smm",
+    "features.hyperv",
+    "features.hypervPassthrough",
+    "features.kvm.hidden",
+    "features.pvspinlock",
+    "features.<other>",
+    "clock.utc",
+    "clock.utc.offsetSeconds",
+    "clock.timezone",
+    "clock.timer",
+    "launchSecurity",
+    "ioThreadsPolicy",
+    "volumes[].containerDisk",
+    "volumes[].emptyDisk",
+    "volumes[].persistentVolumeClaim",
+    "volumes[].dataVolume",
+    "volumes[].ephemeral",
+    "volumes[].hostDisk",
+    "volumes[].cloudInitNoCloud",
+    "volumes[].cloudInitConfigDrive",
+    "volumes[].secret",
+    "volumes[].configMap",
+    "volumes[].serviceAccount",
+    "volumes[].downwardAPI",
+    "volumes[].sysprep, downwardMetrics, memoryDump",
+}};
+
+}  // namespace
+
+std::string_view feature_name(Feature f) {
+  auto i = static_cast<std::size_t>(f);
+  return i < kNames.size() ? kNames[i] : std::string_view("?");
+}
+
+const FeatureSupport& HypervisorCapabilities::support(Feature f) const {
+  auto i = static_cast<std::size_t>(f);
+  if (i < features.size() && features[i].feature == f) return features[i];
+  for (const auto& row : features) {
+    if (row.feature == f) return row;
+  }
+  std::abort();  // a table without a row for `f` is a bug the tests catch
+}
+
+std::span<const HypervisorCapabilities* const> all_hypervisors() { return kAll; }
+
+const HypervisorCapabilities* find_hypervisor(std::string_view name) {
+  for (const auto* h : kAll) {
+    if (h->name == name) return h;
+  }
+  return nullptr;
+}
+
+std::string hypervisor_names() {
+  std::string s;
+  for (const auto* h : kAll) {
+    if (!s.empty()) s += ", ";
+    s += h->name;
+  }
+  return s;
+}
+
+}  // namespace chl::core

@@ -1,0 +1,519 @@
+#include "ch_launcher/plan.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <set>
+
+#include "ch_launcher/validator.hpp"
+
+namespace chl::core {
+namespace {
+
+namespace fs = std::filesystem;
+
+// KubeVirt's virt-launcher layout (pkg/container-disk, pkg/virt-launcher/virtwrap/converter,
+// pkg/config).
+constexpr const char* kPodContainerDisks = "/var/run/kubevirt/container-disks";
+constexpr const char* kPodVmiDisks = "/var/run/kubevirt-private/vmi-disks";
+constexpr const char* kPodSecrets = "/var/run/kubevirt-private/secret";
+constexpr const char* kPodConfigMaps = "/var/run/kubevirt-private/config-map";
+constexpr const char* kPodServiceAccount = "/var/run/kubevirt-private/service-account";
+constexpr const char* kPodDownwardApi = "/var/run/kubevirt-private/downwardapi";
+constexpr const char* kKernelBootVolume = "kernel-boot";
+
+std::string hex_mac(const unsigned char b[6]) {
+  char buf[18];
+  std::snprintf(buf, sizeof buf, "%02x:%02x:%02x:%02x:%02x:%02x", b[0], b[1], b[2], b[3], b[4], b[5]);
+  return buf;
+}
+
+class Planner {
+ public:
+  Planner(const Vmi& vmi, const HypervisorCapabilities& caps, const PlanInputs& in)
+      : vmi_(vmi), caps_(caps), in_(in) {}
+
+  tl::expected<LaunchPlan, Violations> run() {
+    const ObjectMeta& m = vmi_.metadata;
+    plan_.hypervisor = std::string(caps_.name);
+    plan_.name = m.namespace_ + "/" + m.name;
+    plan_.uid = m.uid;
+    plan_.state_dir = in_.state_dir.empty() ? "/run/ch-launcher/" + m.namespace_ + "/" + m.name
+                                            : fs::path(in_.state_dir).lexically_normal().string();
+    while (plan_.state_dir.size() > 1 && plan_.state_dir.back() == '/') plan_.state_dir.pop_back();
+    plan_cpus();
+    plan_memory();
+    plan_payload();
+    plan_disks();
+    plan_filesystems();
+    plan_nics();
+    check_device_ids();
+    const Devices& dev = vmi_.spec.domain.devices;
+    plan_.serial_console = dev.autoattach_serial_console.value_or(true);
+    plan_.rng = dev.rng;
+    plan_.pvpanic = true;
+    const Firmware& fw = vmi_.spec.domain.firmware;
+    plan_.platform_uuid = fw.uuid;
+    plan_.platform_serial = fw.serial;
+    if (!problems_.empty()) return tl::unexpected(std::move(problems_));
+    return std::move(plan_);
+  }
+
+ private:
+  void add(std::string path, std::string msg) { problems_.push_back({std::move(path), std::move(msg)}); }
+
+  std::string state(const std::string& rel) const { return plan_.state_dir + "/" + rel; }
+
+  // The file behind a volume: --volume, else the pod layout's path, else a problem.
+  std::optional<std::string> source_of(const Volume& v, const std::string& pod_path) {
+    auto it = in_.volume_paths.find(v.name);
+    if (it != in_.volume_paths.end()) return it->second;
+    if (in_.pod_layout && !pod_path.empty()) return pod_path;
+    add("spec.volumes[" + std::to_string(volume_index(vmi_, v)) + "]",
+        "no file for volume \"" + v.name + "\" (" + to_string(v.kind) + "): pass --volume " + v.name +
+            "=PATH, or --pod-layout inside a virt-launcher pod");
+    return std::nullopt;
+  }
+
+  void plan_cpus() {
+    const Cpu& c = vmi_.spec.domain.cpu;
+    CpuTopology t = cpu_topology(vmi_);
+    PlannedCpus& p = plan_.cpus;
+    p.boot_vcpus = static_cast<std::uint32_t>(t.vcpus());
+    p.topology = t;
+    if (c.max_sockets > t.sockets) p.topology.sockets = c.max_sockets;
+    p.max_vcpus = static_cast<std::uint32_t>(p.topology.vcpus());
+    const Features& f = vmi_.spec.domain.features;
+    p.kvm_hyperv = f.hyperv || f.hyperv_passthrough;
+    if (!c.dedicated_cpu_placement) return;
+    const std::string path = "spec.domain.cpu.dedicatedCpuPlacement";
+    if (!in_.cpu_set || in_.cpu_set->empty()) {
+      add(path, "needs the pod's CPU set: pass --cpu-set (e.g. 2-5) or run where "
+                "/sys/fs/cgroup/cpuset.cpus.effective is readable");
+      return;
+    }
+    const std::size_t need = p.max_vcpus + (c.isolate_emulator_thread ? 1u : 0u);
+    if (in_.cpu_set->size() < need) {
+      add(path, "needs " + std::to_string(need) + " dedicated CPUs but the pod's CPU set has " +
+                    std::to_string(in_.cpu_set->size()));
+      return;
+    }
+    p.pinning.assign(in_.cpu_set->begin(), in_.cpu_set->begin() + p.max_vcpus);
+  }
+
+  void plan_memory() {
+    const Domain& d = vmi_.spec.domain;
+    PlannedMemory& m = plan_.memory;
+    const std::int64_t page = 4096;
+    m.size = guest_memory_bytes(vmi_).value_or(0);
+    m.size = (m.size + page - 1) / page * page;  // Cloud Hypervisor maps whole pages
+    if (d.memory.max_guest && d.memory.max_guest->value > m.size) {
+      m.hotplug_size = (d.memory.max_guest->value - m.size + page - 1) / page * page;
+    }
+    if (d.memory.hugepages_page_size) m.hugepage_size = d.memory.hugepages_page_size->value;
+    for (const auto& f : d.devices.filesystems) m.shared = m.shared || f.virtiofs;
+  }
+
+  void plan_payload() {
+    const Firmware& fw = vmi_.spec.domain.firmware;
+    Payload& p = plan_.payload;
+    if (fw.kernel_boot.present) {
+      plan_kernel_boot(fw.kernel_boot);
+      if (!caps_.kernel_boot_with_bootloader || fw.bootloader == Bootloader::None) return;
+    }
+    const bool efi = fw.bootloader == Bootloader::Efi;
+    const std::string_view file = efi ? caps_.efi_firmware : caps_.bios_firmware;
+    if (file.empty()) return;  // built into the VMM
+    if (!in_.firmware_path.empty()) {
+      p.firmware = in_.firmware_path;
+      return;
+    }
+    p.firmware = state("firmware/" + std::string(file));
+    Preparation prep;
+    prep.kind = PreparationKind::FindFirmware;
+    prep.target = p.firmware;
+    prep.firmware = std::string(file);
+    firmware_prep_ = std::move(prep);
+  }
+
+  // kernelPath/initrdPath resolved inside the kernel-boot root, never escaping it.
+  void plan_kernel_boot(const KernelBoot& kb) {
+    const std::string base = "spec.domain.firmware.kernelBoot.container.";
+    std::string root;
+    bool by_basename = false;
+    if (auto it = in_.volume_paths.find(kKernelBootVolume); it != in_.volume_paths.end()) {
+      root = it->second;
+    } else if (in_.pod_layout) {
+      root = std::string(kPodContainerDisks) + "/kernel-boot";  // artifacts copied by base name
+      by_basename = true;
+    } else {
+      add("spec.domain.firmware.kernelBoot.container",
+          "no directory for the kernel-boot container: pass --volume kernel-boot=DIR (its root "
+          "filesystem), or --pod-layout inside a virt-launcher pod");
+      return;
+    }
+    auto resolve = [&](const std::string& rel, const char* field) -> std::string {
+      if (rel.empty()) return {};
+      fs::path r = by_basename ? fs::path(rel).filename() : fs::path(rel).relative_path();
+      fs::path full = (fs::path(root) / r).lexically_normal();
+      fs::path rootn = fs::path(root).lexically_normal();
+      auto rel_to_root = full.lexically_relative(rootn);
+      bool inside = !rel_to_root.empty() && *rel_to_root.begin() != "..";
+      // A symlink inside the image must not lead out of it either.
+      std::error_code ec;
+      if (inside && fs::exists(full, ec)) {
+        fs::path canon = fs::weakly_canonical(full, ec);
+        fs::path canon_root = fs::weakly_canonical(rootn, ec);
+        auto rr = canon.lexically_relative(canon_root);
+        inside = !ec && !rr.empty() && *rr.begin() != "..";
+      }
+      if (!inside) {
+        add(base + field, "\"" + rel + "\" resolves outside the kernel-boot directory " + root);
+        return {};
+      }
+      return full.string();
+    };
+    plan_.payload.kernel = resolve(kb.kernel_path, "kernelPath");
+    plan_.payload.initramfs = resolve(kb.initrd_path, "initrdPath");
+    plan_.payload.cmdline = kb.kernel_args;
+  }
+
+  void plan_disks() {
+    const Devices& dev = vmi_.spec.domain.devices;
+    const std::uint32_t queues = dev.block_multi_queue.value_or(false) ? plan_.cpus.boot_vcpus : 0;
+    std::vector<std::size_t> order(dev.disks.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    // Disks with a bootOrder first, by that order; the others keep their spec order.
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      const auto& x = dev.disks[a].boot_order;
+      const auto& y = dev.disks[b].boot_order;
+      if (x && y) return *x < *y;
+      return x.has_value() && !y.has_value();
+    });
+    std::vector<Preparation> disk_preps;
+    for (std::size_t i : order) {
+      const Disk& d = dev.disks[i];
+      const Volume* v = find_volume(vmi_, d.name);
+      if (!v) continue;  // the validator reported it
+      PlannedDisk pd;
+      pd.name = d.name;
+      pd.readonly = d.readonly;
+      pd.direct = d.cache == "none";
+      pd.serial = d.serial;
+      pd.num_queues = queues;
+      pd.spec_index = i;
+      if (!disk_file(*v, pd, disk_preps)) continue;
+      plan_.disks.push_back(std::move(pd));
+    }
+    // Firmware first, then disks in device order, then filesystems (plan_filesystems).
+    if (firmware_prep_) plan_.preparations.push_back(std::move(*firmware_prep_));
+    for (auto& p : disk_preps) plan_.preparations.push_back(std::move(p));
+  }
+
+  bool disk_file(const Volume& v, PlannedDisk& pd, std::vector<Preparation>& preps) {
+    const std::size_t vi = volume_index(vmi_, v);
+    Preparation prep;
+    prep.volume = v.name;
+    switch (v.kind) {
+      case VolumeKind::ContainerDisk: {
+        auto src = source_of(v, std::string(kPodContainerDisks) + "/disk_" + std::to_string(vi) + ".img");
+        if (!src) return false;
+        prep.kind = PreparationKind::ConvertContainerDisk;
+        prep.source = *src;
+        prep.target = state("container-disks/" + v.name + ".img");
+        prep.format = "raw";
+        pd.path = prep.target;
+        break;
+      }
+      case VolumeKind::EmptyDisk:
+        prep.kind = PreparationKind::CreateEmptyDisk;
+        prep.target = state("empty-disks/" + v.name + ".img");
+        prep.size_bytes = v.capacity ? v.capacity->value : 0;
+        prep.format = "raw";
+        pd.path = prep.target;
+        break;
+      case VolumeKind::PersistentVolumeClaim:
+      case VolumeKind::DataVolume: {
+        auto src = source_of(v, std::string(kPodVmiDisks) + "/" + v.name + "/disk.img");
+        if (!src) return false;
+        pd.path = *src;
+        pd.readonly = pd.readonly || v.read_only;
+        return true;
+      }
+      case VolumeKind::Ephemeral: {
+        auto src = source_of(v, std::string(kPodVmiDisks) + "/" + v.name + "/disk.img");
+        if (!src) return false;
+        prep.kind = PreparationKind::CreateOverlay;
+        prep.source = *src;
+        prep.target = state("ephemeral-disks/" + v.name + ".qcow2");
+        prep.format = "qcow2";
+        pd.path = prep.target;
+        pd.qcow2_overlay = true;
+        break;
+      }
+      case VolumeKind::HostDisk:
+        pd.path = v.host_path;
+        if (v.host_disk_type != "DiskOrCreate") return true;
+        prep.kind = PreparationKind::CreateHostDisk;
+        prep.target = v.host_path;
+        prep.size_bytes = v.capacity ? v.capacity->value : 0;
+        prep.format = "raw";
+        break;
+      case VolumeKind::CloudInitNoCloud:
+      case VolumeKind::CloudInitConfigDrive: {
+        const bool nocloud = v.kind == VolumeKind::CloudInitNoCloud;
+        prep.kind = PreparationKind::WriteCloudInit;
+        prep.datasource = nocloud ? "nocloud" : "configdrive";
+        prep.volume_label = nocloud ? "cidata" : "config-2";
+        prep.format = "iso9660";
+        prep.target = state("cloud-init/" + v.name + ".iso");
+        prep.user_data = v.cloud_init.user_data;
+        prep.network_data = v.cloud_init.network_data;
+        prep.instance_id = vmi_.metadata.name + "." + vmi_.metadata.namespace_;
+        prep.hostname = vmi_.spec.hostname.empty() ? vmi_.metadata.name : vmi_.spec.hostname;
+        prep.uuid = vmi_.metadata.uid;
+        if (!v.cloud_init.user_data_secret.empty()) {
+          auto dir = source_of(v, std::string(kPodSecrets) + "/" + v.name);
+          if (!dir) return false;
+          prep.user_data_file = *dir + "/userdata";
+        }
+        if (!v.cloud_init.network_data_secret.empty()) {
+          prep.network_data_file = std::string(kPodSecrets) + "/" + v.name + "-ndata/networkdata";
+          if (auto it = in_.volume_paths.find(v.name + "-ndata"); it != in_.volume_paths.end()) {
+            prep.network_data_file = it->second + "/networkdata";
+          }
+        }
+        pd.path = prep.target;
+        break;
+      }
+      case VolumeKind::Secret:
+      case VolumeKind::ConfigMap:
+      case VolumeKind::ServiceAccount:
+      case VolumeKind::DownwardApi: {
+        std::string pod;
+        if (v.kind == VolumeKind::Secret) pod = std::string(kPodSecrets) + "/" + v.name;
+        else if (v.kind == VolumeKind::ConfigMap) pod = std::string(kPodConfigMaps) + "/" + v.name;
+        else if (v.kind == VolumeKind::ServiceAccount) pod = kPodServiceAccount;
+        else pod = std::string(kPodDownwardApi) + "/" + v.name;
+        auto src = source_of(v, pod);
+        if (!src) return false;
+        prep.kind = PreparationKind::WriteConfigDisk;
+        prep.source = *src;
+        prep.target = state("config-disks/" + v.name + ".iso");
+        prep.format = "iso9660";
+        prep.volume_label = v.volume_label.empty() ? v.name : v.volume_label;
+        pd.path = prep.target;
+        break;
+      }
+      default:
+        return false;  // refused by the validator
+    }
+    preps.push_back(std::move(prep));
+    return true;
+  }
+
+  void plan_filesystems() {
+    const Devices& dev = vmi_.spec.domain.devices;
+    for (const auto& f : dev.filesystems) {
+      const Volume* v = find_volume(vmi_, f.name);
+      if (!v || !f.virtiofs) continue;
+      std::string pod;
+      switch (v->kind) {
+        case VolumeKind::PersistentVolumeClaim:
+        case VolumeKind::DataVolume: pod = std::string(kPodVmiDisks) + "/" + v->name; break;
+        case VolumeKind::ConfigMap: pod = std::string(kPodConfigMaps) + "/" + v->name; break;
+        case VolumeKind::Secret: pod = std::string(kPodSecrets) + "/" + v->name; break;
+        case VolumeKind::ServiceAccount: pod = kPodServiceAccount; break;
+        case VolumeKind::DownwardApi: pod = std::string(kPodDownwardApi) + "/" + v->name; break;
+        default:
+          add("spec.domain.devices.filesystems", "volume \"" + v->name + "\" (" + to_string(v->kind) +
+                                                     ") cannot be shared with virtiofs; use a PVC, "
+                                                     "configMap, secret, serviceAccount or downwardAPI");
+          continue;
+      }
+      auto src = source_of(*v, pod);
+      if (!src) continue;
+      PlannedFilesystem pf;
+      pf.name = f.name;
+      pf.socket = state("virtiofs/" + f.name + ".sock");
+      Preparation prep;
+      prep.kind = PreparationKind::StartVirtiofsd;
+      prep.volume = f.name;
+      prep.source = *src;
+      prep.target = pf.socket;
+      plan_.preparations.push_back(std::move(prep));
+      plan_.filesystems.push_back(std::move(pf));
+    }
+  }
+
+  void plan_nics() {
+    const Devices& dev = vmi_.spec.domain.devices;
+    std::vector<Interface> ifaces = dev.interfaces;
+    std::vector<Network> nets = vmi_.spec.networks;
+    // KubeVirt's defaulting: no interfaces and no networks -> one pod network "default" with a
+    // bridge interface, unless autoattachPodInterface is false.
+    if (ifaces.empty() && nets.empty() && dev.autoattach_pod_interface.value_or(true)) {
+      Interface i;
+      i.name = "default";
+      i.binding = Binding::Bridge;
+      i.binding_count = 1;
+      ifaces.push_back(i);
+      Network n;
+      n.name = "default";
+      n.kind = NetworkKind::Pod;
+      nets.push_back(n);
+    }
+    const bool multiqueue = dev.network_interface_multiqueue.value_or(false);
+    int next_secondary = 1;
+    for (const auto& iface : ifaces) {
+      auto net = std::find_if(nets.begin(), nets.end(), [&](const Network& n) { return n.name == iface.name; });
+      if (net == nets.end()) continue;  // reported by the validator
+      PlannedNic nic;
+      nic.name = iface.name;
+      nic.binding = iface.binding;
+      nic.network = net->kind;
+      // KubeVirt's ordinal pod interface names: the pod (or default Multus) network is eth0, the
+      // other Multus networks net1, net2... in order; the tap is "tap" + the name after its
+      // three-letter prefix (GenerateTapDeviceName).
+      const bool primary = net->kind == NetworkKind::Pod || net->multus_default;
+      nic.pod_interface = primary ? "eth0" : "net" + std::to_string(next_secondary++);
+      nic.tap = "tap" + nic.pod_interface.substr(3);
+      if (!iface.mac_address.empty()) {
+        unsigned char b[6];
+        nic.mac = parse_mac(iface.mac_address, b) ? hex_mac(b) : iface.mac_address;
+      } else {
+        nic.mac = generated_mac(vmi_, iface.name);
+        nic.mac_generated = true;
+      }
+      if (multiqueue && (iface.model.empty() || iface.model == "virtio")) {
+        nic.num_queues = 2 * std::min<std::uint32_t>(plan_.cpus.boot_vcpus, 256);
+      }
+      plan_.nics.push_back(std::move(nic));
+    }
+  }
+
+  // Cloud Hypervisor's device ids share one namespace: a disk and a NIC cannot both be "data".
+  void check_device_ids() {
+    std::map<std::string, std::string> seen;
+    auto note = [&](const std::string& id, const std::string& what, const std::string& path) {
+      auto [it, inserted] = seen.emplace(id, what);
+      if (!inserted) {
+        add(path, "\"" + id + "\" is also the name of " + it->second + "; " + std::string(caps_.name) +
+                      " needs a distinct name for every device");
+      }
+    };
+    for (const auto& d : plan_.disks) {
+      note(d.name, "a disk", "spec.domain.devices.disks[" + std::to_string(d.spec_index) + "].name");
+    }
+    for (std::size_t i = 0; i < plan_.filesystems.size(); ++i) {
+      note(plan_.filesystems[i].name, "a filesystem", "spec.domain.devices.filesystems[" + std::to_string(i) + "].name");
+    }
+    for (std::size_t i = 0; i < plan_.nics.size(); ++i) {
+      note(plan_.nics[i].name, "an interface", "spec.domain.devices.interfaces[" + std::to_string(i) + "].name");
+    }
+  }
+
+  const Vmi& vmi_;
+  const HypervisorCapabilities& caps_;
+  const PlanInputs& in_;
+  LaunchPlan plan_;
+  std::optional<Preparation> firmware_prep_;
+  Violations problems_;
+};
+
+}  // namespace
+
+const char* to_string(PreparationKind k) {
+  switch (k) {
+    case PreparationKind::CreateEmptyDisk: return "create-empty-disk";
+    case PreparationKind::ConvertContainerDisk: return "convert-container-disk";
+    case PreparationKind::CreateOverlay: return "create-overlay";
+    case PreparationKind::CreateHostDisk: return "create-host-disk";
+    case PreparationKind::WriteCloudInit: return "write-cloud-init";
+    case PreparationKind::WriteConfigDisk: return "write-config-disk";
+    case PreparationKind::FindFirmware: return "find-firmware";
+    case PreparationKind::StartVirtiofsd: return "start-virtiofsd";
+  }
+  return "?";
+}
+
+std::string generated_mac(const Vmi& vmi, const std::string& interface_name) {
+  // FNV-1a, 64 bits, over "<uid or namespace/name>/<interface>".
+  std::string key = vmi.metadata.uid.empty() ? vmi.metadata.namespace_ + "/" + vmi.metadata.name
+                                             : vmi.metadata.uid;
+  key += "/" + interface_name;
+  std::uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : key) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  unsigned char b[6];
+  for (int i = 0; i < 6; ++i) b[i] = static_cast<unsigned char>(h >> (8 * i));
+  b[0] = static_cast<unsigned char>((b[0] & 0xfc) | 0x02);  // locally administered, unicast
+  return hex_mac(b);
+}
+
+std::optional<std::vector<std::uint32_t>> parse_cpu_list(std::string_view text) {
+  std::vector<std::uint32_t> out;
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
+  if (text.empty()) return out;
+  std::size_t pos = 0;
+  auto number = [&](std::uint32_t& v) {
+    std::size_t start = pos;
+    std::uint64_t acc = 0;
+    while (pos < text.size() && text[pos] >= '0' && text[pos] <= '9') {
+      acc = acc * 10 + static_cast<std::uint64_t>(text[pos++] - '0');
+      if (acc > 65535) return false;
+    }
+    v = static_cast<std::uint32_t>(acc);
+    return pos > start;
+  };
+  while (pos < text.size()) {
+    std::uint32_t a = 0, b = 0;
+    if (!number(a)) return std::nullopt;
+    b = a;
+    if (pos < text.size() && text[pos] == '-') {
+      ++pos;
+      if (!number(b) || b < a) return std::nullopt;
+    }
+    for (std::uint32_t c = a; c <= b; ++c) out.push_back(c);
+    if (pos < text.size()) {
+      if (text[pos] != ',') return std::nullopt;
+      ++pos;
+      if (pos == text.size()) return std::nullopt;
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+nlohmann::json preparations_json(const LaunchPlan& plan) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& p : plan.preparations) {
+    nlohmann::json j;
+    j["kind"] = to_string(p.kind);
+    auto put = [&](const char* key, const std::string& v) {
+      if (!v.empty()) j[key] = v;
+    };
+    put("volume", p.volume);
+    put("source", p.source);
+    put("target", p.target);
+    if (p.size_bytes) j["size_bytes"] = p.size_bytes;
+    put("format", p.format);
+    put("volume_label", p.volume_label);
+    put("datasource", p.datasource);
+    put("user_data", p.user_data);
+    put("network_data", p.network_data);
+    put("user_data_file", p.user_data_file);
+    put("network_data_file", p.network_data_file);
+    put("instance_id", p.instance_id);
+    put("hostname", p.hostname);
+    put("uuid", p.uuid);
+    put("firmware", p.firmware);
+    arr.push_back(std::move(j));
+  }
+  return arr;
+}
+
+}  // namespace chl::core

@@ -1,0 +1,154 @@
+#pragma once
+// The launch plan: a validated VMI resolved against the launcher's inputs (volume files, the
+// pod's CPU set, the VM's state directory) into everything a driver needs — disks in boot order
+// with their files, NICs with tap names and MACs, the payload, CPU pinning, memory backing — and
+// the list of what must be prepared before the VM is created (empty disks to create, container
+// disks to convert, cloud-init media to write, firmware to find). The plan only describes the
+// preparations; disks/ and firmware/ carry them out.
+// Hypervisor-neutral: ch_translate.hpp turns it into Cloud Hypervisor's VmConfig; the libvirt
+// driver will turn it into domain XML.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <tl/expected.hpp>
+
+#include "ch_launcher/hypervisor_capabilities.hpp"
+#include "ch_launcher/vmi.hpp"
+
+namespace chl::core {
+
+struct PlanInputs {
+  // --volume NAME=PATH: the file (or directory) behind a volume; "kernel-boot" names the
+  // kernel-boot container's root directory.
+  std::map<std::string, std::string> volume_paths;
+  // KubeVirt's virt-launcher layout: container disks under /var/run/kubevirt/container-disks/,
+  // PVCs under /var/run/kubevirt-private/vmi-disks/<name>/disk.img, ... (--volume still wins).
+  bool pod_layout = false;
+  // The VM's state directory; "" = /run/ch-launcher/<namespace>/<name>.
+  std::string state_dir;
+  // The pod's CPU set (cpuset.cpus.effective), needed for dedicatedCpuPlacement.
+  std::optional<std::vector<std::uint32_t>> cpu_set;
+  // A firmware file to use as is; "" = found by the firmware preparer into the state dir.
+  std::string firmware_path;
+};
+
+enum class PreparationKind {
+  CreateEmptyDisk,       // sparse raw file of size_bytes at target
+  ConvertContainerDisk,  // source image (raw/qcow2) -> writable raw copy at target
+  CreateOverlay,         // qcow2 at target backed by source (ephemeral volumes)
+  CreateHostDisk,        // sparse raw file at target if it does not exist (hostDisk DiskOrCreate)
+  WriteCloudInit,        // ISO at target with the cloud-init data (NoCloud or ConfigDrive)
+  WriteConfigDisk,       // ISO at target with the files of the source directory
+  FindFirmware,          // put the firmware `firmware` at target
+  StartVirtiofsd,        // virtiofsd sharing source on the socket target
+};
+const char* to_string(PreparationKind k);
+
+struct Preparation {
+  PreparationKind kind = PreparationKind::CreateEmptyDisk;
+  std::string volume;         // the volume it serves ("" for firmware)
+  std::string source;         // input file or directory
+  std::string target;         // what to produce
+  std::int64_t size_bytes = 0;
+  std::string format;         // raw, qcow2, iso9660
+  std::string volume_label;   // ISO label: cidata, config-2, ...
+  // Cloud-init: the data (decoded), or files holding it (from a secret).
+  std::string datasource;     // nocloud, configdrive
+  std::string user_data;
+  std::string network_data;
+  std::string user_data_file;
+  std::string network_data_file;
+  std::string instance_id;    // meta-data instance-id
+  std::string hostname;       // meta-data local-hostname
+  std::string uuid;           // config drive meta_data.json uuid
+  std::string firmware;       // FindFirmware: the file name wanted (CLOUDHV.fd, hypervisor-fw)
+};
+
+struct PlannedDisk {
+  std::string name;           // disk = volume name (the CH device id)
+  std::string path;
+  bool readonly = false;
+  bool direct = false;        // cache: none
+  std::string serial;
+  std::uint32_t num_queues = 0;  // 0 = hypervisor default
+  bool qcow2_overlay = false;    // a qcow2 with a backing file
+  std::size_t spec_index = 0;    // index in spec.domain.devices.disks
+};
+
+struct PlannedNic {
+  std::string name;           // interface = network name (the CH device id)
+  Binding binding = Binding::None;
+  NetworkKind network = NetworkKind::None;
+  std::string pod_interface;  // eth0, net1...: the pod-side interface it is connected to
+  std::string tap;            // tap0, tap1...
+  std::string mac;            // lowercase, colon separated
+  bool mac_generated = false;
+  std::uint32_t num_queues = 0;  // 0 = hypervisor default
+};
+
+struct PlannedFilesystem {
+  std::string name;           // tag and device id
+  std::string socket;         // virtiofsd's vhost-user socket
+};
+
+struct Payload {
+  std::string firmware;       // firmware file, or "" with kernel boot
+  std::string kernel;
+  std::string initramfs;
+  std::string cmdline;
+};
+
+struct PlannedCpus {
+  std::uint32_t boot_vcpus = 1;
+  std::uint32_t max_vcpus = 1;
+  CpuTopology topology;       // packages = max sockets
+  std::vector<std::uint32_t> pinning;  // vCPU i -> host CPU pinning[i]; empty = not pinned
+  bool kvm_hyperv = false;
+};
+
+struct PlannedMemory {
+  std::int64_t size = 0;
+  std::int64_t hotplug_size = 0;
+  bool shared = false;
+  std::int64_t hugepage_size = 0;  // 0 = no hugepages
+};
+
+struct LaunchPlan {
+  std::string hypervisor;     // caps name
+  std::string name;           // namespace/name of the VMI
+  std::string uid;
+  std::string state_dir;
+  std::vector<Preparation> preparations;  // in the order they should run
+  Payload payload;
+  PlannedCpus cpus;
+  PlannedMemory memory;
+  std::vector<PlannedDisk> disks;  // boot order first, then spec order
+  std::vector<PlannedNic> nics;
+  std::vector<PlannedFilesystem> filesystems;
+  bool serial_console = true;
+  bool rng = false;
+  bool pvpanic = true;
+  std::string platform_uuid;
+  std::string platform_serial;
+};
+
+// Resolve a validated VMI. Fails with every input problem (a volume without a file, a CPU set
+// too small for dedicated CPUs, a kernel path escaping its directory...).
+tl::expected<LaunchPlan, Violations> plan_launch(const Vmi& vmi, const HypervisorCapabilities& caps,
+                                                 const PlanInputs& inputs);
+
+// A MAC for `interface_name` derived from the VMI's uid (or namespace/name): stable across
+// restarts, locally administered, unicast.
+std::string generated_mac(const Vmi& vmi, const std::string& interface_name);
+
+// "0-3,8,10-11" -> {0,1,2,3,8,10,11}; nullopt on a malformed list.
+std::optional<std::vector<std::uint32_t>> parse_cpu_list(std::string_view text);
+
+// The plan's preparations as JSON (for `render --plan` and the preparers' logs).
+nlohmann::json preparations_json(const LaunchPlan& plan);
+
+}  // namespace chl::core

@@ -1,0 +1,50 @@
+#pragma once
+// Checking a parsed VMI: what it means (names, references, sizes) and whether the chosen
+// hypervisor can serve it (against hypervisor_capabilities.hpp). Every problem is returned at
+// once, each "spec.<path>: <reason>".
+#include <string>
+#include <string_view>
+
+#include <tl/expected.hpp>
+
+#include "ch_launcher/hypervisor_capabilities.hpp"
+#include "ch_launcher/vmi.hpp"
+
+namespace chl::core {
+
+// Facts about the machine the VM would run on.
+struct HostFacts {
+  std::string arch = "x86_64";  // uname machine
+};
+HostFacts current_host();
+
+// The largest guest memory accepted (16 TiB) and disk size (256 TiB).
+inline constexpr std::int64_t kMaxGuestMemory = std::int64_t{16} << 40;
+inline constexpr std::int64_t kMaxDiskSize = std::int64_t{256} << 40;
+
+// Which hypervisor serves `vmi`: spec.hypervisor when set, else `fallback` (the launcher's
+// --hypervisor). A name no description has is a violation.
+tl::expected<const HypervisorCapabilities*, Violation> select_hypervisor(const Vmi& vmi,
+                                                                        std::string_view fallback);
+
+// Every violation of `vmi` for `caps` on `host`; empty when the VMI can run.
+Violations validate(const Vmi& vmi, const HypervisorCapabilities& caps, const HostFacts& host = {});
+
+// Parse, select the hypervisor and validate in one go: the VMI and its hypervisor, or every
+// problem found (parse problems first, then the rest, without duplicates).
+struct CheckedVmi {
+  Vmi vmi;
+  const HypervisorCapabilities* caps = nullptr;
+};
+tl::expected<CheckedVmi, Violations> check_vmi(std::string_view text, std::string_view fallback_hypervisor,
+                                               const HostFacts& host = {});
+
+// Name rules (Kubernetes): a DNS-1123 label (volumes, disks, interfaces, networks) and a DNS-1123
+// subdomain (metadata.name).
+bool is_dns1123_label(std::string_view s);
+bool is_dns1123_subdomain(std::string_view s);
+
+// "02:00:00:00:00:01" style MAC (also '-' separated); false on anything else.
+bool parse_mac(std::string_view text, unsigned char out[6]);
+
+}  // namespace chl::core
