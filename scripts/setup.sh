@@ -10,6 +10,7 @@ PACKAGES=(
   doctest-dev libexpected-dev libyaml-cpp-dev libvirt-dev zlib1g-dev libzstd-dev
   # the real tools our tests check images and relays with
   qemu-utils dosfstools mtools xorriso genisoimage socat util-linux tmux curl procps
+  qemu-system-x86  # boots the PVH test guest (tests/guests)
 )
 
 missing=()

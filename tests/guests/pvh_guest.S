@@ -1,0 +1,504 @@
+/*
+ * A minimal PVH guest for ch-launcher's tests (GNU as, AT&T syntax).
+ *
+ * Booted by Cloud Hypervisor (direct kernel boot) or QEMU (-kernel) through the PVH entry:
+ * the ELF note XEN_ELFNOTE_PHYS32_ENTRY (type 18, name "Xen") gives the 32-bit entry point,
+ * entered in 32-bit protected mode, paging off, flat segments, %ebx = physical address of
+ * struct hvm_start_info (magic 0x336ec578 at 0, cmdline_paddr, a 64-bit field, at 24).
+ *
+ * On COM1 (0x3f8) it prints a banner and its command line, then echoes every character it
+ * reads (polling the line status register), prints "heartbeat N" about every 5 s (TSC, its
+ * rate from CPUID), and obeys the words "poweroff", "panic", "reboot" and "ping" on its
+ * command line and on typed lines:
+ *   poweroff: Cloud Hypervisor's ACPI shutdown port (byte 0x34 = S5|SLP_EN to 0x600), then
+ *             the ACPI PM1a control register QEMU's firmware places at 0x604 (q35 and pc:
+ *             SLP_EN with SLP_TYP 0 = soft off, word 0x2000), then isa-debug-exit (0xf4).
+ *   panic:    pvpanic: a PCI scan (0xcf8/0xcfc) for 1b36:0011 and a write of 1 to its BAR0
+ *             (Cloud Hypervisor, QEMU's pvpanic-pci), and port 0x505 (QEMU's ISA pvpanic).
+ *   reboot:   Cloud Hypervisor's ACPI reset (byte 1 to 0x600), the reset control register
+ *             0xcf9 (0x06), then the keyboard controller (0xfe to 0x64).
+ */
+
+#define COM1            0x3f8
+#define HVM_MAGIC       0x336ec578
+#define HEARTBEAT_SECS  5
+
+        .code32
+
+/* ---- the PVH entry note ---- */
+        .section .note.Xen, "a", @note
+        .balign 4
+        .long   4               /* namesz: "Xen\0" */
+        .long   8               /* descsz */
+        .long   18              /* XEN_ELFNOTE_PHYS32_ENTRY */
+        .asciz  "Xen"
+        .balign 4
+        .quad   pvh_start       /* 32-bit entry, stored as 64 bits like Linux does */
+        .balign 4
+
+        .text
+        .globl  pvh_start
+pvh_start:
+        cli
+        cld
+        movl    $stack_top, %esp
+        movl    %ebx, start_info
+        movl    $0, line_len
+        movl    $0, beat_count
+
+        call    uart_init
+        movl    $msg_banner, %esi
+        call    puts
+
+        /* The command line: hvm_start_info.cmdline_paddr (low 32 bits; it is below 4 GiB). */
+        movl    $msg_cmdline, %esi
+        call    puts
+        movl    start_info, %ebx
+        movl    $0, cmdline
+        testl   %ebx, %ebx
+        jz      1f
+        cmpl    $HVM_MAGIC, (%ebx)
+        jne     1f
+        movl    24(%ebx), %esi
+        movl    %esi, cmdline
+        testl   %esi, %esi
+        jz      1f
+        call    puts
+1:      movl    $msg_crlf, %esi
+        call    puts
+
+        call    tsc_setup
+        movl    $msg_ready, %esi
+        call    puts
+
+        /* Act on the command line's words. */
+        movl    cmdline, %esi
+        testl   %esi, %esi
+        jz      main_loop
+        call    run_words
+
+main_loop:
+        /* A character waiting? (LSR bit 0) */
+        movw    $COM1+5, %dx
+        inb     %dx, %al
+        testb   $1, %al
+        jz      2f
+        movw    $COM1, %dx
+        inb     %dx, %al
+        call    on_char
+2:      call    heartbeat_poll
+        pause
+        jmp     main_loop
+
+/* ---- input ---- */
+
+/* on_char: %al = the byte read. Echo it; at end of line run the line. */
+on_char:
+        cmpb    $'\r', %al
+        je      3f
+        cmpb    $'\n', %al
+        je      3f
+        cmpb    $0x7f, %al              /* DEL / backspace */
+        je      5f
+        cmpb    $0x08, %al
+        je      5f
+        call    putc
+        movl    line_len, %ecx
+        cmpl    $255, %ecx
+        jae     4f
+        movb    %al, line_buf(%ecx)
+        incl    %ecx
+        movl    %ecx, line_len
+4:      ret
+5:      call    putc
+        movl    line_len, %ecx
+        testl   %ecx, %ecx
+        jz      4b
+        decl    %ecx
+        movl    %ecx, line_len
+        ret
+3:      movl    $msg_crlf, %esi
+        call    puts
+        movl    line_len, %ecx
+        movb    $0, line_buf(%ecx)
+        movl    $0, line_len
+        movl    $line_buf, %esi
+        jmp     run_words
+
+/* run_words: %esi = NUL-terminated text; run each known word in order. */
+run_words:
+6:      /* skip spaces */
+        movb    (%esi), %al
+        testb   %al, %al
+        jz      9f
+        cmpb    $' ', %al
+        je      7f
+        cmpb    $'\t', %al
+        je      7f
+        /* a word starts at %esi: compare with each command */
+        movl    $cmd_table, %ebx
+8:      movl    (%ebx), %edi            /* command name, 0 ends the table */
+        testl   %edi, %edi
+        jz      10f
+        call    word_equals
+        jnc     11f
+        pushl   %esi
+        call    *4(%ebx)
+        popl    %esi
+        jmp     10f
+11:     addl    $8, %ebx
+        jmp     8b
+10:     /* skip to the end of this word */
+        movb    (%esi), %al
+        testb   %al, %al
+        jz      9f
+        cmpb    $' ', %al
+        je      6b
+        cmpb    $'\t', %al
+        je      6b
+        incl    %esi
+        jmp     10b
+7:      incl    %esi
+        jmp     6b
+9:      ret
+
+/* word_equals: CF=1 when the word at %esi equals the NUL-terminated %edi. Keeps %esi. */
+word_equals:
+        pushl   %esi
+        pushl   %edi
+12:     movb    (%edi), %al
+        testb   %al, %al
+        jz      13f
+        cmpb    (%esi), %al
+        jne     14f
+        incl    %esi
+        incl    %edi
+        jmp     12b
+13:     movb    (%esi), %al             /* the word must end here too */
+        testb   %al, %al
+        jz      15f
+        cmpb    $' ', %al
+        je      15f
+        cmpb    $'\t', %al
+        je      15f
+14:     popl    %edi
+        popl    %esi
+        clc
+        ret
+15:     popl    %edi
+        popl    %esi
+        stc
+        ret
+
+/* ---- commands ---- */
+
+do_ping:
+        movl    $msg_pong, %esi
+        jmp     puts
+
+do_poweroff:
+        movl    $msg_poweroff, %esi
+        call    puts
+        call    uart_drain
+        movw    $0x600, %dx             /* Cloud Hypervisor: ACPI shutdown device, S5 */
+        movb    $0x34, %al
+        outb    %al, %dx
+        movw    $0x604, %dx             /* QEMU q35/pc: PM1a_CNT, SLP_EN | SLP_TYP 0 */
+        movw    $0x2000, %ax
+        outw    %ax, %dx
+        movw    $0xf4, %dx              /* QEMU isa-debug-exit, if present */
+        movb    $0x10, %al
+        outb    %al, %dx
+        call    settle
+        movl    $msg_still_here, %esi
+        call    puts
+        jmp     halt_forever
+
+do_reboot:
+        movl    $msg_reboot, %esi
+        call    puts
+        call    uart_drain
+        movw    $0x600, %dx             /* Cloud Hypervisor: ACPI reset */
+        movb    $1, %al
+        outb    %al, %dx
+        movw    $0xcf9, %dx             /* reset control register: full reset */
+        movb    $0x02, %al
+        outb    %al, %dx
+        movb    $0x06, %al
+        outb    %al, %dx
+        movw    $0x64, %dx              /* keyboard controller: pulse reset */
+        movb    $0xfe, %al
+        outb    %al, %dx
+        call    settle
+        movl    $msg_still_here, %esi
+        call    puts
+        jmp     halt_forever
+
+do_panic:
+        movl    $msg_panic, %esi
+        call    puts
+        call    uart_drain
+        /* PCI: bus 0, devices 0..31, function 0: look for vendor 1b36 device 0011. */
+        xorl    %ecx, %ecx
+16:     movl    %ecx, %eax
+        shll    $11, %eax
+        orl     $0x80000000, %eax       /* enable | bus 0 | dev << 11 | fn 0 | reg 0 */
+        movw    $0xcf8, %dx
+        outl    %eax, %dx
+        movw    $0xcfc, %dx
+        inl     %dx, %eax
+        cmpl    $0x00111b36, %eax
+        je      17f
+        incl    %ecx
+        cmpl    $32, %ecx
+        jb      16b
+        jmp     18f
+17:     movl    %ecx, %eax              /* BAR0 at register 0x10 */
+        shll    $11, %eax
+        orl     $0x80000010, %eax
+        movw    $0xcf8, %dx
+        outl    %eax, %dx
+        movw    $0xcfc, %dx
+        inl     %dx, %eax
+        testb   $1, %al                 /* an I/O BAR */
+        jnz     19f
+        andl    $0xfffffff0, %eax
+        jz      18f
+        movb    $1, (%eax)              /* PVPANIC_PANICKED */
+        jmp     18f
+19:     andl    $0xfffffffc, %eax
+        movw    %ax, %dx
+        movb    $1, %al
+        outb    %al, %dx
+18:     movw    $0x505, %dx             /* QEMU's ISA pvpanic */
+        movb    $1, %al
+        outb    %al, %dx
+        movl    $msg_panicked, %esi
+        call    puts
+        jmp     halt_forever
+
+halt_forever:
+        cli
+20:     hlt
+        jmp     20b
+
+/* ---- heartbeat: TSC, its rate from CPUID ---- */
+
+/* tsc_setup: ticks per heartbeat into beat_ticks (64-bit), first deadline into next_beat. */
+tsc_setup:
+        pushl   %ebx
+        movl    $2000, %esi             /* default: assume 2000 MHz */
+        /* Hypervisor timing leaf 0x40000010: EAX = TSC kHz (KVM/CH, VMware-style) */
+        movl    $1, %eax
+        cpuid
+        testl   $0x80000000, %ecx       /* hypervisor present */
+        jz      21f
+        movl    $0x40000000, %eax
+        cpuid
+        cmpl    $0x40000010, %eax
+        jb      21f
+        movl    $0x40000010, %eax
+        cpuid
+        testl   %eax, %eax
+        jz      21f
+        xorl    %edx, %edx
+        movl    $1000, %ecx
+        divl    %ecx                    /* kHz -> MHz */
+        testl   %eax, %eax
+        jz      21f
+        movl    %eax, %esi
+        jmp     23f
+21:     /* CPUID 0x16: EAX = base frequency in MHz */
+        xorl    %eax, %eax
+        cpuid
+        cmpl    $0x16, %eax
+        jb      23f
+        movl    $0x16, %eax
+        cpuid
+        andl    $0xffff, %eax
+        jz      23f
+        movl    %eax, %esi
+23:     movl    %esi, tsc_mhz
+        /* beat_ticks = MHz * 1e6 * HEARTBEAT_SECS (64-bit) */
+        movl    %esi, %eax
+        movl    $1000000*HEARTBEAT_SECS, %ecx
+        mull    %ecx
+        movl    %eax, beat_ticks
+        movl    %edx, beat_ticks+4
+        rdtsc
+        addl    beat_ticks, %eax
+        adcl    beat_ticks+4, %edx
+        movl    %eax, next_beat
+        movl    %edx, next_beat+4
+        popl    %ebx
+        ret
+
+heartbeat_poll:
+        rdtsc
+        cmpl    next_beat+4, %edx
+        jb      24f
+        ja      25f
+        cmpl    next_beat, %eax
+        jb      24f
+25:     addl    beat_ticks, %eax
+        adcl    beat_ticks+4, %edx
+        movl    %eax, next_beat
+        movl    %edx, next_beat+4
+        incl    beat_count
+        movl    $msg_heartbeat, %esi
+        call    puts
+        movl    beat_count, %eax
+        call    put_dec
+        movl    $msg_crlf, %esi
+        call    puts
+24:     ret
+
+/* settle: spin about 1 s (a quarter heartbeat): a VMM acts on a power request
+   asynchronously, so the vCPU may run on for a while before it is stopped. */
+settle:
+        movl    beat_ticks+4, %edx
+        movl    beat_ticks, %eax
+        shrdl   $2, %edx, %eax
+        shrl    $2, %edx
+        movl    %eax, %esi
+        movl    %edx, %edi
+        rdtsc
+        addl    %esi, %eax
+        adcl    %edi, %edx
+        movl    %eax, %esi              /* deadline in %edi:%esi */
+        movl    %edx, %edi
+33:     pause
+        rdtsc
+        cmpl    %edi, %edx
+        jb      33b
+        ja      34f
+        cmpl    %esi, %eax
+        jb      33b
+34:     ret
+
+/* ---- COM1 ---- */
+
+uart_init:
+        movw    $COM1+1, %dx            /* IER: no interrupts */
+        xorb    %al, %al
+        outb    %al, %dx
+        movw    $COM1+3, %dx            /* LCR: DLAB */
+        movb    $0x80, %al
+        outb    %al, %dx
+        movw    $COM1+0, %dx            /* divisor 1: 115200 baud */
+        movb    $1, %al
+        outb    %al, %dx
+        movw    $COM1+1, %dx
+        xorb    %al, %al
+        outb    %al, %dx
+        movw    $COM1+3, %dx            /* 8N1 */
+        movb    $0x03, %al
+        outb    %al, %dx
+        movw    $COM1+2, %dx            /* FIFO on, cleared */
+        movb    $0xc7, %al
+        outb    %al, %dx
+        movw    $COM1+4, %dx            /* DTR, RTS, OUT2 */
+        movb    $0x0b, %al
+        outb    %al, %dx
+        ret
+
+/* putc: %al. Keeps every register. */
+putc:
+        pushl   %edx
+        pushl   %ecx
+        pushl   %eax
+        movl    $100000, %ecx           /* bounded wait for THRE */
+        movw    $COM1+5, %dx
+26:     inb     %dx, %al
+        testb   $0x20, %al
+        jnz     27f
+        pause
+        loop    26b
+27:     popl    %eax
+        movw    $COM1, %dx
+        outb    %al, %dx
+        popl    %ecx
+        popl    %edx
+        ret
+
+/* puts: %esi = NUL-terminated string. */
+puts:
+        pushl   %eax
+28:     movb    (%esi), %al
+        testb   %al, %al
+        jz      29f
+        call    putc
+        incl    %esi
+        jmp     28b
+29:     popl    %eax
+        ret
+
+/* uart_drain: wait until the transmitter is empty (LSR bit 6), bounded. */
+uart_drain:
+        movl    $1000000, %ecx
+        movw    $COM1+5, %dx
+30:     inb     %dx, %al
+        testb   $0x40, %al
+        jnz     31f
+        pause
+        loop    30b
+31:     ret
+
+/* put_dec: print %eax in decimal. */
+put_dec:
+        pushl   %ebx
+        movl    $dec_buf+11, %edi
+        movb    $0, (%edi)
+        movl    $10, %ebx
+32:     xorl    %edx, %edx
+        divl    %ebx
+        addb    $'0', %dl
+        decl    %edi
+        movb    %dl, (%edi)
+        testl   %eax, %eax
+        jnz     32b
+        movl    %edi, %esi
+        call    puts
+        popl    %ebx
+        ret
+
+/* ---- data ---- */
+        .section .rodata
+msg_banner:     .asciz  "\r\nch-launcher PVH test guest: hello from COM1\r\n"
+msg_cmdline:    .asciz  "cmdline: "
+msg_crlf:       .asciz  "\r\n"
+msg_ready:      .asciz  "guest ready: type poweroff, reboot, panic or ping\r\n"
+msg_heartbeat:  .asciz  "heartbeat "
+msg_pong:       .asciz  "pong\r\n"
+msg_poweroff:   .asciz  "guest: powering off\r\n"
+msg_reboot:     .asciz  "guest: rebooting\r\n"
+msg_panic:      .asciz  "guest: panicking (pvpanic)\r\n"
+msg_panicked:   .asciz  "guest: panic signalled, halting\r\n"
+msg_still_here: .asciz  "guest: still running after the request, halting\r\n"
+word_poweroff:  .asciz  "poweroff"
+word_reboot:    .asciz  "reboot"
+word_panic:     .asciz  "panic"
+word_ping:      .asciz  "ping"
+        .balign 4
+cmd_table:
+        .long   word_poweroff, do_poweroff
+        .long   word_reboot, do_reboot
+        .long   word_panic, do_panic
+        .long   word_ping, do_ping
+        .long   0, 0
+
+        .bss
+        .balign 16
+start_info:     .skip 4
+cmdline:        .skip 4
+line_len:       .skip 4
+beat_count:     .skip 4
+tsc_mhz:        .skip 4
+        .balign 8
+beat_ticks:     .skip 8
+next_beat:      .skip 8
+dec_buf:        .skip 12
+line_buf:       .skip 260
+        .balign 16
+stack:          .skip 16384
+stack_top:
