@@ -47,6 +47,7 @@ Status CloudHypervisorDriver::launch(EventSink sink) {
   so.verbosity = opts_.verbosity;
   CHL_TRY(auto vmm, start_vmm(so));
   vmm_.emplace(std::move(vmm));
+  if (opts_.on_vmm_started) opts_.on_vmm_started(vmm_->child.pid());
   event_copy_.reset(::open((opts_.state_dir / "events.log").c_str(),
                            O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
   events_.emplace(io_, vmm_->events.release());

@@ -21,6 +21,7 @@ struct ChDriverOptions {
   bool seccomp = true;
   int verbosity = 0;
   vmm_api::ClientOptions client;
+  std::function<void(pid_t)> on_vmm_started;  // e.g. record the pid in the state directory
 };
 
 class CloudHypervisorDriver final : public Driver {

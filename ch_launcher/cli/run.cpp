@@ -1,0 +1,69 @@
+// `ch-launcher run`: parse arguments, hand them to core::run_launcher.
+#include <cstdio>
+
+#include "ch_launcher/cli/args.hpp"
+#include "ch_launcher/cli/registry.hpp"
+#include "ch_launcher/run.hpp"
+#include "common/log.hpp"
+
+namespace chl::cli {
+namespace {
+
+const char* kUsage =
+    "usage: ch-launcher run --vmi FILE [--state-dir DIR] [--volume NAME=PATH]... [--vmm-binary PATH]\n"
+    "                       [--hypervisor cloud-hypervisor|qemu-kvm] [--grace-period SECONDS] [--pod-layout]\n"
+    "                       [--firmware-dir DIR] [--console-take-over] [--log-level LEVEL] [--log-file PATH]\n"
+    "                       [--vmm-verbose N] [--vmm-seccomp true|false]\n\n"
+    "Run the VMI until it ends. SIGTERM/SIGINT press the ACPI power button and force the VM off after\n"
+    "the grace period (default: the VMI's terminationGracePeriodSeconds, else 30).\n"
+    "Exit codes: 0 guest shut down cleanly, 1 could not start, 2 bad input, 3 crashed, 4 forced off.";
+
+int run(const std::vector<std::string>& argv) {
+  Args a({"--vmi", "--state-dir", "--volume", "--vmm-binary", "--hypervisor", "--grace-period", "--firmware-dir",
+          "--log-level", "--log-file", "--vmm-verbose", "--vmm-seccomp"},
+         {"--pod-layout", "--console-take-over"});
+  if (!a.parse(argv)) return usage_error("run", a.error());
+  if (!a.positionals().empty()) return usage_error("run", "unexpected argument " + a.positionals()[0]);
+  auto vmi = a.get("--vmi");
+  if (!vmi) return usage_error("run", "--vmi FILE is required");
+  spdlog::level::level_enum level = spdlog::level::info;
+  if (auto l = a.get("--log-level"); l && !common::log::parse_level(*l, level))
+    return usage_error("run", "--log-level: unknown level " + *l);
+  common::log::init("ch-launcher", level, a.get_or("--log-file", ""));
+
+  core::LaunchOptions o;
+  o.vmi_path = *vmi;
+  if (auto d = a.get("--state-dir")) o.state_dir = std::filesystem::absolute(*d);
+  for (const auto& v : a.all("--volume")) {
+    auto eq = v.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == v.size())
+      return usage_error("run", "--volume takes NAME=PATH, got '" + v + "'");
+    o.volumes[v.substr(0, eq)] = std::filesystem::absolute(v.substr(eq + 1)).string();
+  }
+  o.vmm_binary = a.get_or("--vmm-binary", "");
+  o.default_hypervisor = a.get_or("--hypervisor", "cloud-hypervisor");
+  if (auto g = a.get("--grace-period")) {
+    try {
+      std::size_t used = 0;
+      int s = std::stoi(*g, &used);
+      if (used != g->size() || s < 0) throw std::invalid_argument(*g);
+      o.grace_period_seconds = s;
+    } catch (...) {
+      return usage_error("run", "--grace-period takes a whole number of seconds, got '" + *g + "'");
+    }
+  }
+  o.pod_layout = a.has("--pod-layout");
+  o.console_take_over = a.has("--console-take-over");
+  if (auto f = a.get("--firmware-dir")) o.firmware_dir = *f;
+  if (auto v = a.get("--vmm-verbose")) o.vmm_verbosity = std::atoi(v->c_str());
+  if (auto s = a.get("--vmm-seccomp")) {
+    if (*s != "true" && *s != "false") return usage_error("run", "--vmm-seccomp takes true or false");
+    o.vmm_seccomp = *s == "true";
+  }
+  return core::run_launcher(o);
+}
+
+Registrar reg({"run", "run a VMI until it ends (the launcher itself)", kUsage, run});
+
+}  // namespace
+}  // namespace chl::cli

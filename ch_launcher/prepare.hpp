@@ -1,0 +1,22 @@
+#pragma once
+// Carry out a LaunchPlan's preparations (plan.hpp) with disks/ and firmware/: create empty
+// disks, convert container disks, write cloud-init media, find firmware. Updates the plan in
+// place where a preparation decided the final file (a raw container disk used in place, the
+// firmware found in the search path). Everything written goes under the VM's state directory
+// (hostDisk DiskOrCreate excepted: its path is the user's). Nothing existing is overwritten,
+// except cloud-init media the launcher itself generated for this VMI.
+#include <filesystem>
+#include <vector>
+
+#include "ch_launcher/plan.hpp"
+#include "common/error.hpp"
+
+namespace chl::core {
+
+struct PrepareOptions {
+  std::vector<std::filesystem::path> firmware_dirs;  // empty: firmware/'s defaults
+};
+
+common::Status run_preparations(LaunchPlan& plan, const PrepareOptions& opts);
+
+}  // namespace chl::core

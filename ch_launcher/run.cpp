@@ -1,0 +1,148 @@
+#include "ch_launcher/run.hpp"
+
+#include <cstdio>
+#include <fstream>
+
+#include <boost/asio/io_context.hpp>
+
+#include "ch_launcher/ch_driver.hpp"
+#include "ch_launcher/ch_translate.hpp"
+#include "ch_launcher/command_api.hpp"
+#include "ch_launcher/launcher_service.hpp"
+#include "ch_launcher/plan.hpp"
+#include "ch_launcher/prepare.hpp"
+#include "ch_launcher/state_dir.hpp"
+#include "ch_launcher/validator.hpp"
+#include "ch_launcher/vmi_parser.hpp"
+#include "ch_launcher/vmm_process.hpp"
+#include "common/child_process.hpp"
+#include "common/log.hpp"
+
+namespace chl::core {
+namespace fs = std::filesystem;
+
+namespace {
+
+void print_violations(const Violations& vs) {
+  std::fprintf(stderr, "ch-launcher run: the VMI cannot run (%zu problem%s):\n", vs.size(), vs.size() == 1 ? "" : "s");
+  for (const auto& v : vs) std::fprintf(stderr, "  %s\n", to_string(v).c_str());
+}
+
+int launch_error(const std::string& msg) {
+  CHL_LOG_ERROR("{}", msg);
+  std::fprintf(stderr, "ch-launcher run: %s\n", msg.c_str());
+  return kExitLaunchFailed;
+}
+
+std::optional<std::vector<std::uint32_t>> pod_cpu_set() {
+  std::ifstream f("/sys/fs/cgroup/cpuset.cpus.effective");
+  std::string text;
+  if (!std::getline(f, text)) return std::nullopt;
+  return parse_cpu_list(text);
+}
+
+}  // namespace
+
+fs::path launcher_socket_path(const fs::path& state_dir, bool pod_layout) {
+  return pod_layout ? fs::path("/var/run/kubevirt/sockets/launcher-sock") : state_dir / "launcher.sock";
+}
+
+fs::path console_socket_path(const fs::path& state_dir, bool pod_layout, const std::string& uid) {
+  return pod_layout ? fs::path("/var/run/kubevirt-private") / uid / "virt-serial0" : state_dir / "virt-serial0";
+}
+
+int run_launcher(const LaunchOptions& opts) {
+  // 1. The VMI, checked against its hypervisor: every problem at once, exit 2.
+  auto text = read_manifest(opts.vmi_path.string());
+  if (!text) {
+    std::fprintf(stderr, "ch-launcher run: %s\n", text.error().message().c_str());
+    return kExitInvalidInput;
+  }
+  auto checked = check_vmi(*text, opts.default_hypervisor, current_host());
+  if (!checked) {
+    print_violations(checked.error());
+    return kExitInvalidInput;
+  }
+  const Vmi& vmi = checked->vmi;
+  common::log::set_vmi({vmi.metadata.namespace_, vmi.metadata.name, vmi.metadata.uid});
+  if (std::string(checked->caps->name) != "cloud-hypervisor") {
+    return launch_error("hypervisor " + std::string(checked->caps->name) +
+                        ": only the cloud-hypervisor driver is implemented in this build");
+  }
+
+  // 2. The state directory: ours alone (lock), recovered if a launcher died in it.
+  fs::path dir = opts.state_dir ? *opts.state_dir : default_state_dir(vmi.metadata.namespace_, vmi.metadata.name);
+  auto state = StateDir::open(dir, vmi.metadata.uid);
+  if (!state) return launch_error("state directory: " + state.error().message());
+  if (state->recovery().stale)
+    CHL_LOG_WARN("recovered state directory {} left by a previous launcher{}", dir.string(),
+                 state->recovery().killed_vmm ? " (its VMM was still running and was killed)" : "");
+
+  // 3. The plan, and what it needs prepared.
+  PlanInputs in;
+  in.volume_paths = opts.volumes;
+  in.pod_layout = opts.pod_layout;
+  in.state_dir = dir.string();
+  in.cpu_set = pod_cpu_set();
+  auto plan = plan_launch(vmi, *checked->caps, in);
+  if (!plan) {
+    print_violations(plan.error());
+    return kExitInvalidInput;
+  }
+  PrepareOptions po;
+  if (!opts.firmware_dir.empty()) po.firmware_dirs = {opts.firmware_dir};
+  if (auto st = run_preparations(*plan, po); !st) return launch_error(st.error().message());
+  vmm_api::VmConfig config = to_ch_vm_config(*plan);
+
+  // 4. The VMM binary.
+  std::string binary = opts.vmm_binary.empty() ? "cloud-hypervisor" : opts.vmm_binary;
+  auto found = common::find_program(binary);
+  if (!found)
+    return launch_error("no VMM binary '" + binary + "' (install cloud-hypervisor or pass --vmm-binary PATH)");
+
+  // 5. Run.
+  boost::asio::io_context io;
+  ChDriverOptions co;
+  co.vmm_binary = *found;
+  co.state_dir = dir;
+  co.seccomp = opts.vmm_seccomp;
+  co.verbosity = opts.vmm_verbosity;
+  co.on_vmm_started = [&state](pid_t pid) {
+    if (auto st = state->record_vmm(pid); !st) CHL_LOG_WARN("recording the VMM pid: {}", st.error().message());
+  };
+  ServiceOptions so;
+  so.vmi = {vmi.metadata.name, vmi.metadata.namespace_, vmi.metadata.uid};
+  so.state_dir = dir;
+  so.launcher_socket = launcher_socket_path(dir, opts.pod_layout);
+  so.console_socket = console_socket_path(dir, opts.pod_layout, vmi.metadata.uid);
+  if (opts.grace_period_seconds) so.grace_period = std::chrono::seconds(*opts.grace_period_seconds);
+  else if (vmi.spec.termination_grace_period_seconds) so.grace_period = std::chrono::seconds(*vmi.spec.termination_grace_period_seconds);
+  so.console_take_over = opts.console_take_over;
+
+  if (opts.pod_layout) {
+    std::error_code ec;
+    fs::create_directories(so.launcher_socket.parent_path(), ec);
+    fs::create_directories(so.console_socket.parent_path(), ec);
+  }
+  auto listener = bind_unix_listener(so.launcher_socket);
+  if (!listener) return launch_error("command socket: " + listener.error().message());
+
+  int code;
+  {
+    auto driver = std::make_unique<CloudHypervisorDriver>(io, co, std::move(config));
+    LauncherService service(io, so, std::move(driver));
+    CommandApi api(service, std::move(*listener));
+    api.start();
+    service.add_transport_stopper([&api] { api.stop(); });
+    CHL_LOG_INFO("launching {}/{} on cloud-hypervisor ({}), state directory {}", vmi.metadata.namespace_,
+                 vmi.metadata.name, *found, dir.string());
+    code = service.run();
+  }
+  ::unlink(so.launcher_socket.c_str());
+  ::unlink(so.console_socket.c_str());
+  state->clear_vmm();
+  state->remove_runtime_files();
+  return code;
+}
+
+}  // namespace chl::core

@@ -1,0 +1,17 @@
+#pragma once
+// `ch-launcher run`: read and check the VMI, lock its state directory, plan and prepare what
+// it needs, start the VMM and keep the VM alive until it ends. Returns the exit code
+// (launch_options.hpp).
+#include "ch_launcher/launch_options.hpp"
+
+namespace chl::core {
+
+int run_launcher(const LaunchOptions& opts);
+
+// Where the command and console sockets are for a state directory (or in KubeVirt's pod
+// layout for a VMI uid).
+std::filesystem::path launcher_socket_path(const std::filesystem::path& state_dir, bool pod_layout);
+std::filesystem::path console_socket_path(const std::filesystem::path& state_dir, bool pod_layout,
+                                          const std::string& uid);
+
+}  // namespace chl::core
