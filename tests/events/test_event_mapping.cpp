@@ -1,10 +1,12 @@
 // The (source, event) → domain event/state table: every row, and every event CH emits.
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <set>
 
 #include "events/domain_state_tracker.hpp"
 #include "events/event_mapping.hpp"
+#include "tests/support/test_support.hpp"
 
 using namespace chl::events;
 
@@ -180,4 +182,17 @@ TEST_CASE("DomainEvent JSON form") {
   CHECK(j["timestamp"]["secs"] == 3);
   CHECK(j["timestamp"]["nanos"] == 4);
   CHECK(j["properties"].is_null());
+}
+
+TEST_CASE("docs/events.md lists every row of the table") {
+  const auto doc_path = chl::test::source_dir() / "docs" / "events.md";
+  REQUIRE(std::filesystem::exists(doc_path));
+  const std::string doc = chl::test::read_file(doc_path);
+  for (const auto& row : mapping_table()) {
+    const std::string key = "| `" + std::string(row.source) + "/" + std::string(row.event) + "` | " +
+                            (row.qualifier.empty() ? std::string() : "`" + std::string(row.qualifier) + "`") + " |";
+    CAPTURE(key);
+    CHECK(doc.find(key) != std::string::npos);
+    CHECK(doc.find(std::string(row.comment)) != std::string::npos);
+  }
 }
