@@ -34,17 +34,19 @@ Client::~Client() = default;
 
 std::chrono::milliseconds Client::budget(Budget b) const {
   switch (b) {
-    case Budget::quick: return options_.timeout;
-    case Budget::long_running: return options_.long_timeout;
-    case Budget::migration: return options_.migration_timeout;
+    case Budget::quick:
+      return options_.timeout;
+    case Budget::long_running:
+      return options_.long_timeout;
+    case Budget::migration:
+      return options_.migration_timeout;
   }
   return options_.timeout;
 }
 
 Result<HttpResponse> Client::request(std::string_view method, std::string_view endpoint,
                                      std::optional<std::string_view> body,
-                                     std::chrono::milliseconds timeout,
-                                     std::span<const int> fds) {
+                                     std::chrono::milliseconds timeout, std::span<const int> fds) {
   std::string target(kApiRoot);
   target.append(endpoint);
   const HttpRequest req{method, target, body, fds};
@@ -66,7 +68,9 @@ Result<HttpResponse> Client::call(std::string_view method, std::string_view endp
                                   std::span<const int> fds) {
   const std::string w = what(method, endpoint);
   auto r = request(method, endpoint, body, budget(b), fds);
-  if (!r) return tl::unexpected(std::move(r.error()).wrap(w));
+  if (!r) {
+    return tl::unexpected(std::move(r.error()).wrap(w));
+  }
   if (r->status < 200 || r->status > 299) {
     return tl::unexpected(http_error(w, r->status, r->reason, parse_ch_error_body(r->body)));
   }
@@ -90,9 +94,9 @@ Result<T> Client::get_json(std::string_view endpoint) {
   CHL_TRY(HttpResponse resp, call("GET", endpoint, std::nullopt, Budget::quick));
   auto v = from_json_text<T>(resp.body, "body");
   if (!v) {
-    return fail(ApiErrc::malformed_response,
-                what("GET", endpoint) + ": malformed response: HTTP " +
-                    std::to_string(resp.status) + ": " + v.error().context);
+    return fail(ApiErrc::malformed_response, what("GET", endpoint) + ": malformed response: HTTP " +
+                                                 std::to_string(resp.status) + ": " +
+                                                 v.error().context);
   }
   return v;
 }
@@ -101,12 +105,14 @@ Result<std::optional<PciDeviceInfo>> Client::hot_add(std::string_view endpoint,
                                                      const std::string& body,
                                                      std::span<const int> fds) {
   CHL_TRY(HttpResponse resp, call("PUT", endpoint, body, Budget::quick, fds));
-  if (resp.status == 204 || resp.body.empty()) return std::optional<PciDeviceInfo>{};
+  if (resp.status == 204 || resp.body.empty()) {
+    return std::optional<PciDeviceInfo>{};
+  }
   auto info = parse_pci_device_info(resp.body);
   if (!info) {
-    return fail(ApiErrc::malformed_response,
-                what("PUT", endpoint) + ": malformed response: HTTP " +
-                    std::to_string(resp.status) + ": " + info.error().context);
+    return fail(ApiErrc::malformed_response, what("PUT", endpoint) + ": malformed response: HTTP " +
+                                                 std::to_string(resp.status) + ": " +
+                                                 info.error().context);
   }
   return std::optional<PciDeviceInfo>(std::move(*info));
 }
@@ -127,6 +133,7 @@ Status Client::vm_resume() { return action("vm.resume", Budget::quick); }
 Status Client::vm_shutdown() { return action("vm.shutdown", Budget::long_running); }
 Status Client::vm_reboot() { return action("vm.reboot", Budget::long_running); }
 Status Client::vm_power_button() { return action("vm.power-button", Budget::quick); }
+Status Client::vm_nmi() { return action("vm.nmi", Budget::quick); }
 Status Client::vm_delete() { return action("vm.delete", Budget::long_running); }
 Status Client::vm_snapshot(const VmSnapshotConfig& config) {
   return put_body("vm.snapshot", config, Budget::long_running);
@@ -150,6 +157,12 @@ Result<std::optional<PciDeviceInfo>> Client::vm_add_fs(const FsConfig& fs) {
 }
 Result<std::optional<PciDeviceInfo>> Client::vm_add_device(const DeviceConfig& device) {
   return hot_add("vm.add-device", to_json_text(device), {});
+}
+Result<std::optional<PciDeviceInfo>> Client::vm_add_vsock(const VsockConfig& vsock) {
+  return hot_add("vm.add-vsock", to_json_text(vsock), {});
+}
+Result<std::optional<PciDeviceInfo>> Client::vm_add_pmem(const PmemConfig& pmem) {
+  return hot_add("vm.add-pmem", to_json_text(pmem), {});
 }
 Status Client::vm_remove_device(const VmRemoveDevice& device) {
   return put_body("vm.remove-device", device, Budget::quick);

@@ -62,6 +62,7 @@ class Client {
   common::Status vm_shutdown();
   common::Status vm_reboot();
   common::Status vm_power_button();
+  common::Status vm_nmi();
   common::Status vm_delete();
   common::Status vm_snapshot(const VmSnapshotConfig& config);
   common::Status vm_restore(const RestoreConfig& config);
@@ -75,6 +76,8 @@ class Client {
                                                           std::span<const int> tap_fds = {});
   common::Result<std::optional<PciDeviceInfo>> vm_add_fs(const FsConfig& fs);
   common::Result<std::optional<PciDeviceInfo>> vm_add_device(const DeviceConfig& device);
+  common::Result<std::optional<PciDeviceInfo>> vm_add_vsock(const VsockConfig& vsock);
+  common::Result<std::optional<PciDeviceInfo>> vm_add_pmem(const PmemConfig& pmem);
   common::Status vm_remove_device(const VmRemoveDevice& device);
 
   // ---- migration ----

@@ -17,11 +17,11 @@
 namespace chl::vmm_api {
 
 enum class ApiErrc {
-  socket_missing = 1,   // no file at the API socket path (VMM not started, or gone)
-  connection_refused,   // a file is there but nobody listens (stale socket of a dead VMM)
-  timeout,              // no complete answer within the call's budget
-  malformed_response,   // not HTTP/1.x, bad framing, or a 2xx body that is not the schema
-  connection_closed,    // the VMM closed the connection before a complete answer
+  socket_missing = 1,  // no file at the API socket path (VMM not started, or gone)
+  connection_refused,  // a file is there but nobody listens (stale socket of a dead VMM)
+  timeout,             // no complete answer within the call's budget
+  malformed_response,  // not HTTP/1.x, bad framing, or a 2xx body that is not the schema
+  connection_closed,   // the VMM closed the connection before a complete answer
 };
 
 }  // namespace chl::vmm_api

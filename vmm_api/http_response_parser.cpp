@@ -15,7 +15,9 @@ std::string lower(std::string_view s) {
 }
 
 std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
+    s.remove_prefix(1);
+  }
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
     s.remove_suffix(1);
   }
@@ -24,7 +26,9 @@ std::string_view trim(std::string_view s) {
 
 template <typename T>
 bool parse_number(std::string_view s, T& out, int base = 10) {
-  if (s.empty()) return false;
+  if (s.empty()) {
+    return false;
+  }
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out, base);
   return ec == std::errc() && p == s.data() + s.size();
 }
@@ -60,14 +64,19 @@ bool HttpResponseParser::parse_head(std::string_view head) {
   }
   resp_ = HttpResponse{};
   resp_.status = status;
-  if (sp2 != std::string_view::npos) resp_.reason = std::string(trim(rest.substr(sp2 + 1)));
+  if (sp2 != std::string_view::npos) {
+    resp_.reason = std::string(trim(rest.substr(sp2 + 1)));
+  }
 
-  std::string_view fields = eol == std::string_view::npos ? std::string_view{} : head.substr(eol + 2);
+  std::string_view fields =
+      eol == std::string_view::npos ? std::string_view{} : head.substr(eol + 2);
   while (!fields.empty()) {
     auto e = fields.find("\r\n");
     std::string_view f = fields.substr(0, e);
     fields = e == std::string_view::npos ? std::string_view{} : fields.substr(e + 2);
-    if (f.empty()) continue;
+    if (f.empty()) {
+      continue;
+    }
     auto colon = f.find(':');
     if (colon == std::string_view::npos || colon == 0) {
       fail("bad header line '" + std::string(f.substr(0, 80)) + "'");
@@ -79,8 +88,12 @@ bool HttpResponseParser::parse_head(std::string_view head) {
 }
 
 HttpResponseParser::State HttpResponseParser::feed(std::string_view data) {
-  if (state_ != State::need_more) return state_;
-  if (!data.empty()) started_ = true;
+  if (state_ != State::need_more) {
+    return state_;
+  }
+  if (!data.empty()) {
+    started_ = true;
+  }
   buf_.append(data);
   return run();
 }
@@ -91,10 +104,14 @@ HttpResponseParser::State HttpResponseParser::run() {
       case Phase::head: {
         auto end = buf_.find("\r\n\r\n");
         if (end == std::string::npos) {
-          if (buf_.size() > kMaxHeaderBytes) return fail("response header larger than 64 KiB");
+          if (buf_.size() > kMaxHeaderBytes) {
+            return fail("response header larger than 64 KiB");
+          }
           return state_;
         }
-        if (!parse_head(std::string_view(buf_).substr(0, end + 2))) return state_;
+        if (!parse_head(std::string_view(buf_).substr(0, end + 2))) {
+          return state_;
+        }
         buf_.erase(0, end + 4);
         if (resp_.status < 200) {  // 1xx: an interim response, the real one follows
           continue;
@@ -116,7 +133,9 @@ HttpResponseParser::State HttpResponseParser::run() {
           if (!parse_number(std::string_view(cl->second), n)) {
             return fail("bad Content-Length '" + cl->second + "'");
           }
-          if (n > kMaxBodyBytes) return fail("response body larger than 64 MiB");
+          if (n > kMaxBodyBytes) {
+            return fail("response body larger than 64 MiB");
+          }
           remaining_ = n;
           phase_ = Phase::body_length;
           continue;
@@ -129,7 +148,9 @@ HttpResponseParser::State HttpResponseParser::run() {
         resp_.body.append(buf_, 0, take);
         buf_.erase(0, take);
         remaining_ -= take;
-        if (remaining_ > 0) return state_;
+        if (remaining_ > 0) {
+          return state_;
+        }
         phase_ = Phase::complete;
         continue;
       }
@@ -143,19 +164,25 @@ HttpResponseParser::State HttpResponseParser::run() {
       case Phase::chunk_size: {
         auto e = buf_.find("\r\n");
         if (e == std::string::npos) {
-          if (buf_.size() > 1024) return fail("chunk size line too long");
+          if (buf_.size() > 1024) {
+            return fail("chunk size line too long");
+          }
           return state_;
         }
         std::string_view line(buf_.data(), e);
         line = trim(line.substr(0, line.find(';')));  // drop chunk extensions
         std::size_t n = 0;
-        if (!parse_number(line, n, 16)) return fail("bad chunk size '" + std::string(line) + "'");
+        if (!parse_number(line, n, 16)) {
+          return fail("bad chunk size '" + std::string(line) + "'");
+        }
         buf_.erase(0, e + 2);
         if (n == 0) {
           phase_ = Phase::trailers;
           continue;
         }
-        if (resp_.body.size() + n > kMaxBodyBytes) return fail("response body larger than 64 MiB");
+        if (resp_.body.size() + n > kMaxBodyBytes) {
+          return fail("response body larger than 64 MiB");
+        }
         remaining_ = n;
         phase_ = Phase::chunk_data;
         continue;
@@ -165,13 +192,19 @@ HttpResponseParser::State HttpResponseParser::run() {
         resp_.body.append(buf_, 0, take);
         buf_.erase(0, take);
         remaining_ -= take;
-        if (remaining_ > 0) return state_;
+        if (remaining_ > 0) {
+          return state_;
+        }
         phase_ = Phase::chunk_data_crlf;
         continue;
       }
       case Phase::chunk_data_crlf:
-        if (buf_.size() < 2) return state_;
-        if (buf_.compare(0, 2, "\r\n") != 0) return fail("chunk not followed by CRLF");
+        if (buf_.size() < 2) {
+          return state_;
+        }
+        if (buf_.compare(0, 2, "\r\n") != 0) {
+          return fail("chunk not followed by CRLF");
+        }
         buf_.erase(0, 2);
         phase_ = Phase::chunk_size;
         continue;
@@ -179,11 +212,15 @@ HttpResponseParser::State HttpResponseParser::run() {
         // Trailer fields end with an empty line; we ignore their content.
         auto e = buf_.find("\r\n");
         if (e == std::string::npos) {
-          if (buf_.size() > kMaxHeaderBytes) return fail("trailers larger than 64 KiB");
+          if (buf_.size() > kMaxHeaderBytes) {
+            return fail("trailers larger than 64 KiB");
+          }
           return state_;
         }
         buf_.erase(0, e + 2);
-        if (e == 0) phase_ = Phase::complete;
+        if (e == 0) {
+          phase_ = Phase::complete;
+        }
         continue;
       }
       case Phase::complete:
@@ -195,13 +232,19 @@ HttpResponseParser::State HttpResponseParser::run() {
 }
 
 HttpResponseParser::State HttpResponseParser::finish_eof() {
-  if (state_ != State::need_more) return state_;
+  if (state_ != State::need_more) {
+    return state_;
+  }
   if (phase_ == Phase::body_eof) {
     phase_ = Phase::complete;
     return run();
   }
-  if (!started_) return fail("connection closed before any answer");
-  if (phase_ == Phase::head) return fail("connection closed in the middle of the header");
+  if (!started_) {
+    return fail("connection closed before any answer");
+  }
+  if (phase_ == Phase::head) {
+    return fail("connection closed in the middle of the header");
+  }
   return fail("connection closed in the middle of the body");
 }
 

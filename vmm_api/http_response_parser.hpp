@@ -37,8 +37,16 @@ class HttpResponseParser {
   [[nodiscard]] bool started() const { return started_; }
 
  private:
-  enum class Phase { head, body_length, body_eof, chunk_size, chunk_data, chunk_data_crlf,
-                     trailers, complete };
+  enum class Phase {
+    head,
+    body_length,
+    body_eof,
+    chunk_size,
+    chunk_data,
+    chunk_data_crlf,
+    trailers,
+    complete
+  };
   State fail(std::string why);
   State run();
   bool parse_head(std::string_view head);

@@ -12,8 +12,8 @@ class ObjectReader {
  public:
   ObjectReader(const Json& j, const char* type) : j_(j), rest_(Json::object()) {
     if (!j.is_object()) {
-      throw Json::type_error::create(302, std::string(type) + " must be an object, but is " +
-                                              j.type_name(), &j);
+      throw Json::type_error::create(
+          302, std::string(type) + " must be an object, but is " + j.type_name(), &j);
     }
     rest_ = j;
   }
@@ -93,28 +93,36 @@ constexpr std::array<std::pair<VmState, std::string_view>, 5> kVmStates{{
 
 std::string_view to_string(ConsoleMode m) {
   for (const auto& [k, s] : kConsoleModes) {
-    if (k == m) return s;
+    if (k == m) {
+      return s;
+    }
   }
   return "Off";
 }
 
 std::optional<ConsoleMode> console_mode_from_string(std::string_view s) {
   for (const auto& [k, name] : kConsoleModes) {
-    if (name == s) return k;
+    if (name == s) {
+      return k;
+    }
   }
   return std::nullopt;
 }
 
 std::string_view to_string(VmState st) {
   for (const auto& [k, s] : kVmStates) {
-    if (k == st) return s;
+    if (k == st) {
+      return s;
+    }
   }
   return "Created";
 }
 
 std::optional<VmState> vm_state_from_string(std::string_view s) {
   for (const auto& [k, name] : kVmStates) {
-    if (name == s) return k;
+    if (name == s) {
+      return k;
+    }
   }
   return std::nullopt;
 }
@@ -123,7 +131,9 @@ void to_json(Json& j, ConsoleMode m) { j = std::string(to_string(m)); }
 void from_json(const Json& j, ConsoleMode& m) {
   const auto s = j.get<std::string>();
   auto v = console_mode_from_string(s);
-  if (!v) throw Json::other_error::create(501, "unknown console mode '" + s + "'", &j);
+  if (!v) {
+    throw Json::other_error::create(501, "unknown console mode '" + s + "'", &j);
+  }
   m = *v;
 }
 
@@ -131,7 +141,9 @@ void to_json(Json& j, VmState st) { j = std::string(to_string(st)); }
 void from_json(const Json& j, VmState& st) {
   const auto s = j.get<std::string>();
   auto v = vm_state_from_string(s);
-  if (!v) throw Json::other_error::create(501, "unknown VM state '" + s + "'", &j);
+  if (!v) {
+    throw Json::other_error::create(501, "unknown VM state '" + s + "'", &j);
+  }
   st = *v;
 }
 
@@ -139,45 +151,42 @@ void from_json(const Json& j, VmState& st) {
 // ObjectWriter; R(key) and O(key) name a required and an optional member.
 #define CHL_R(k) f.req(#k, v.k)
 #define CHL_O(k) f.opt(#k, v.k)
-#define CHL_DEFINE_JSON(T, FIELDS)                    \
-  template <typename F, typename V>                   \
-  static void fields_##T(F& f, V& v) { FIELDS; }      \
-  void to_json(Json& j, const T& v) {                 \
-    ObjectWriter w(j, v.extra);                       \
-    fields_##T(w, v);                                 \
-  }                                                   \
-  void from_json(const Json& j, T& v) {               \
-    ObjectReader r(j, #T);                            \
-    fields_##T(r, v);                                 \
-    r.extra(v.extra);                                 \
+#define CHL_DEFINE_JSON(T, FIELDS)      \
+  template <typename F, typename V>     \
+  static void fields_##T(F& f, V& v) {  \
+    FIELDS;                             \
+  }                                     \
+  void to_json(Json& j, const T& v) {   \
+    ObjectWriter w(j, v.extra);         \
+    fields_##T(w, v);                   \
+  }                                     \
+  void from_json(const Json& j, T& v) { \
+    ObjectReader r(j, #T);              \
+    fields_##T(r, v);                   \
+    r.extra(v.extra);                   \
   }
 
-CHL_DEFINE_JSON(PayloadConfig,
-                CHL_O(firmware); CHL_O(kernel); CHL_O(cmdline); CHL_O(initramfs); CHL_O(igvm);
-                CHL_O(host_data))
+CHL_DEFINE_JSON(PayloadConfig, CHL_O(firmware); CHL_O(kernel); CHL_O(cmdline); CHL_O(initramfs);
+                CHL_O(igvm); CHL_O(host_data))
 
-CHL_DEFINE_JSON(CpuTopology,
-                CHL_O(threads_per_core); CHL_O(cores_per_die); CHL_O(dies_per_package);
+CHL_DEFINE_JSON(CpuTopology, CHL_O(threads_per_core); CHL_O(cores_per_die); CHL_O(dies_per_package);
                 CHL_O(packages))
 
 CHL_DEFINE_JSON(CpuAffinity, CHL_R(vcpu); CHL_R(host_cpus))
 
 CHL_DEFINE_JSON(CpuFeatures, CHL_O(amx))
 
-CHL_DEFINE_JSON(CpusConfig,
-                CHL_R(boot_vcpus); CHL_R(max_vcpus); CHL_O(topology); CHL_O(kvm_hyperv);
+CHL_DEFINE_JSON(CpusConfig, CHL_R(boot_vcpus); CHL_R(max_vcpus); CHL_O(topology); CHL_O(kvm_hyperv);
                 CHL_O(max_phys_bits); CHL_O(nested); CHL_O(affinity); CHL_O(features);
                 CHL_O(core_scheduling))
 
-CHL_DEFINE_JSON(MemoryZoneConfig,
-                CHL_R(id); CHL_R(size); CHL_O(file); CHL_O(mergeable); CHL_O(shared);
-                CHL_O(hugepages); CHL_O(hugepage_size); CHL_O(host_numa_node);
+CHL_DEFINE_JSON(MemoryZoneConfig, CHL_R(id); CHL_R(size); CHL_O(file); CHL_O(mergeable);
+                CHL_O(shared); CHL_O(hugepages); CHL_O(hugepage_size); CHL_O(host_numa_node);
                 CHL_O(hotplug_size); CHL_O(hotplugged_size); CHL_O(prefault); CHL_O(reserve))
 
-CHL_DEFINE_JSON(MemoryConfig,
-                CHL_R(size); CHL_O(hotplug_size); CHL_O(hotplugged_size); CHL_O(mergeable);
-                CHL_O(hotplug_method); CHL_O(shared); CHL_O(hugepages); CHL_O(hugepage_size);
-                CHL_O(prefault); CHL_O(reserve); CHL_O(thp); CHL_O(zones))
+CHL_DEFINE_JSON(MemoryConfig, CHL_R(size); CHL_O(hotplug_size); CHL_O(hotplugged_size);
+                CHL_O(mergeable); CHL_O(hotplug_method); CHL_O(shared); CHL_O(hugepages);
+                CHL_O(hugepage_size); CHL_O(prefault); CHL_O(reserve); CHL_O(thp); CHL_O(zones))
 
 CHL_DEFINE_JSON(TokenBucket, CHL_R(size); CHL_O(one_time_burst); CHL_R(refill_time))
 
@@ -185,77 +194,64 @@ CHL_DEFINE_JSON(RateLimiterConfig, CHL_O(bandwidth); CHL_O(ops))
 
 CHL_DEFINE_JSON(VirtQueueAffinity, CHL_R(queue_index); CHL_R(host_cpus))
 
-CHL_DEFINE_JSON(DiskConfig,
-                CHL_O(path); CHL_O(readonly); CHL_O(direct); CHL_O(iommu); CHL_O(num_queues);
-                CHL_O(queue_size); CHL_O(vhost_user); CHL_O(vhost_socket);
+CHL_DEFINE_JSON(DiskConfig, CHL_O(path); CHL_O(readonly); CHL_O(direct); CHL_O(iommu);
+                CHL_O(num_queues); CHL_O(queue_size); CHL_O(vhost_user); CHL_O(vhost_socket);
                 CHL_O(rate_limiter_config); CHL_O(pci_segment); CHL_O(pci_device_id); CHL_O(id);
-                CHL_O(serial); CHL_O(rate_limit_group); CHL_O(queue_affinity);
-                CHL_O(backing_files); CHL_O(sparse); CHL_O(image_type); CHL_O(lock_granularity);
-                CHL_O(disable_io_uring); CHL_O(disable_aio))
+                CHL_O(serial); CHL_O(rate_limit_group); CHL_O(queue_affinity); CHL_O(backing_files);
+                CHL_O(sparse); CHL_O(image_type); CHL_O(lock_granularity); CHL_O(disable_io_uring);
+                CHL_O(disable_aio))
 
-CHL_DEFINE_JSON(NetConfig,
-                CHL_O(tap); CHL_O(ip); CHL_O(mask); CHL_O(mac); CHL_O(host_mac); CHL_O(mtu);
-                CHL_O(iommu); CHL_O(num_queues); CHL_O(queue_size); CHL_O(vhost_user);
+CHL_DEFINE_JSON(NetConfig, CHL_O(tap); CHL_O(ip); CHL_O(mask); CHL_O(mac); CHL_O(host_mac);
+                CHL_O(mtu); CHL_O(iommu); CHL_O(num_queues); CHL_O(queue_size); CHL_O(vhost_user);
                 CHL_O(vhost_socket); CHL_O(vhost_mode); CHL_O(id); CHL_O(pci_segment);
                 CHL_O(pci_device_id); CHL_O(rate_limiter_config); CHL_O(offload_tso);
                 CHL_O(offload_ufo); CHL_O(offload_csum))
 
-CHL_DEFINE_JSON(RngConfig,
-                CHL_R(src); CHL_O(id); CHL_O(pci_segment); CHL_O(pci_device_id); CHL_O(iommu))
+CHL_DEFINE_JSON(RngConfig, CHL_R(src); CHL_O(id); CHL_O(pci_segment); CHL_O(pci_device_id);
+                CHL_O(iommu))
 
-CHL_DEFINE_JSON(BalloonConfig,
-                CHL_R(size); CHL_O(id); CHL_O(pci_segment); CHL_O(pci_device_id); CHL_O(iommu);
-                CHL_O(deflate_on_oom); CHL_O(free_page_reporting))
+CHL_DEFINE_JSON(BalloonConfig, CHL_R(size); CHL_O(id); CHL_O(pci_segment); CHL_O(pci_device_id);
+                CHL_O(iommu); CHL_O(deflate_on_oom); CHL_O(free_page_reporting))
 
-CHL_DEFINE_JSON(FsConfig,
-                CHL_R(tag); CHL_R(socket); CHL_R(num_queues); CHL_R(queue_size);
+CHL_DEFINE_JSON(FsConfig, CHL_R(tag); CHL_R(socket); CHL_R(num_queues); CHL_R(queue_size);
                 CHL_O(pci_segment); CHL_O(pci_device_id); CHL_O(id))
 
-CHL_DEFINE_JSON(PmemConfig,
-                CHL_R(file); CHL_O(size); CHL_O(iommu); CHL_O(discard_writes);
+CHL_DEFINE_JSON(PmemConfig, CHL_R(file); CHL_O(size); CHL_O(iommu); CHL_O(discard_writes);
                 CHL_O(pci_segment); CHL_O(pci_device_id); CHL_O(id))
 
-CHL_DEFINE_JSON(VsockConfig,
-                CHL_R(cid); CHL_R(socket); CHL_O(iommu); CHL_O(pci_segment);
+CHL_DEFINE_JSON(VsockConfig, CHL_R(cid); CHL_R(socket); CHL_O(iommu); CHL_O(pci_segment);
                 CHL_O(pci_device_id); CHL_O(id))
 
-CHL_DEFINE_JSON(DeviceConfig,
-                CHL_O(path); CHL_O(iommu); CHL_O(pci_segment); CHL_O(pci_device_id); CHL_O(id);
-                CHL_O(x_nv_gpudirect_clique))
+CHL_DEFINE_JSON(DeviceConfig, CHL_O(path); CHL_O(iommu); CHL_O(pci_segment); CHL_O(pci_device_id);
+                CHL_O(id); CHL_O(x_nv_gpudirect_clique))
 
 CHL_DEFINE_JSON(NumaDistance, CHL_R(destination); CHL_R(distance))
 
-CHL_DEFINE_JSON(NumaConfig,
-                CHL_R(guest_numa_id); CHL_O(cpus); CHL_O(distances); CHL_O(memory_zones);
-                CHL_O(pci_segments); CHL_O(device_id))
+CHL_DEFINE_JSON(NumaConfig, CHL_R(guest_numa_id); CHL_O(cpus); CHL_O(distances);
+                CHL_O(memory_zones); CHL_O(pci_segments); CHL_O(device_id))
 
 CHL_DEFINE_JSON(SerialConfig, CHL_R(mode); CHL_O(file); CHL_O(socket))
 
-CHL_DEFINE_JSON(ConsoleConfig,
-                CHL_R(mode); CHL_O(file); CHL_O(socket); CHL_O(iommu); CHL_O(id);
+CHL_DEFINE_JSON(ConsoleConfig, CHL_R(mode); CHL_O(file); CHL_O(socket); CHL_O(iommu); CHL_O(id);
                 CHL_O(pci_segment); CHL_O(pci_device_id))
 
 CHL_DEFINE_JSON(DebugConsoleConfig, CHL_R(mode); CHL_O(file); CHL_O(iobase))
 
-CHL_DEFINE_JSON(PlatformConfig,
-                CHL_O(num_pci_segments); CHL_O(iommu_segments); CHL_O(iommu_address_width_bits);
-                CHL_O(system_serial_number); CHL_O(serial_number); CHL_O(system_uuid);
-                CHL_O(uuid); CHL_O(oem_strings); CHL_O(system_manufacturer);
+CHL_DEFINE_JSON(PlatformConfig, CHL_O(num_pci_segments); CHL_O(iommu_segments);
+                CHL_O(iommu_address_width_bits); CHL_O(system_serial_number); CHL_O(serial_number);
+                CHL_O(system_uuid); CHL_O(uuid); CHL_O(oem_strings); CHL_O(system_manufacturer);
                 CHL_O(system_product_name); CHL_O(system_version); CHL_O(system_family);
                 CHL_O(system_sku_number); CHL_O(chassis_asset_tag); CHL_O(tdx); CHL_O(sev_snp);
                 CHL_O(iommufd); CHL_O(vfio_p2p_dma))
 
-CHL_DEFINE_JSON(VmConfig,
-                CHL_R(payload); CHL_O(cpus); CHL_O(memory); CHL_O(disks); CHL_O(net); CHL_O(rng);
-                CHL_O(balloon); CHL_O(fs); CHL_O(pmem); CHL_O(serial); CHL_O(console);
+CHL_DEFINE_JSON(VmConfig, CHL_R(payload); CHL_O(cpus); CHL_O(memory); CHL_O(disks); CHL_O(net);
+                CHL_O(rng); CHL_O(balloon); CHL_O(fs); CHL_O(pmem); CHL_O(serial); CHL_O(console);
                 CHL_O(debug_console); CHL_O(devices); CHL_O(vsock); CHL_O(numa); CHL_O(iommu);
                 CHL_O(watchdog); CHL_O(pvpanic); CHL_O(platform); CHL_O(landlock_enable))
 
-CHL_DEFINE_JSON(VmInfo,
-                CHL_R(config); CHL_R(state); CHL_O(memory_actual_size); CHL_O(device_tree))
+CHL_DEFINE_JSON(VmInfo, CHL_R(config); CHL_R(state); CHL_O(memory_actual_size); CHL_O(device_tree))
 
-CHL_DEFINE_JSON(VmmPingResponse, CHL_R(version); CHL_O(build_version); CHL_O(pid);
-                CHL_O(features))
+CHL_DEFINE_JSON(VmmPingResponse, CHL_R(version); CHL_O(build_version); CHL_O(pid); CHL_O(features))
 
 CHL_DEFINE_JSON(PciDeviceInfo, CHL_R(id); CHL_R(bdf))
 
@@ -265,18 +261,16 @@ CHL_DEFINE_JSON(VmSnapshotConfig, CHL_R(destination_url))
 
 CHL_DEFINE_JSON(VmMemoryZoneUpdateData, CHL_R(id); CHL_R(host_numa_node))
 
-CHL_DEFINE_JSON(RestoreConfig,
-                CHL_R(source_url); CHL_O(prefault); CHL_O(memory_restore_mode); CHL_O(resume);
-                CHL_O(zone_updates))
+CHL_DEFINE_JSON(RestoreConfig, CHL_R(source_url); CHL_O(prefault); CHL_O(memory_restore_mode);
+                CHL_O(resume); CHL_O(zone_updates))
 
 CHL_DEFINE_JSON(VmRemoveDevice, CHL_R(id))
 
 CHL_DEFINE_JSON(ReceiveMigrationData, CHL_R(receiver_url); CHL_O(tls_dir); CHL_O(zone_updates))
 
-CHL_DEFINE_JSON(SendMigrationData,
-                CHL_R(destination_url); CHL_O(local); CHL_O(preserve_source);
-                CHL_O(downtime_ms); CHL_O(timeout_s); CHL_O(timeout_strategy);
-                CHL_O(connections); CHL_O(tls_dir); CHL_O(memory_mode))
+CHL_DEFINE_JSON(SendMigrationData, CHL_R(destination_url); CHL_O(local); CHL_O(preserve_source);
+                CHL_O(downtime_ms); CHL_O(timeout_s); CHL_O(timeout_strategy); CHL_O(connections);
+                CHL_O(tls_dir); CHL_O(memory_mode))
 
 #undef CHL_DEFINE_JSON
 #undef CHL_O

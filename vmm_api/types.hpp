@@ -19,12 +19,11 @@
 // parse_*() functions, which return Result and never throw.
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
 
@@ -155,8 +154,8 @@ struct DiskConfig {
   std::optional<bool> sparse;
   std::optional<std::string> image_type;        // "Raw" | "Qcow2" | "Vhdx" | ...
   std::optional<std::string> lock_granularity;  // "ByteRange" | "Full"
-  std::optional<bool> disable_io_uring;  // in CH's VmConfig, not in its OpenAPI text
-  std::optional<bool> disable_aio;       // idem
+  std::optional<bool> disable_io_uring;         // in CH's VmConfig, not in its OpenAPI text
+  std::optional<bool> disable_aio;              // idem
   Json extra = Json::object();
 };
 
@@ -272,7 +271,7 @@ std::optional<ConsoleMode> console_mode_from_string(std::string_view s);
 
 struct SerialConfig {
   ConsoleMode mode = ConsoleMode::Off;
-  std::optional<std::string> file;    // with Pty: the PTY path CH allocated (vm.info)
+  std::optional<std::string> file;  // with Pty: the PTY path CH allocated (vm.info)
   std::optional<std::string> socket;
   Json extra = Json::object();
 };
@@ -304,7 +303,7 @@ struct PlatformConfig {
   std::optional<std::string> system_serial_number;
   std::optional<std::string> serial_number;  // deprecated by CH
   std::optional<std::string> system_uuid;
-  std::optional<std::string> uuid;           // deprecated by CH
+  std::optional<std::string> uuid;  // deprecated by CH
   std::optional<std::vector<std::string>> oem_strings;
   std::optional<std::string> system_manufacturer;
   std::optional<std::string> system_product_name;
@@ -433,8 +432,8 @@ struct SendMigrationData {
 
 // ---- JSON conversion (ADL, for nlohmann) --------------------------------------------------
 
-#define CHL_VMM_API_JSON(T)              \
-  void to_json(Json& j, const T& v);    \
+#define CHL_VMM_API_JSON(T)          \
+  void to_json(Json& j, const T& v); \
   void from_json(const Json& j, T& v);
 
 CHL_VMM_API_JSON(PayloadConfig)

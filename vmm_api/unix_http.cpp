@@ -28,7 +28,9 @@ constexpr std::size_t kMaxFds = 253;  // SCM_MAX_FD
 // Milliseconds left until the deadline, rounded up; 0 when it has passed.
 int remaining_ms(Clock::time_point deadline) {
   const auto left = deadline - Clock::now();
-  if (left <= Clock::duration::zero()) return 0;
+  if (left <= Clock::duration::zero()) {
+    return 0;
+  }
   const auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
   return ms > 1'000'000'000 ? 1'000'000'000 : static_cast<int>(ms);
 }
@@ -37,14 +39,20 @@ int remaining_ms(Clock::time_point deadline) {
 Result<bool> wait_fd(int fd, short events, Clock::time_point deadline) {
   for (;;) {
     const int ms = remaining_ms(deadline);
-    if (ms == 0) return false;
+    if (ms == 0) {
+      return false;
+    }
     pollfd p{fd, events, 0};
     const int r = ::poll(&p, 1, ms);
     if (r < 0) {
-      if (errno == EINTR) continue;
+      if (errno == EINTR) {
+        continue;
+      }
       return fail_errno("poll");
     }
-    if (r > 0) return true;  // ready, or an error/hangup the next syscall will report
+    if (r > 0) {
+      return true;  // ready, or an error/hangup the next syscall will report
+    }
   }
 }
 
@@ -57,7 +65,9 @@ Result<UniqueFd> connect_unix(const std::string& path, Clock::time_point deadlin
   }
   std::memcpy(addr.sun_path, path.data(), path.size());
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!fd) return fail_errno("socket(AF_UNIX)");
+  if (!fd) {
+    return fail_errno("socket(AF_UNIX)");
+  }
   for (;;) {
     if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0) {
       return fd;
@@ -85,15 +95,20 @@ Result<UniqueFd> connect_unix(const std::string& path, Clock::time_point deadlin
       }
       case EINPROGRESS: {
         CHL_TRY(bool ready, wait_fd(fd.get(), POLLOUT, deadline));
-        if (!ready) return fail(ApiErrc::timeout, "connecting to " + path + ": timed out");
+        if (!ready) {
+          return fail(ApiErrc::timeout, "connecting to " + path + ": timed out");
+        }
         int so_error = 0;
         socklen_t len = sizeof(so_error);
         if (::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &so_error, &len) != 0) {
           return fail_errno("getsockopt(SO_ERROR)");
         }
-        if (so_error == 0) return fd;
+        if (so_error == 0) {
+          return fd;
+        }
         if (so_error == ECONNREFUSED) {
-          return fail(ApiErrc::connection_refused, "API socket " + path + " refused the connection");
+          return fail(ApiErrc::connection_refused,
+                      "API socket " + path + " refused the connection");
         }
         return fail_errno(so_error, "connecting to " + path);
       }
@@ -131,11 +146,14 @@ Status send_all(int fd, std::string_view data, std::span<const int> fds,
       const int err = errno;
       if (err == EAGAIN || err == EWOULDBLOCK) {
         CHL_TRY(bool ready, wait_fd(fd, POLLOUT, deadline));
-        if (!ready) return fail(ApiErrc::timeout, "sending the request: timed out");
+        if (!ready) {
+          return fail(ApiErrc::timeout, "sending the request: timed out");
+        }
         continue;
       }
       if (err == EPIPE || err == ECONNRESET) {
-        return fail(ApiErrc::connection_closed, "sending the request: the VMM closed the connection");
+        return fail(ApiErrc::connection_closed,
+                    "sending the request: the VMM closed the connection");
       }
       return fail_errno(err, "sending the request");
     }
@@ -165,8 +183,9 @@ Result<HttpResponse> read_response(int fd, Clock::time_point deadline) {
     if (err == EAGAIN || err == EWOULDBLOCK) {
       CHL_TRY(bool ready, wait_fd(fd, POLLIN, deadline));
       if (!ready) {
-        return fail(ApiErrc::timeout, parser.started() ? "waiting for the rest of the answer: timed out"
-                                                       : "waiting for the answer: timed out");
+        return fail(ApiErrc::timeout, parser.started()
+                                          ? "waiting for the rest of the answer: timed out"
+                                          : "waiting for the answer: timed out");
       }
       continue;
     }
@@ -175,7 +194,9 @@ Result<HttpResponse> read_response(int fd, Clock::time_point deadline) {
     }
     return fail_errno(err, "reading the answer");
   }
-  if (parser.state() == HttpResponseParser::State::done) return std::move(parser.response());
+  if (parser.state() == HttpResponseParser::State::done) {
+    return std::move(parser.response());
+  }
   if (!parser.started()) {
     return fail(ApiErrc::connection_closed, "the VMM closed the connection without answering");
   }
@@ -192,17 +213,17 @@ std::string format_request(const HttpRequest& req) {
   out.append(req.method).append(" ").append(req.target).append(" HTTP/1.1\r\n");
   out.append("Host: localhost\r\nAccept: */*\r\n");
   if (req.body) {
-    out.append("Content-Type: application/json\r\n");
     out.append("Content-Length: ").append(std::to_string(req.body->size())).append("\r\n");
   }
   out.append("\r\n");
-  if (req.body) out.append(*req.body);
+  if (req.body) {
+    out.append(*req.body);
+  }
   return out;
 }
 
 common::Result<HttpResponse> unix_http_request(const std::string& socket_path,
-                                               const HttpRequest& req,
-                                               Clock::time_point deadline) {
+                                               const HttpRequest& req, Clock::time_point deadline) {
   CHL_TRY(UniqueFd fd, connect_unix(socket_path, deadline));
   CHL_TRY_VOID(send_all(fd.get(), format_request(req), req.fds, deadline));
   return read_response(fd.get(), deadline);

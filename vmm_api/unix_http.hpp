@@ -19,10 +19,10 @@
 namespace chl::vmm_api {
 
 struct HttpRequest {
-  std::string_view method;              // "GET" | "PUT" | ...
-  std::string_view target;              // "/api/v1/vm.info"
-  std::optional<std::string_view> body; // nullopt: no body and no Content-Length at all
-  std::span<const int> fds;             // passed with SCM_RIGHTS (not owned, not closed)
+  std::string_view method;               // "GET" | "PUT" | ...
+  std::string_view target;               // "/api/v1/vm.info"
+  std::optional<std::string_view> body;  // nullopt: no body and no Content-Length at all
+  std::span<const int> fds;              // passed with SCM_RIGHTS (not owned, not closed)
 };
 
 // The request as bytes on the wire (exposed for tests).

@@ -36,17 +36,27 @@ struct Args {
 };
 
 bool parse_args(int argc, char** argv, Args& a) {
-  if (const char* e = std::getenv("CLOUD_HYPERVISOR_BIN"); e && *e) a.vmm = e;
-  if (a.vmm.empty()) a.vmm = CHL_VMM_DOUBLE_PATH;
-  if (const char* k = std::getenv("CHL_TEST_GUEST_KERNEL"); k && *k) a.kernel = k;
+  if (const char* e = std::getenv("CLOUD_HYPERVISOR_BIN"); e && *e) {
+    a.vmm = e;
+  }
+  if (a.vmm.empty()) {
+    a.vmm = CHL_VMM_DOUBLE_PATH;
+  }
+  if (const char* k = std::getenv("CHL_TEST_GUEST_KERNEL"); k && *k) {
+    a.kernel = k;
+  }
   for (int i = 1; i < argc; ++i) {
     const std::string s = argv[i];
-    if (i + 1 >= argc) return false;
+    if (i + 1 >= argc) {
+      return false;
+    }
     if (s == "--vmm") {
       a.vmm = argv[++i];
     } else if (s == "--n") {
       a.n = std::atoi(argv[++i]);
-      if (a.n <= 0) return false;
+      if (a.n <= 0) {
+        return false;
+      }
     } else if (s == "--kernel") {
       a.kernel = argv[++i];
     } else {
@@ -70,7 +80,8 @@ bool measure(const char* name, int n, const std::function<bool()>& call) {
   }
   std::sort(us.begin(), us.end());
   auto pct = [&](double p) {
-    return us[std::min(us.size() - 1, static_cast<std::size_t>(p * static_cast<double>(us.size())))];
+    return us[std::min(us.size() - 1,
+                       static_cast<std::size_t>(p * static_cast<double>(us.size())))];
   };
   std::printf("%-22s n=%-6d median=%8.1f us  p99=%8.1f us  max=%8.1f us\n", name, n, pct(0.5),
               pct(0.99), us.back());
@@ -151,7 +162,8 @@ int main(int argc, char** argv) {
     ok = ok && measure("vm.pause + vm.resume", args.n / 10 + 1,
                        [&] { return api.vm_pause().has_value() && api.vm_resume().has_value(); });
   } else {
-    std::printf("no guest kernel (--kernel or CHL_TEST_GUEST_KERNEL): boot-dependent calls skipped\n");
+    std::printf(
+        "no guest kernel (--kernel or CHL_TEST_GUEST_KERNEL): boot-dependent calls skipped\n");
   }
   (void)api.vmm_shutdown();
   (void)child->wait_for(std::chrono::seconds(5));

@@ -25,12 +25,15 @@ FakeServer::FakeServer(const std::string& path, Handler handler) : handler_(std:
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-  if (!listen_fd_ || ::bind(listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+  if (!listen_fd_ ||
+      ::bind(listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
       ::listen(listen_fd_.get(), 16) != 0) {
     throw std::runtime_error("fake server: cannot listen on " + path);
   }
   int p[2];
-  if (::pipe2(p, O_CLOEXEC) != 0) throw std::runtime_error("fake server: pipe");
+  if (::pipe2(p, O_CLOEXEC) != 0) {
+    throw std::runtime_error("fake server: pipe");
+  }
   stop_r_.reset(p[0]);
   stop_w_.reset(p[1]);
   thread_ = std::thread([this] { run(); });
@@ -45,11 +48,17 @@ FakeServer::~FakeServer() {
 void FakeServer::run() {
   for (;;) {
     pollfd p[2] = {{listen_fd_.get(), POLLIN, 0}, {stop_r_.get(), POLLIN, 0}};
-    if (::poll(p, 2, -1) < 0) continue;
-    if (p[1].revents) return;
+    if (::poll(p, 2, -1) < 0) {
+      continue;
+    }
+    if (p[1].revents) {
+      return;
+    }
     if (p[0].revents & POLLIN) {
       UniqueFd conn(::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
-      if (conn) serve(conn.get());
+      if (conn) {
+        serve(conn.get());
+      }
     }
   }
 }
@@ -60,8 +69,12 @@ void FakeServer::serve(int conn) {
   std::size_t content_length = 0;
   for (;;) {
     pollfd p[2] = {{conn, POLLIN, 0}, {stop_r_.get(), POLLIN, 0}};
-    if (::poll(p, 2, -1) < 0) continue;
-    if (p[1].revents) return;
+    if (::poll(p, 2, -1) < 0) {
+      continue;
+    }
+    if (p[1].revents) {
+      return;
+    }
     char buf[4096];
     char control[CMSG_SPACE(sizeof(int) * 16)];
     iovec iov{buf, sizeof(buf)};
@@ -71,7 +84,9 @@ void FakeServer::serve(int conn) {
     msg.msg_control = control;
     msg.msg_controllen = sizeof(control);
     const ssize_t n = ::recvmsg(conn, &msg, MSG_CMSG_CLOEXEC);
-    if (n <= 0) return;
+    if (n <= 0) {
+      return;
+    }
     for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
       if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
         const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
@@ -100,21 +115,31 @@ void FakeServer::serve(int conn) {
   requests_++;
   auto answer = handler_(req);
   pollfd pending{listen_fd_.get(), POLLIN, 0};
-  if (::poll(&pending, 1, 0) > 0 && (pending.revents & POLLIN)) concurrent_ = true;
+  if (::poll(&pending, 1, 0) > 0 && (pending.revents & POLLIN)) {
+    concurrent_ = true;
+  }
   if (!answer) {
     // Never answer: hold the connection until the client gives up or the server stops.
     for (;;) {
       pollfd p[2] = {{conn, POLLIN, 0}, {stop_r_.get(), POLLIN, 0}};
-      if (::poll(p, 2, -1) < 0) continue;
-      if (p[1].revents) return;
+      if (::poll(p, 2, -1) < 0) {
+        continue;
+      }
+      if (p[1].revents) {
+        return;
+      }
       char b[256];
-      if (::read(conn, b, sizeof(b)) <= 0) return;
+      if (::read(conn, b, sizeof(b)) <= 0) {
+        return;
+      }
     }
   }
   std::string_view rest(*answer);
   while (!rest.empty()) {
     const ssize_t w = ::send(conn, rest.data(), rest.size(), MSG_NOSIGNAL);
-    if (w <= 0) return;
+    if (w <= 0) {
+      return;
+    }
     rest.remove_prefix(static_cast<std::size_t>(w));
   }
 }

@@ -17,9 +17,9 @@
 namespace chl::test {
 
 struct FakeRequest {
-  std::string raw;                      // request line + headers + body, as received
+  std::string raw;  // request line + headers + body, as received
   std::string body;
-  std::vector<common::UniqueFd> fds;    // received with SCM_RIGHTS
+  std::vector<common::UniqueFd> fds;  // received with SCM_RIGHTS
 };
 
 class FakeServer {

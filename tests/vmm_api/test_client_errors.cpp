@@ -1,7 +1,6 @@
 // Every error class of vmm_api::Client, against small in-test servers (independent of the
 // VMM double's fault injection), plus fd passing and call serialization.
 #include <doctest/doctest.h>
-
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -105,8 +104,9 @@ TEST_CASE("HTTP 500 with CH's body: status and messages, state violations readab
   const std::string path = (dir / "api.sock").string();
   FakeServer server(path, [](FakeRequest& req) -> std::optional<std::string> {
     if (request_line(req) == "PUT /api/v1/vm.pause HTTP/1.1") {
-      return http_response(500, "Internal Server Error",
-                           R"(["Error from API","The VM could not be paused","VM is not running"])");
+      return http_response(
+          500, "Internal Server Error",
+          R"(["Error from API","The VM could not be paused","VM is not running"])");
     }
     return http_response(404, "Not Found", "");
   });
@@ -116,8 +116,9 @@ TEST_CASE("HTTP 500 with CH's body: status and messages, state violations readab
   CHECK(http_status(r.error()) == 500);
   CHECK(r.error().message() ==
         "PUT vm.pause: HTTP 500: Error from API: The VM could not be paused: VM is not running");
-  CHECK(ch_messages(r.error()) ==
-        std::vector<std::string>{"Error from API", "The VM could not be paused", "VM is not running"});
+  CHECK(ch_messages(r.error()) == std::vector<std::string>{"Error from API",
+                                                           "The VM could not be paused",
+                                                           "VM is not running"});
   auto nf = c.vm_counters();
   REQUIRE_FALSE(nf);
   CHECK(http_status(nf.error()) == 404);
@@ -129,14 +130,18 @@ TEST_CASE("garbage instead of HTTP, and a 200 whose body is not the schema: malf
   const std::string path = (dir / "api.sock").string();
   FakeServer server(path, [](FakeRequest& req) -> std::optional<std::string> {
     const auto line = request_line(req);
-    if (line.find("vmm.ping") != std::string::npos) return std::string("\x01\x02garbage\r\n\r\n");
+    if (line.find("vmm.ping") != std::string::npos) {
+      return std::string("\x01\x02garbage\r\n\r\n");
+    }
     if (line.find("vm.info") != std::string::npos) {
       return http_response(200, "OK", "{\"config\": {\"payload\": {}}, \"state\": ");
     }
     if (line.find("vm.counters") != std::string::npos) {
       return http_response(200, "OK", R"({"disk0":{"read_bytes":"many"}})");
     }
-    if (line.find("vm.add-disk") != std::string::npos) return http_response(200, "OK", "[]");
+    if (line.find("vm.add-disk") != std::string::npos) {
+      return http_response(200, "OK", "[]");
+    }
     // Truncated: promises 100 bytes, sends 3, closes.
     return std::string("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc");
   });
@@ -144,12 +149,14 @@ TEST_CASE("garbage instead of HTTP, and a 200 whose body is not the schema: malf
   auto ping = c.vmm_ping();
   REQUIRE_FALSE(ping);
   CHECK(is(ping.error(), ApiErrc::malformed_response));
-  CHECK(ping.error().message().find("GET vmm.ping: malformed response: not an HTTP/1.x status line") == 0);
+  CHECK(ping.error().message().find(
+            "GET vmm.ping: malformed response: not an HTTP/1.x status line") == 0);
 
   auto info = c.vm_info();
   REQUIRE_FALSE(info);
   CHECK(is(info.error(), ApiErrc::malformed_response));
-  CHECK(info.error().message() == "GET vm.info: malformed response: HTTP 200: body: not valid JSON");
+  CHECK(info.error().message() ==
+        "GET vm.info: malformed response: HTTP 200: body: not valid JSON");
 
   auto counters = c.vm_counters();
   REQUIRE_FALSE(counters);
@@ -247,11 +254,15 @@ TEST_CASE("calls from many threads are serialized: one request in flight per soc
   for (int i = 0; i < 4; ++i) {
     threads.emplace_back([&] {
       for (int k = 0; k < 3; ++k) {
-        if (auto r = c.vmm_ping(); r && r->version == "52.0.0") ok++;
+        if (auto r = c.vmm_ping(); r && r->version == "52.0.0") {
+          ok++;
+        }
       }
     });
   }
-  for (auto& t : threads) t.join();
+  for (auto& t : threads) {
+    t.join();
+  }
   CHECK(ok == 12);
   CHECK(server.requests() == 12);
   CHECK_FALSE(server.saw_concurrent_connection());
@@ -262,7 +273,8 @@ TEST_CASE("request() returns non-2xx answers untouched for callers wanting the r
   const std::string path = (dir / "api.sock").string();
   const std::string err =
       R"j(["Error from API","The VM could not resume","Invalid transition: InvalidStateTransition(Running, Running)"])j";
-  FakeServer server(path, [&](FakeRequest&) { return http_response(500, "Internal Server Error", err); });
+  FakeServer server(path,
+                    [&](FakeRequest&) { return http_response(500, "Internal Server Error", err); });
   Client c(path, fast_options());
   auto r = c.request("PUT", "vm.resume", std::nullopt, 1s);
   REQUIRE(r);

@@ -3,7 +3,6 @@
 // in CHL_TEST_GUEST_KERNEL, or they skip saying so). Expectations are Cloud Hypervisor v52's
 // observed answers (/work/shared/reference/cloud-hypervisor-v52-observed.md).
 #include <doctest/doctest.h>
-
 #include <fcntl.h>
 #include <linux/if.h>
 #include <linux/if_tun.h>
@@ -70,9 +69,8 @@ class Vmm {
     client_ = std::make_unique<Client>(api_path_, co);
     if (mode == ApiSocket::path) {
       // CH creates the socket itself: wait until it answers.
-      const bool up = chl::test::wait_until(10s, [&] {
-        return fs::exists(api_path_) && client_->vmm_ping().has_value();
-      });
+      const bool up = chl::test::wait_until(
+          10s, [&] { return fs::exists(api_path_) && client_->vmm_ping().has_value(); });
       REQUIRE_MESSAGE(up, "VMM did not come up; log:\n" << log());
     }
   }
@@ -135,26 +133,30 @@ std::string make_disk(const TempDir& dir, const std::string& name) {
 // A tap device living as long as the fd (needs /dev/net/tun and CAP_NET_ADMIN).
 std::optional<UniqueFd> make_tap(std::string& name_out) {
   UniqueFd fd(::open("/dev/net/tun", O_RDWR | O_CLOEXEC));
-  if (!fd) return std::nullopt;
+  if (!fd) {
+    return std::nullopt;
+  }
   ifreq ifr{};
   ifr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR;
   const std::string name = "chlt" + std::to_string(::getpid() % 100000);
   std::strncpy(ifr.ifr_name, name.c_str(), IFNAMSIZ - 1);
-  if (::ioctl(fd.get(), TUNSETIFF, &ifr) != 0) return std::nullopt;
+  if (::ioctl(fd.get(), TUNSETIFF, &ifr) != 0) {
+    return std::nullopt;
+  }
   name_out = ifr.ifr_name;
   return fd;
 }
 
 // The status and the last (root-cause) message of a failed call.
-#define CHECK_CH_ERROR(result, status, last_message)                                   \
-  do {                                                                                 \
-    REQUIRE_FALSE(result);                                                             \
-    INFO("error: " << (result).error().message());                                     \
-    CHECK(http_status((result).error()) == (status));                                  \
-    const auto msgs_ = ch_messages((result).error());                                  \
-    REQUIRE_FALSE(msgs_.empty());                                                      \
-    CHECK(msgs_.front() == "Error from API");                                          \
-    CHECK(ch_message((result).error()).find(last_message) != std::string::npos);       \
+#define CHECK_CH_ERROR(result, status, last_message)                             \
+  do {                                                                           \
+    REQUIRE_FALSE(result);                                                       \
+    INFO("error: " << (result).error().message());                               \
+    CHECK(http_status((result).error()) == (status));                            \
+    const auto msgs_ = ch_messages((result).error());                            \
+    REQUIRE_FALSE(msgs_.empty());                                                \
+    CHECK(msgs_.front() == "Error from API");                                    \
+    CHECK(ch_message((result).error()).find(last_message) != std::string::npos); \
   } while (0)
 
 }  // namespace
@@ -171,8 +173,9 @@ TEST_CASE("VMM without a VM: state-machine violations surface CH's status and me
 
   auto info = api.vm_info();
   CHECK_CH_ERROR(info, 500, "VM is not created");
-  CHECK(ch_messages(info.error()) ==
-        std::vector<std::string>{"Error from API", "The VM info is not available", "VM is not created"});
+  CHECK(ch_messages(info.error()) == std::vector<std::string>{"Error from API",
+                                                              "The VM info is not available",
+                                                              "VM is not created"});
   auto boot = api.vm_boot();
   CHECK_CH_ERROR(boot, 500, "VM config is missing");
   CHECK(boot.error().message() ==
@@ -264,7 +267,9 @@ TEST_CASE("every VM endpoint, API socket bound by the test and passed as fd=N") 
   Vmm vmm(ApiSocket::fd);
   INFO("vmm log:\n" << vmm.log());
   auto kernel = guest_kernel(vmm.dir());
-  if (!kernel) return;
+  if (!kernel) {
+    return;
+  }
   auto& api = vmm.api();
 
   const auto cfg = boot_config(*kernel);
@@ -359,6 +364,27 @@ TEST_CASE("every VM endpoint, API socket bound by the test and passed as fd=N") 
   REQUIRE_FALSE(no_dev);
   CHECK(http_status(no_dev.error()) == 500);
 
+  // vsock hot-add (CH binds the socket), pmem from a file, NMI.
+  VsockConfig vsock;
+  vsock.cid = 33;
+  vsock.socket = (vmm.dir() / "vsock.sock").string();
+  vsock.id = "vsock0";
+  auto v = api.vm_add_vsock(vsock);
+  REQUIRE_MESSAGE(v, (v ? "" : v.error().message()));
+  REQUIRE(v->has_value());
+  CHECK((*v)->id == "vsock0");
+  auto second_vsock = api.vm_add_vsock(vsock);
+  REQUIRE_FALSE(second_vsock);
+  CHECK(http_status(second_vsock.error()) == 500);
+  PmemConfig pmem;
+  pmem.file = make_disk(vmm.dir(), "pmem.img");
+  pmem.id = "pmem0";
+  auto pm = api.vm_add_pmem(pmem);
+  REQUIRE_MESSAGE(pm, (pm ? "" : pm.error().message()));
+  REQUIRE(pm->has_value());
+  CHECK((*pm)->id == "pmem0");
+  REQUIRE(api.vm_nmi());
+
   VmResize resize;
   resize.desired_vcpus = 2;
   REQUIRE(api.vm_resize(resize));
@@ -428,7 +454,9 @@ TEST_CASE("API socket created by the VMM (path=): lifecycle, vmm.shutdown remove
   Vmm vmm(ApiSocket::path);
   INFO("vmm log:\n" << vmm.log());
   auto kernel = guest_kernel(vmm.dir());
-  if (!kernel) return;
+  if (!kernel) {
+    return;
+  }
   auto& api = vmm.api();
   REQUIRE(api.vm_create(boot_config(*kernel)));
   REQUIRE(api.vm_boot());
@@ -486,7 +514,9 @@ TEST_CASE("power button: the guest powers off and the VMM exits 0, removing its 
   Vmm vmm(ApiSocket::path);
   INFO("vmm log:\n" << vmm.log());
   auto kernel = guest_kernel(vmm.dir());
-  if (!kernel) return;
+  if (!kernel) {
+    return;
+  }
   if (chl::test::using_real_vmm()) {
     chl::test::skip("whether a real guest honours the power button depends on the guest");
     return;

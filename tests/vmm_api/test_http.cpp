@@ -17,7 +17,9 @@ void check_every_split(const std::string& wire, int status, const std::string& b
     HttpResponseParser p;
     p.feed(std::string_view(wire).substr(0, cut));
     auto st = p.feed(std::string_view(wire).substr(cut));
-    if (st == State::need_more) st = p.finish_eof();
+    if (st == State::need_more) {
+      st = p.finish_eof();
+    }
     INFO("cut at " << cut);
     REQUIRE(st == State::done);
     CHECK(p.response().status == status);
@@ -46,7 +48,9 @@ TEST_CASE("parser: one byte at a time, chunked body with extensions and trailers
       "5;ext=1\r\nhello\r\n7\r\n, world\r\n0\r\nX-Trailer: y\r\n\r\n";
   HttpResponseParser p;
   State st = State::need_more;
-  for (char c : wire) st = p.feed(std::string_view(&c, 1));
+  for (char c : wire) {
+    st = p.feed(std::string_view(&c, 1));
+  }
   REQUIRE(st == State::done);
   CHECK(p.response().body == "hello, world");
   CHECK(p.response().headers.at("transfer-encoding") == "chunked");
@@ -61,8 +65,9 @@ TEST_CASE("parser: body to EOF, 1xx skipped, bytes after the response ignored") 
   CHECK(p.response().body == "abcdef");
 
   HttpResponseParser q;
-  CHECK(q.feed("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA") ==
-        State::done);
+  CHECK(
+      q.feed("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA") ==
+      State::done);
   CHECK(q.response().status == 200);
   CHECK(q.response().body == "ok");
 }
@@ -103,11 +108,12 @@ TEST_CASE("request bytes: body-less actions carry no Content-Length, bodies do")
 }
 
 TEST_CASE("http errors keep the status and CH's messages") {
-  const auto msgs = parse_ch_error_body(
-      R"(["Error from API","The VM could not boot","VM config is missing"])");
+  const auto msgs =
+      parse_ch_error_body(R"(["Error from API","The VM could not boot","VM config is missing"])");
   REQUIRE(msgs.size() == 3);
   const auto e = http_error("PUT vm.boot", 500, "Internal Server Error", msgs);
-  CHECK(e.context == "PUT vm.boot: HTTP 500: Error from API: The VM could not boot: VM config is missing");
+  CHECK(e.context ==
+        "PUT vm.boot: HTTP 500: Error from API: The VM could not boot: VM config is missing");
   CHECK(http_status(e) == 500);
   CHECK_FALSE(api_errc(e));
   CHECK(ch_messages(e) == msgs);
@@ -125,7 +131,8 @@ TEST_CASE("http errors keep the status and CH's messages") {
 
   // A body that is not CH's array becomes one message; a backtrace is cut off.
   CHECK(parse_ch_error_body("  plain text\n") == std::vector<std::string>{"plain text"});
-  CHECK(parse_ch_error_body(R"(["Cannot snapshot VM","GetNestedState(EINVAL)\n\nStack backtrace: 0: x"])") ==
+  CHECK(parse_ch_error_body(
+            R"(["Cannot snapshot VM","GetNestedState(EINVAL)\n\nStack backtrace: 0: x"])") ==
         std::vector<std::string>{"Cannot snapshot VM", "GetNestedState(EINVAL)"});
   CHECK(parse_ch_error_body(R"({"a":1})") == std::vector<std::string>{R"({"a":1})"});
 

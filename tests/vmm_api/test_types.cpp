@@ -15,13 +15,17 @@ Json strip_nulls(const Json& j) {
   if (j.is_object()) {
     Json out = Json::object();
     for (auto it = j.begin(); it != j.end(); ++it) {
-      if (!it.value().is_null()) out[it.key()] = strip_nulls(it.value());
+      if (!it.value().is_null()) {
+        out[it.key()] = strip_nulls(it.value());
+      }
     }
     return out;
   }
   if (j.is_array()) {
     Json out = Json::array();
-    for (const auto& e : j) out.push_back(strip_nulls(e));
+    for (const auto& e : j) {
+      out.push_back(strip_nulls(e));
+    }
     return out;
   }
   return j;
@@ -178,8 +182,9 @@ TEST_CASE("a VmConfig built in C++ serializes only what was set") {
   CHECK(j["disks"][0] == Json{{"path", "/disk.raw"}, {"readonly", true}, {"id", "rootdisk"}});
   CHECK(j["net"][0]["num_queues"] == 2);
   CHECK(j["rng"] == Json{{"src", "/dev/urandom"}});
-  CHECK(j["fs"][0] == Json{{"tag", "share"}, {"socket", "/run/vfs.sock"}, {"num_queues", 1},
-                           {"queue_size", 1024}});
+  CHECK(
+      j["fs"][0] ==
+      Json{{"tag", "share"}, {"socket", "/run/vfs.sock"}, {"num_queues", 1}, {"queue_size", 1024}});
   CHECK(j["vsock"] == Json{{"cid", 42}, {"socket", "/run/vsock"}});
   CHECK(j["numa"][0]["distances"][0] == Json{{"destination", 1}, {"distance", 20}});
   CHECK(j["serial"] == Json{{"mode", "Pty"}});
@@ -208,10 +213,9 @@ TEST_CASE("an empty optional overrides the same key in extra") {
 }
 
 TEST_CASE("vm.counters with u64-max latencies parse as unsigned 64-bit") {
-  const std::string body =
-      R"({"disk1":{"write_latency_avg":1844674407370955,"read_bytes":0,)"
-      R"("read_latency_min":18446744073709551615,"write_ops":3},)"
-      R"("_net2":{"rx_bytes":1234,"tx_frames":5}})";
+  const std::string body = R"({"disk1":{"write_latency_avg":1844674407370955,"read_bytes":0,)"
+                           R"("read_latency_min":18446744073709551615,"write_ops":3},)"
+                           R"("_net2":{"rx_bytes":1234,"tx_frames":5}})";
   auto c = parse_vm_counters(body);
   REQUIRE_MESSAGE(c, (c ? "" : c.error().message()));
   CHECK(c->at("disk1").at("read_latency_min") == std::numeric_limits<std::uint64_t>::max());
