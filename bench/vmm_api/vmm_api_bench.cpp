@@ -159,6 +159,12 @@ int main(int argc, char** argv) {
                 std::chrono::duration<double, std::milli>(t3 - t2).count());
     ok = ok && measure("vm.info (Running)", args.n, [&] { return api.vm_info().has_value(); });
     ok = ok && measure("vm.counters", args.n, [&] { return api.vm_counters().has_value(); });
+    // The client-side share of a vm.info call: parsing the typed VmInfo from the same text.
+    if (auto info = api.vm_info()) {
+      const std::string text = chl::vmm_api::to_json_text(*info);
+      ok = ok && measure("parse VmInfo only", args.n,
+                         [&] { return chl::vmm_api::parse_vm_info(text).has_value(); });
+    }
     ok = ok && measure("vm.pause + vm.resume", args.n / 10 + 1,
                        [&] { return api.vm_pause().has_value() && api.vm_resume().has_value(); });
   } else {

@@ -278,3 +278,14 @@ TEST_CASE("bad input is an error naming what was wrong, never an exception") {
   REQUIRE_FALSE(not_object);
   CHECK(not_object.error().message().find("object") != std::string::npos);
 }
+
+TEST_CASE("designated initializers build configs warning-free and serialize as set") {
+  VmConfig c{.payload = {.kernel = "/k"},
+             .cpus = CpusConfig{.boot_vcpus = 2, .max_vcpus = 4},
+             .memory = MemoryConfig{.size = 1ull << 30, .hugepages = true},
+             .serial = SerialConfig{.mode = ConsoleMode::Pty}};
+  const Json j = c;
+  CHECK(j ==
+        Json::parse(R"({"payload":{"kernel":"/k"},"cpus":{"boot_vcpus":2,"max_vcpus":4},)"
+                    R"("memory":{"size":1073741824,"hugepages":true},"serial":{"mode":"Pty"}})"));
+}
