@@ -1,0 +1,728 @@
+// Tests for the VMM double — written as tests of Cloud Hypervisor's behaviour, so they run
+// against a real cloud-hypervisor too: CLOUD_HYPERVISOR_BIN=/path/to/cloud-hypervisor
+// (boot tests then need CHL_TEST_GUEST_KERNEL, the project's minimal PVH test guest; they skip
+// with a reason without it). Fault-injection tests are about the double only and skip on CH.
+// Raw HTTP over the Unix socket (a tiny client below), so the bytes on the wire are checked.
+#include <fcntl.h>
+#include <linux/if.h>
+#include <linux/if_tun.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/child_process.hpp"
+#include "common/unique_fd.hpp"
+#include "tests/support/test_support.hpp"
+
+using chl::common::ChildProcess;
+using chl::common::SpawnOptions;
+using chl::common::UniqueFd;
+using chl::test::TempDir;
+using chl::test::wait_until;
+using Json = nlohmann::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct HttpReply {
+  int status = -1;  // -1: no answer (timeout or connection closed)
+  std::string head;
+  std::string body;
+};
+
+// One request on a fresh connection; fds ride along with SCM_RIGHTS.
+HttpReply http(const std::filesystem::path& sock, const std::string& method, const std::string& endpoint,
+               const std::optional<std::string>& body = std::nullopt, const std::vector<int>& fds = {},
+               std::chrono::milliseconds timeout = 10s) {
+  HttpReply r;
+  UniqueFd s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, sock.c_str(), sizeof addr.sun_path - 1);
+  if (::connect(s.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return r;
+  std::string req = method + " /api/v1/" + endpoint + " HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\n";
+  if (body) req += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body->size()) + "\r\n";
+  req += "\r\n";
+  if (body) req += *body;
+  iovec iov{req.data(), req.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  std::vector<char> cbuf;
+  if (!fds.empty()) {
+    cbuf.resize(CMSG_SPACE(sizeof(int) * fds.size()));
+    msg.msg_control = cbuf.data();
+    msg.msg_controllen = cbuf.size();
+    cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(cm), fds.data(), sizeof(int) * fds.size());
+  }
+  if (::sendmsg(s.get(), &msg, MSG_NOSIGNAL) != static_cast<ssize_t>(req.size())) return r;
+  std::string in;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const auto he = in.find("\r\n\r\n");
+    if (he != std::string::npos) {
+      r.head = in.substr(0, he);
+      std::smatch m;
+      std::size_t len = 0;
+      if (std::regex_search(r.head, m, std::regex("Content-Length: (\\d+)"))) len = std::stoul(m[1]);
+      if (in.size() >= he + 4 + len) {
+        r.status = std::stoi(r.head.substr(9, 3));
+        r.body = in.substr(he + 4, len);
+        return r;
+      }
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return r;
+    pollfd p{s.get(), POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return r;
+    char buf[65536];
+    const ssize_t n = ::read(s.get(), buf, sizeof buf);
+    if (n <= 0) return r;
+    in.append(buf, static_cast<std::size_t>(n));
+  }
+}
+
+struct Event {
+  std::string source;
+  std::string event;
+  Json properties;
+};
+
+// CH's stream: pretty JSON objects, each followed by a blank line.
+std::vector<Event> parse_events(const std::string& text) {
+  std::vector<Event> out;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    auto end = text.find("\n}\n\n", pos);
+    if (end == std::string::npos) break;
+    const std::string chunk = text.substr(pos, end + 2 - pos);
+    pos = end + 4;
+    const auto start = chunk.rfind("\n{\n");
+    const std::string obj = start == std::string::npos ? chunk : chunk.substr(start + 1);
+    auto j = Json::parse(obj, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("event")) continue;
+    out.push_back({j["source"], j["event"], j["properties"]});
+  }
+  return out;
+}
+
+std::vector<std::string> names(const std::vector<Event>& evs) {
+  std::vector<std::string> n;
+  for (const auto& e : evs) n.push_back(e.source + "/" + e.event);
+  return n;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : " ") + x;
+  return s;
+}
+
+// A VMM process (the double or CLOUD_HYPERVISOR_BIN) with its API socket and event file.
+class Vmm {
+ public:
+  struct Options {
+    bool api_fd = false;     // pass a listening socket as fd 3 instead of path=
+    bool event_fd = false;   // event monitor on a pipe (fd 4) instead of a file
+    std::vector<std::string> env;  // extra KEY=VALUE (fault injection)
+  };
+
+  explicit Vmm(Options o = Options()) : dir_("vmmd") {
+    SpawnOptions so;
+    so.argv = {chl::test::vmm_binary(), "--api-socket"};
+    UniqueFd listener;
+    if (o.api_fd) {
+      listener.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+      sockaddr_un addr{};
+      addr.sun_family = AF_UNIX;
+      std::strncpy(addr.sun_path, sock().c_str(), sizeof addr.sun_path - 1);
+      REQUIRE(::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+      REQUIRE(::listen(listener.get(), 16) == 0);
+      so.argv.push_back("fd=3");
+      so.pass_fds.emplace_back(listener.get(), 3);
+    } else {
+      so.argv.push_back("path=" + sock().string());
+    }
+    so.argv.push_back("--event-monitor");
+    int pipefd[2] = {-1, -1};
+    if (o.event_fd) {
+      REQUIRE(::pipe2(pipefd, O_CLOEXEC) == 0);
+      event_pipe_.reset(pipefd[0]);
+      so.argv.push_back("fd=4");
+      so.pass_fds.emplace_back(pipefd[1], 4);
+    } else {
+      so.argv.push_back("path=" + (dir_ / "events").string());
+    }
+    for (char** e = environ; *e; ++e) so.env.emplace_back(*e);
+    for (const auto& e : o.env) so.env.push_back(e);
+    stderr_.reset(::open((dir_ / "stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    so.stderr_fd = stderr_.get();
+    so.stdout_fd = stderr_.get();
+    auto child = ChildProcess::spawn(so);
+    if (pipefd[1] >= 0) ::close(pipefd[1]);
+    REQUIRE_MESSAGE(child, (child ? "" : child.error().message()));
+    child_ = std::move(*child);
+    if (event_pipe_) (void)::fcntl(event_pipe_.get(), F_SETFL, O_NONBLOCK);
+    REQUIRE_MESSAGE(wait_until(10s, [&] { return http(sock(), "GET", "vmm.ping", std::nullopt, {}, 1s).status == 200; }),
+                    "VMM did not answer vmm.ping; stderr: " << stderr_text());
+  }
+
+  [[nodiscard]] std::filesystem::path sock() const { return dir_ / "api.sock"; }
+  [[nodiscard]] const TempDir& dir() const { return dir_; }
+  ChildProcess& child() { return child_; }
+
+  HttpReply put(const std::string& ep, const std::optional<std::string>& body = std::nullopt,
+                const std::vector<int>& fds = {}) {
+    return http(sock(), "PUT", ep, body, fds);
+  }
+  HttpReply get(const std::string& ep) { return http(sock(), "GET", ep); }
+
+  std::string events_text() {
+    if (event_pipe_) {
+      char buf[65536];
+      for (;;) {
+        const ssize_t n = ::read(event_pipe_.get(), buf, sizeof buf);
+        if (n <= 0) break;
+        pipe_text_.append(buf, static_cast<std::size_t>(n));
+      }
+      return pipe_text_;
+    }
+    return chl::test::read_file(dir_ / "events");
+  }
+  std::vector<Event> events() { return parse_events(events_text()); }
+  std::string stderr_text() const { return chl::test::read_file(dir_ / "stderr"); }
+
+  // Wait until `seq` appears in order (other events may sit between).
+  bool wait_events(const std::vector<std::string>& seq, std::chrono::milliseconds t = 10s) {
+    return wait_until(t, [&] {
+      const auto got = names(events());
+      std::size_t i = 0;
+      for (const auto& g : got) {
+        if (i < seq.size() && g == seq[i]) ++i;
+      }
+      return i == seq.size();
+    });
+  }
+
+  std::optional<chl::common::ExitStatus> wait_exit(std::chrono::milliseconds t = 10s) {
+    auto r = child_.wait_for(t);
+    if (!r) return std::nullopt;
+    return *r;
+  }
+
+ private:
+  TempDir dir_;
+  UniqueFd stderr_;
+  UniqueFd event_pipe_;
+  std::string pipe_text_;
+  ChildProcess child_;
+};
+
+// A kernel to boot: the real guest for a real VMM, any readable file for the double.
+std::optional<std::string> guest_kernel(const TempDir& dir) {
+  if (chl::test::using_real_vmm()) {
+    const char* k = std::getenv("CHL_TEST_GUEST_KERNEL");
+    if (!k || !*k) return std::nullopt;
+    return std::string(k);
+  }
+  const auto p = dir / "fake-kernel.elf";
+  chl::test::write_file(p, "not a kernel: the VMM double only checks that it can be read\n");
+  return p.string();
+}
+
+std::string vm_config(const std::string& kernel, const std::string& cmdline, const std::string& extra = "") {
+  Json c;
+  c["cpus"] = {{"boot_vcpus", 1}, {"max_vcpus", 1}};
+  c["memory"] = {{"size", 64 << 20}};
+  c["payload"] = {{"kernel", kernel}, {"cmdline", cmdline}};
+  c["serial"] = {{"mode", "Pty"}};
+  c["console"] = {{"mode", "Off"}};
+  c["pvpanic"] = true;
+  std::string s = c.dump();
+  if (!extra.empty()) s = s.substr(0, s.size() - 1) + "," + extra + "}";
+  return s;
+}
+
+// The guest's serial line, from the host side.
+class Serial {
+ public:
+  explicit Serial(const std::string& path) : fd_(::open(path.c_str(), O_RDWR | O_NOCTTY | O_CLOEXEC | O_NONBLOCK)) {
+    termios t{};
+    if (fd_ && ::tcgetattr(fd_.get(), &t) == 0) {
+      ::cfmakeraw(&t);
+      ::tcsetattr(fd_.get(), TCSANOW, &t);
+    }
+  }
+  bool ok() const { return fd_.valid(); }
+  void send(const std::string& s) { (void)!::write(fd_.get(), s.data(), s.size()); }
+  bool wait_for(const std::string& needle, std::chrono::milliseconds t = 10s) {
+    return wait_until(t, [&] {
+      char buf[4096];
+      for (;;) {
+        const ssize_t n = ::read(fd_.get(), buf, sizeof buf);
+        if (n <= 0) break;
+        seen_.append(buf, static_cast<std::size_t>(n));
+      }
+      return seen_.find(needle) != std::string::npos;
+    });
+  }
+  const std::string& seen() const { return seen_; }
+
+ private:
+  UniqueFd fd_;
+  std::string seen_;
+};
+
+std::string serial_path(Vmm& vmm) {
+  auto info = vmm.get("vm.info");
+  auto j = Json::parse(info.body, nullptr, false);
+  if (j.is_discarded()) return {};
+  return j["config"]["serial"]["file"].is_string() ? j["config"]["serial"]["file"].get<std::string>() : "";
+}
+
+#define SKIP_ON_REAL_VMM(why)                  \
+  if (chl::test::using_real_vmm()) {           \
+    chl::test::skip(why);                      \
+    return;                                    \
+  }
+
+}  // namespace
+
+TEST_CASE("version line and clap's error for an unknown flag") {
+  auto v = chl::test::run_command({chl::test::vmm_binary(), "--version"});
+  CHECK(v.exit_code == 0);
+  CHECK(v.output.rfind("cloud-hypervisor v", 0) == 0);
+  if (!chl::test::using_real_vmm()) CHECK(v.output == "cloud-hypervisor v52.0.0 (vmm-double test double)\n");
+  auto u = chl::test::run_command({chl::test::vmm_binary(), "--no-such-flag"});
+  CHECK(u.exit_code == 2);
+  CHECK(u.output.find("error: unexpected argument '--no-such-flag' found") != std::string::npos);
+}
+
+TEST_CASE("event monitor: vmm/starting first, pretty JSON and a blank line, monotonic timestamps") {
+  Vmm vmm;
+  REQUIRE(vmm.wait_events({"vmm/starting"}));
+  const std::string text = vmm.events_text();
+  const std::regex first(
+      "^\\{\\n  \"timestamp\": \\{\\n    \"secs\": 0,\\n    \"nanos\": \\d+\\n  \\},\\n  \"source\": \"vmm\",\\n"
+      "  \"event\": \"starting\",\\n  \"properties\": null\\n\\}\\n\\n");
+  CHECK_MESSAGE(std::regex_search(text, first), "events: [" << text << "]");
+}
+
+TEST_CASE("no VM: ping, info, boot, pause, counters answer as CH v52") {
+  Vmm vmm;
+  auto ping = vmm.get("vmm.ping");
+  CHECK(ping.status == 200);
+  CHECK(ping.head.find("Server: Cloud Hypervisor API") != std::string::npos);
+  auto pj = Json::parse(ping.body);
+  CHECK(pj["version"].get<std::string>().rfind("52.", 0) == 0);
+  CHECK(pj["pid"] == vmm.child().pid());
+
+  CHECK(vmm.get("vm.info").body == R"J(["Error from API","The VM info is not available","VM is not created"])J");
+  auto boot = vmm.put("vm.boot");
+  CHECK(boot.status == 500);
+  CHECK(boot.body == R"J(["Error from API","The VM could not boot","VM config is missing"])J");
+  CHECK(vmm.put("vm.pause").body == R"J(["Error from API","The VM could not be paused","VM is not running"])J");
+  CHECK(vmm.get("vm.counters").body == R"J(["Error from API","The VM info is not available","VM is not running"])J");
+  // Refused boot still emits vm/booting; the failed pause emits nothing.
+  REQUIRE(vmm.wait_events({"vmm/starting", "vm/booting"}));
+  CHECK(join(names(vmm.events())) == "vmm/starting vm/booting");
+}
+
+TEST_CASE("HTTP errors: 400 deserialize with serde positions, 404 unknown endpoint, 400 wrong method") {
+  Vmm vmm;
+  auto missing = vmm.put("vm.create", R"J({"cpus": {"boot_vcpus": 1}})J");
+  CHECK(missing.status == 400);
+  CHECK(missing.body == R"J(["Failed to deserialize JSON","missing field `max_vcpus` at line 1 column 26"])J");
+  auto notjson = vmm.put("vm.create", R"J("notjson")J");
+  CHECK(notjson.status == 400);
+  CHECK(notjson.body ==
+        R"J(["Failed to deserialize JSON","invalid type: string \"notjson\", expected struct VmConfig at line 1 column 9"])J");
+  auto unknown = vmm.get("vm.no-such-thing");
+  CHECK(unknown.status == 404);
+  CHECK(unknown.body == R"J(["Not Found"])J");
+  auto wrong = vmm.get("vm.boot");
+  CHECK(wrong.status == 400);
+  CHECK(wrong.body == R"J(["Bad Request"])J");
+  // A body where none is expected is refused too.
+  CHECK(vmm.put("vm.pause", "{}").status == 400);
+}
+
+TEST_CASE("Created state: empty payload accepted, boot refused with CH's chain, create twice, delete") {
+  Vmm vmm;
+  auto c = vmm.put("vm.create", R"J({"cpus":{"boot_vcpus":1,"max_vcpus":1},"payload":{},"bogus_field":true})J");
+  CHECK(c.status == 204);
+  CHECK(c.head.find("Content-Length") == std::string::npos);
+  auto info = Json::parse(vmm.get("vm.info").body);
+  CHECK(info["state"] == "Created");
+  CHECK_FALSE(info["config"].contains("bogus_field"));
+  CHECK(info["config"]["memory"]["size"] == 536870912);
+  CHECK(info["config"]["rng"]["src"] == "/dev/urandom");
+  auto boot = vmm.put("vm.boot");
+  CHECK(boot.status == 500);
+  CHECK(boot.body ==
+        R"J(["Error from API","The VM could not boot","Failed to validate config","Payload configuration is not bootable","No bootitem provided: neither firmware nor kernel"])J");
+  CHECK(vmm.put("vm.create", R"J({"payload":{}})J").body ==
+        R"J(["Error from API","The VM could not be created","VM is already created"])J");
+  CHECK(vmm.put("vm.resume").body == R"J(["Error from API","The VM could not resume","VM is not running"])J");
+  CHECK(vmm.put("vm.delete").status == 204);
+  REQUIRE(vmm.wait_events({"vmm/starting", "vm/booting", "vm/deleted"}));
+  CHECK(join(names(vmm.events())) == "vmm/starting vm/booting vm/deleted");
+  CHECK(vmm.get("vm.info").status == 500);
+}
+
+TEST_CASE("boot checks the disk: CH's 'Cannot open disk path' chain") {
+  Vmm vmm;
+  auto kernel = guest_kernel(vmm.dir());
+  if (!kernel) {
+    chl::test::skip("real VMM without CHL_TEST_GUEST_KERNEL");
+    return;
+  }
+  const std::string nope = (vmm.dir() / "nope.img").string();
+  REQUIRE(vmm.put("vm.create", vm_config(*kernel, "console=ttyS0", R"J("disks":[{"path":")J" + nope + R"J("}])J")).status ==
+          204);
+  auto boot = vmm.put("vm.boot");
+  CHECK(boot.status == 500);
+  CHECK_MESSAGE(boot.body.find(R"J("Cannot open disk path","I/O error (path=)J" + nope +
+                               R"J( op=open)","No such file or directory (os error 2)"])J") != std::string::npos,
+                boot.body);
+}
+
+TEST_CASE("lifecycle events: boot, pause, resume, refused transitions, reboot, shutdown, boot again, delete") {
+  Vmm vmm;
+  auto kernel = guest_kernel(vmm.dir());
+  if (!kernel) {
+    chl::test::skip("real VMM without CHL_TEST_GUEST_KERNEL");
+    return;
+  }
+  REQUIRE(vmm.put("vm.create", vm_config(*kernel, "console=ttyS0 stay-up")).status == 204);
+  REQUIRE(vmm.put("vm.boot").status == 204);
+  CHECK(Json::parse(vmm.get("vm.info").body)["state"] == "Running");
+  CHECK(vmm.put("vm.boot").body ==
+        R"J(["Error from API","The VM could not boot","invalid VM state transition: Running to Running"])J");
+  CHECK(vmm.put("vm.pause").status == 204);
+  CHECK(Json::parse(vmm.get("vm.info").body)["state"] == "Paused");
+  CHECK(vmm.put("vm.pause").body ==
+        R"J(["Error from API","The VM could not be paused","Cannot pause VM","Failed to pause migratable component","Invalid transition: InvalidStateTransition(Paused, Paused)"])J");
+  CHECK(vmm.put("vm.resume").status == 204);
+  CHECK(vmm.put("vm.resume").body ==
+        R"J(["Error from API","The VM could not resume","Cannot resume VM","Failed to resume migratable component","Invalid transition: InvalidStateTransition(Running, Running)"])J");
+  CHECK(vmm.put("vm.reboot").status == 204);
+  CHECK(vmm.put("vm.shutdown").status == 204);
+  CHECK(vmm.get("vm.info").status == 200);  // still defined after vm.shutdown
+  CHECK(vmm.put("vm.boot").status == 204);
+  CHECK(vmm.put("vm.delete").status == 204);
+  const std::vector<std::string> expected = {
+      "vmm/starting", "vm/booting",   "vm/booted",    "vm/booting",  "vm/pausing",   "vm/paused",
+      "vm/pausing",   "vm/resuming",  "vm/resumed",   "vm/resuming", "vm/rebooting", "vm/rebooted",
+      "vm/shutdown",  "vm/booting",   "vm/booted",    "vm/shutdown", "vm/deleted"};
+  REQUIRE(vmm.wait_events(expected));
+  CHECK(join(names(vmm.events())) == join(expected));
+}
+
+TEST_CASE("api socket fd= and event monitor on a pipe fd=; vmm.shutdown answers 200 and exits 0") {
+  Vmm vmm({.api_fd = true, .event_fd = true, .env = {}});
+  REQUIRE(vmm.wait_events({"vmm/starting"}));
+  auto r = vmm.put("vmm.shutdown");
+  CHECK(r.status == 200);
+  CHECK(r.body.empty());
+  auto st = vmm.wait_exit();
+  REQUIRE(st);
+  CHECK(st->success());
+  CHECK(vmm.wait_events({"vmm/starting", "vmm/shutdown"}));
+}
+
+TEST_CASE("path= socket: vmm.shutdown with a VM created emits vm/deleted and vmm/shutdown, removes the socket") {
+  Vmm vmm;
+  REQUIRE(vmm.put("vm.create", R"J({"payload":{}})J").status == 204);
+  CHECK(vmm.put("vmm.shutdown").status == 200);
+  auto st = vmm.wait_exit();
+  REQUIRE(st);
+  CHECK(st->success());
+  CHECK_FALSE(std::filesystem::exists(vmm.sock()));
+  CHECK(join(names(vmm.events())) == "vmm/starting vm/deleted vmm/shutdown");
+}
+
+TEST_CASE("SIGTERM: shutdown events, exit 0, socket removed") {
+  Vmm vmm;
+  REQUIRE(vmm.put("vm.create", R"J({"payload":{}})J").status == 204);
+  REQUIRE(vmm.child().signal(SIGTERM));
+  auto st = vmm.wait_exit();
+  REQUIRE(st);
+  CHECK_MESSAGE(st->success(), st->describe());
+  CHECK_FALSE(std::filesystem::exists(vmm.sock()));
+  CHECK(join(names(vmm.events())) == "vmm/starting vm/deleted vmm/shutdown");
+}
+
+TEST_CASE("serial PTY exists from vm.create; the guest echoes and powers off on a `poweroff` line") {
+  Vmm vmm;
+  auto kernel = guest_kernel(vmm.dir());
+  if (!kernel) {
+    chl::test::skip("real VMM without CHL_TEST_GUEST_KERNEL");
+    return;
+  }
+  REQUIRE(vmm.put("vm.create", vm_config(*kernel, "console=ttyS0 marker-4711")).status == 204);
+  auto info = Json::parse(vmm.get("vm.info").body);
+  CHECK(info["config"]["serial"]["mode"] == "Pty");
+  const std::string pty = serial_path(vmm);
+  REQUIRE(pty.rfind("/dev/pts/", 0) == 0);
+  Serial serial(pty);
+  REQUIRE(serial.ok());
+  REQUIRE(vmm.put("vm.boot").status == 204);
+  CHECK_MESSAGE(serial.wait_for("marker-4711"), serial.seen());
+  serial.send("echo-me");
+  CHECK_MESSAGE(serial.wait_for("echo-me"), serial.seen());
+  serial.send("\rpoweroff\r");
+  auto st = vmm.wait_exit();
+  REQUIRE(st);
+  CHECK(st->success());
+  CHECK_FALSE(std::filesystem::exists(vmm.sock()));
+  CHECK(join(names(vmm.events())) == "vmm/starting vm/booting vm/booted vm/shutdown vm/deleted vmm/shutdown");
+}
+
+TEST_CASE("cmdline word poweroff: the guest powers off right after its banner") {
+  Vmm vmm;
+  auto kernel = guest_kernel(vmm.dir());
+  if (!kernel) {
+    chl::test::skip("real VMM without CHL_TEST_GUEST_KERNEL");
+    return;
+  }
+  REQUIRE(vmm.put("vm.create", vm_config(*kernel, "console=ttyS0 poweroff")).status == 204);
+  REQUIRE(vmm.put("vm.boot").status == 204);
+  auto st = vmm.wait_exit();
+  REQUIRE(st);
+  CHECK(st->success());
+  CHECK(join(names(vmm.events())) == "vmm/starting vm/booting vm/booted vm/shutdown vm/deleted vmm/shutdown");
+}
+
+TEST_CASE("power button: 204 without event; the guest powers off unless ignore-acpi") {
+  Vmm vmm;
+  auto kernel = guest_kernel(vmm.dir());
+  if (!kernel) {
+    chl::test::skip("real VMM without CHL_TEST_GUEST_KERNEL");
+    return;
+  }
+  CHECK(vmm.put("vm.power-button").body == R"J(["Error from API","Error triggering power button","VM is not running"])J");
+  REQUIRE(vmm.put("vm.create", vm_config(*kernel, "console=ttyS0 ignore-acpi")).status == 204);
+  REQUIRE(vmm.put("vm.boot").status == 204);
+  CHECK(vmm.put("vm.power-button").status == 204);
+  CHECK(vmm.put("vm.shutdown").status == 204);  // still up: the button was ignored
+  REQUIRE(vmm.put("vm.delete").status == 204);
+  REQUIRE(vmm.put("vm.create", vm_config(*kernel, "console=ttyS0")).status == 204);
+  REQUIRE(vmm.put("vm.boot").status == 204);
+  CHECK(vmm.put("vm.power-button").status == 204);
+  auto st = vmm.wait_exit();
+  REQUIRE(st);
+  CHECK(st->success());
+}
+
+TEST_CASE("panic line: guest/panic with properties {event: panic}") {
+  Vmm vmm;
+  auto kernel = guest_kernel(vmm.dir());
+  if (!kernel) {
+    chl::test::skip("real VMM without CHL_TEST_GUEST_KERNEL");
+    return;
+  }
+  REQUIRE(vmm.put("vm.create", vm_config(*kernel, "console=ttyS0")).status == 204);
+  Serial serial(serial_path(vmm));
+  REQUIRE(vmm.put("vm.boot").status == 204);
+  serial.send("panic\r");
+  REQUIRE(vmm.wait_events({"vm/booted", "guest/panic"}));
+  for (const auto& e : vmm.events()) {
+    if (e.event == "panic") CHECK(e.properties == Json({{"event", "panic"}}));
+  }
+}
+
+TEST_CASE("reboot line: vm/rebooting, vm/rebooted, banner again on the (new) serial PTY") {
+  Vmm vmm;
+  auto kernel = guest_kernel(vmm.dir());
+  if (!kernel) {
+    chl::test::skip("real VMM without CHL_TEST_GUEST_KERNEL");
+    return;
+  }
+  REQUIRE(vmm.put("vm.create", vm_config(*kernel, "console=ttyS0 marker-reboot")).status == 204);
+  Serial serial(serial_path(vmm));
+  REQUIRE(vmm.put("vm.boot").status == 204);
+  REQUIRE(serial.wait_for("marker-reboot"));
+  serial.send("reboot\r");
+  REQUIRE(vmm.wait_events({"vm/booted", "vm/rebooting", "vm/rebooted"}));
+  Serial again(serial_path(vmm));
+  REQUIRE(again.ok());
+  CHECK(Json::parse(vmm.get("vm.info").body)["state"] == "Running");
+  again.send("x");
+  CHECK(again.wait_for("x"));
+}
+
+TEST_CASE("hot plug: add-disk answers {id, bdf}, a missing file gives CH's chain, remove-device") {
+  Vmm vmm;
+  auto kernel = guest_kernel(vmm.dir());
+  if (!kernel) {
+    chl::test::skip("real VMM without CHL_TEST_GUEST_KERNEL");
+    return;
+  }
+  REQUIRE(vmm.put("vm.create", vm_config(*kernel, "console=ttyS0")).status == 204);
+  REQUIRE(vmm.put("vm.boot").status == 204);
+  const auto disk = vmm.dir() / "disk2.img";
+  chl::test::write_file(disk, std::string(1 << 20, '\0'));
+  auto add = vmm.put("vm.add-disk", R"J({"path":")J" + disk.string() + R"J(","id":"disk2"})J");
+  CHECK(add.status == 200);
+  auto aj = Json::parse(add.body);
+  CHECK(aj["id"] == "disk2");
+  CHECK(std::regex_match(aj["bdf"].get<std::string>(), std::regex("0000:00:[0-9a-f]{2}\\.0")));
+  auto info = Json::parse(vmm.get("vm.info").body);
+  REQUIRE(info["config"]["disks"].is_array());
+  CHECK(info["config"]["disks"].back()["path"] == disk.string());
+  auto bad = vmm.put("vm.add-disk", R"J({"path":"/nonexistent/nope.img"})J");
+  CHECK(bad.body ==
+        R"J(["Error from API","The disk could not be added to the VM","Error from device manager","Cannot open disk path","I/O error (path=/nonexistent/nope.img op=open)","No such file or directory (os error 2)"])J");
+  CHECK(vmm.put("vm.remove-device", R"J({"id":"disk2"})J").status == 204);
+  CHECK(vmm.put("vm.remove-device", R"J({"id":"disk2"})J").body ==
+        R"J(["Error from API","The device could not be removed from the VM","Error from device manager","Failed to find device corresponding to the given identifier"])J");
+  auto counters = vmm.get("vm.counters");
+  CHECK(counters.status == 200);
+}
+
+TEST_CASE("add-net takes a tap fd with SCM_RIGHTS; a non-tap fd is refused") {
+  Vmm vmm;
+  auto kernel = guest_kernel(vmm.dir());
+  if (!kernel) {
+    chl::test::skip("real VMM without CHL_TEST_GUEST_KERNEL");
+    return;
+  }
+  UniqueFd tun(::open("/dev/net/tun", O_RDWR | O_CLOEXEC));
+  ifreq ifr{};
+  ifr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR;
+  std::snprintf(ifr.ifr_name, IFNAMSIZ, "chlvd%d", static_cast<int>(::getpid() % 100000));
+  if (!tun || ::ioctl(tun.get(), TUNSETIFF, &ifr) != 0) {
+    chl::test::skip("cannot create a tap device here (needs /dev/net/tun and CAP_NET_ADMIN)");
+    return;
+  }
+  REQUIRE(vmm.put("vm.create", vm_config(*kernel, "console=ttyS0")).status == 204);
+  REQUIRE(vmm.put("vm.boot").status == 204);
+  auto add = vmm.put("vm.add-net", R"J({"id":"net9","mac":"52:54:00:12:34:56"})J", {tun.get()});
+  CHECK_MESSAGE(add.status == 200, add.body);
+  CHECK(Json::parse(add.body)["id"] == "net9");
+  auto info = Json::parse(vmm.get("vm.info").body);
+  REQUIRE(info["config"]["net"].is_array());
+  CHECK(info["config"]["net"][0]["mac"] == "52:54:00:12:34:56");
+  UniqueFd devnull(::open("/dev/null", O_RDWR | O_CLOEXEC));
+  auto bad = vmm.put("vm.add-net", R"J({"id":"net10"})J", {devnull.get()});
+  CHECK(bad.status == 500);
+}
+
+TEST_CASE("snapshot needs a Paused VM; restore from a missing directory fails like CH") {
+  Vmm vmm;
+  auto kernel = guest_kernel(vmm.dir());
+  if (!kernel) {
+    chl::test::skip("real VMM without CHL_TEST_GUEST_KERNEL");
+    return;
+  }
+  REQUIRE(vmm.put("vm.create", vm_config(*kernel, "console=ttyS0")).status == 204);
+  REQUIRE(vmm.put("vm.boot").status == 204);
+  const std::string url = "file://" + vmm.dir().path().string();
+  CHECK(vmm.put("vm.snapshot", R"J({"destination_url":")J" + url + R"J("})J").body ==
+        R"J(["Error from API","The VM could not be snapshotted","Cannot snapshot VM","Failed to snapshot migratable component","Trying to snapshot while VM is running"])J");
+  CHECK(vmm.wait_events({"vm/booted", "vm/snapshotting"}));
+
+  Vmm fresh;
+  CHECK(fresh.put("vm.restore", R"J({"source_url":"file:///nonexistent/snap"})J").body ==
+        R"J(["Error from API","The VM could not be restored","Cannot restore VM","Failed to receive migratable component snapshot","No such file or directory (os error 2)"])J");
+  CHECK(fresh.get("vm.info").status == 500);
+}
+
+TEST_CASE("double: snapshot of a Paused VM round-trips through restore") {
+  SKIP_ON_REAL_VMM("memory snapshot fails under nested KVM on these machines (GetNestedState)");
+  Vmm vmm;
+  auto kernel = guest_kernel(vmm.dir());
+  REQUIRE(vmm.put("vm.create", vm_config(*kernel, "console=ttyS0 snap-marker")).status == 204);
+  REQUIRE(vmm.put("vm.boot").status == 204);
+  REQUIRE(vmm.put("vm.pause").status == 204);
+  const auto snap = vmm.dir() / "snap";
+  std::filesystem::create_directory(snap);
+  CHECK(vmm.put("vm.snapshot", R"J({"destination_url":"file://)J" + snap.string() + R"J("})J").status == 204);
+  CHECK(std::filesystem::exists(snap / "config.json"));
+  CHECK(std::filesystem::exists(snap / "state.json"));
+  CHECK(vmm.wait_events({"vm/paused", "vm/snapshotting", "vm/snapshotted"}));
+
+  Vmm other;
+  CHECK(other.put("vm.restore", R"J({"source_url":"file://)J" + snap.string() + R"J("})J").status == 204);
+  auto info = Json::parse(other.get("vm.info").body);
+  CHECK(info["state"] == "Paused");
+  CHECK(info["config"]["payload"]["cmdline"] == "console=ttyS0 snap-marker");
+  CHECK(other.put("vm.resume").status == 204);
+  CHECK(other.wait_events({"vmm/starting", "vm/restoring", "vm/restored", "vm/resuming", "vm/resumed"}));
+}
+
+TEST_CASE("double faults: VMM_DOUBLE_CRASH_AT=boot dies by SIGKILL, no events, socket left behind") {
+  SKIP_ON_REAL_VMM("fault injection is a feature of the double");
+  Vmm vmm({.api_fd = false, .event_fd = false, .env = {"VMM_DOUBLE_CRASH_AT=boot"}});
+  auto kernel = guest_kernel(vmm.dir());
+  REQUIRE(vmm.put("vm.create", vm_config(*kernel, "x")).status == 204);
+  CHECK(vmm.put("vm.boot").status == -1);
+  auto st = vmm.wait_exit();
+  REQUIRE(st);
+  CHECK_FALSE(st->exited);
+  CHECK(st->signal == SIGKILL);
+  CHECK(std::filesystem::exists(vmm.sock()));
+  CHECK(join(names(vmm.events())) == "vmm/starting");
+}
+
+TEST_CASE("double faults: HANG never answers, FAIL answers CH-style 500 and keeps the …ing event") {
+  SKIP_ON_REAL_VMM("fault injection is a feature of the double");
+  Vmm vmm({.api_fd = false, .event_fd = false, .env = {"VMM_DOUBLE_FAIL=vm.boot", "VMM_DOUBLE_HANG=vm.info"}});
+  REQUIRE(vmm.put("vm.create", R"J({"payload":{}})J").status == 204);
+  auto boot = vmm.put("vm.boot");
+  CHECK(boot.status == 500);
+  CHECK(boot.body == R"J(["Error from API","The VM could not boot","vmm-double: injected failure"])J");
+  CHECK(vmm.wait_events({"vm/booting"}));
+  CHECK(http(vmm.sock(), "GET", "vm.info", std::nullopt, {}, 300ms).status == -1);
+}
+
+TEST_CASE("double faults: garbage between events, and EXIT_WITHOUT_EVENTS=running") {
+  SKIP_ON_REAL_VMM("fault injection is a feature of the double");
+  Vmm vmm({.api_fd = false,
+           .event_fd = false,
+           .env = {"VMM_DOUBLE_GARBAGE_EVENTS=1", "VMM_DOUBLE_EXIT_WITHOUT_EVENTS=running"}});
+  auto kernel = guest_kernel(vmm.dir());
+  REQUIRE(vmm.put("vm.create", vm_config(*kernel, "x")).status == 204);
+  REQUIRE(vmm.put("vm.boot").status == 204);
+  auto st = vmm.wait_exit();
+  REQUIRE(st);
+  CHECK(st->success());
+  const std::string text = vmm.events_text();
+  CHECK(text.find("not json at all") != std::string::npos);
+  // The real events are all there, and no shutdown events were written.
+  const auto got = names(vmm.events());
+  CHECK(std::find(got.begin(), got.end(), "vm/booted") != got.end());
+  CHECK(std::find(got.begin(), got.end(), "vmm/shutdown") == got.end());
+}
+
+TEST_CASE("double faults: VMM_DOUBLE_BOOT_DELAY_MS holds vm.boot, then booted and 204") {
+  SKIP_ON_REAL_VMM("fault injection is a feature of the double");
+  Vmm vmm({.api_fd = false, .event_fd = false, .env = {"VMM_DOUBLE_BOOT_DELAY_MS=200"}});
+  auto kernel = guest_kernel(vmm.dir());
+  REQUIRE(vmm.put("vm.create", vm_config(*kernel, "x")).status == 204);
+  CHECK(vmm.put("vm.boot").status == 204);
+  CHECK(join(names(vmm.events())) == "vmm/starting vm/booting vm/booted");
+}
