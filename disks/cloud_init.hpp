@@ -90,7 +90,11 @@ common::Result<std::vector<MediaFile>> config_drive_files(ConfigDriveData data);
 struct CloudInitWriteOptions {
   CloudInitFormat format = kDefaultCloudInitFormat;
   std::int64_t mtime = -1;  // timestamps on the media; -1 = now
-  bool durable = true;      // fsync before the image appears under its name
+  // fsync before the image appears under its name. Off by default: the media are regenerated
+  // from the spec at every start, so after a host crash nothing depends on them, while an fsync
+  // costs more than building the image (see docs/disks.md). Atomicity does not depend on it:
+  // the name appears only once the image is complete.
+  bool durable = false;
 };
 
 // Lay out a filesystem holding `files`, labelled `label`, in `format` (borrows `files`).

@@ -52,9 +52,9 @@ struct Rule {
 const std::vector<Rule>& rules() {
   static const std::vector<Rule> table = {
       // Cloud Hypervisor's EDK2 build, given as payload.firmware (docs/uefi.md: --firmware).
-      {Hypervisor::cloud_hypervisor, BootMode::efi, false, "UEFI", "", {{"CLOUDHV.fd", "", Check::uefi_flash}}},
+      {Hypervisor::cloud_hypervisor, BootMode::efi, false, "UEFI firmware", "", {{"CLOUDHV.fd", "", Check::uefi_flash}}},
       // CLOUDHV.fd is built without Secure Boot (and CH has no SMM): refuse rather than boot insecurely.
-      {Hypervisor::cloud_hypervisor, BootMode::efi, true, "UEFI Secure Boot",
+      {Hypervisor::cloud_hypervisor, BootMode::efi, true, "UEFI Secure Boot firmware",
        "Cloud Hypervisor's firmware (CLOUDHV.fd) has no Secure Boot; set "
        "spec.domain.firmware.bootloader.efi.secureBoot: false or run this VMI on qemu-kvm",
        {}},
@@ -64,9 +64,9 @@ const std::vector<Rule>& rules() {
       {Hypervisor::cloud_hypervisor, BootMode::bios_or_none, true, "rust-hypervisor-firmware", "",
        {{"hypervisor-fw", "", Check::pvh_elf}}},
       // Debian's ovmf package: the 4 MiB builds first, the 2 MiB ones as a fallback.
-      {Hypervisor::qemu_kvm, BootMode::efi, false, "UEFI (OVMF)", "",
+      {Hypervisor::qemu_kvm, BootMode::efi, false, "UEFI firmware (OVMF)", "",
        {{"OVMF_CODE_4M.fd", "OVMF_VARS_4M.fd", Check::uefi_flash}, {"OVMF_CODE.fd", "OVMF_VARS.fd", Check::uefi_flash}}},
-      {Hypervisor::qemu_kvm, BootMode::efi, true, "UEFI Secure Boot (OVMF)", "",
+      {Hypervisor::qemu_kvm, BootMode::efi, true, "UEFI Secure Boot firmware (OVMF)", "",
        {{"OVMF_CODE_4M.secboot.fd", "OVMF_VARS_4M.ms.fd", Check::uefi_flash},
         {"OVMF_CODE.secboot.fd", "OVMF_VARS.ms.fd", Check::uefi_flash}}},
       // QEMU brings SeaBIOS itself.
@@ -149,7 +149,7 @@ Result<BootPayload> select_payload(const PayloadRequest& req) {
   std::string dirlist;
   for (const auto& d : dirs) dirlist += (dirlist.empty() ? "" : ", ") + d.string();
   return fail(std::errc::no_such_file_or_directory,
-              std::string(rule->what) + " firmware for " + std::string(to_string(req.hypervisor)) +
+              std::string(rule->what) + " for " + std::string(to_string(req.hypervisor)) +
                   " not found: looked for " + looked + " (search directories: " + dirlist +
                   "; install it there or pass --firmware-dir)");
 }
