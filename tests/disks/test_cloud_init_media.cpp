@@ -152,6 +152,33 @@ TEST_CASE("ISO: 1 MiB+ binary user-data and an empty file survive byte for byte"
   CHECK(iso_extract(img, "/user-data", "-J", tmp / "u.j") == files[0].data);
 }
 
+TEST_CASE("ISO: hundreds of entries, directories spanning sectors, clashing 8.3 names, deep nesting") {
+  if (!have({"osirrox", "isoinfo"})) return;
+  TempDir tmp("chlci");
+  std::vector<d::MediaFile> files;
+  // The same first eight characters everywhere: the level-1 names must be made unique.
+  for (int i = 0; i < 300; ++i)
+    files.push_back({"openstack/latest/network_data_" + std::to_string(i) + ".json", "n" + std::to_string(i)});
+  for (int i = 0; i < 40; ++i) files.push_back({"dir" + std::to_string(i) + "/x", std::to_string(i)});
+  files.push_back({"a/b/c/d/e/f/g/deep-file", "deep"});
+  d::Iso9660Options o;
+  o.volume_id = "config-2";
+  o.mtime = 1700000000;
+  auto plan = d::plan_iso9660(files, o);
+  REQUIRE_MESSAGE(plan, (plan ? "" : plan.error().message()));
+  auto img = tmp / "many.iso";
+  REQUIRE(d::write_image_file(img, *plan, {false, 0644}));
+  auto out = tmp / "x";
+  auto x = run_command({*tool("osirrox"), "-indev", img.string(), "-extract", "/", out.string()});
+  REQUIRE_MESSAGE(x.exit_code == 0, x.output);
+  for (const auto& f : files) {
+    CAPTURE(f.path);
+    CHECK(read_file(out / f.path) == f.data);
+  }
+  CHECK(iso_extract(img, "/openstack/latest/network_data_299.json", "-J", tmp / "j") == "n299");
+  CHECK(iso_extract(img, "/a/b/c/d/e/f/g/deep-file", "-R", tmp / "r") == "deep");
+}
+
 TEST_CASE("ConfigDrive ISO: label config-2 and openstack/latest files") {
   if (!have({"blkid", "isoinfo", "osirrox", "xorriso"})) return;
   TempDir tmp("chlci");
