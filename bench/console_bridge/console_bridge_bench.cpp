@@ -1,0 +1,269 @@
+// Console relay benchmark: chl::console_bridge::Bridge versus socat, side by side in one run.
+//
+// For each relay a fresh openpty pair stands in for the guest's serial port and the relay runs
+// as its own process (this binary re-executed with --serve-bridge, or socat):
+//   slave-path: the "guest" (this process) holds the master, the relay opens the slave path —
+//               as with Cloud Hypervisor, which keeps the master and reports /dev/pts/N.
+//               socat UNIX-LISTEN:<sock> OPEN:<pts>,rawer
+//   master-fd:  the "guest" holds the slave, the relay is given the master fd.
+//               socat UNIX-LISTEN:<sock> FD:3
+// Figures: throughput guest -> client (MiB/s; median of the trials) and the round trip of a
+// one-byte echo client -> relay -> guest -> relay -> client (p50, p99). Trials of the two relays
+// alternate so both see the same machine load.
+#include <fcntl.h>
+#include <poll.h>
+#include <pty.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+
+#include "common/child_process.hpp"
+#include "common/unique_fd.hpp"
+#include "console_bridge/bridge.hpp"
+
+using chl::common::ChildProcess;
+using chl::common::SpawnOptions;
+using chl::common::UniqueFd;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+[[noreturn]] void die(const std::string& msg) {
+  std::fprintf(stderr, "console_bridge_bench: %s\n", msg.c_str());
+  std::exit(1);
+}
+
+// --serve-bridge SOCKET (path:P | fd:N): run the bridge until SIGTERM.
+int serve_bridge(const std::string& socket, const std::string& pty) {
+  boost::asio::io_context io(1);
+  chl::console_bridge::BridgeOptions o;
+  o.socket_path = socket;
+  chl::console_bridge::Bridge bridge(io, o);
+  if (auto st = bridge.start(); !st) die(st.error().message());
+  auto st = pty.rfind("fd:", 0) == 0 ? bridge.attach_pty_fd(UniqueFd(std::stoi(pty.substr(3))))
+                                     : bridge.attach_pty_path(pty.substr(5));
+  if (!st) die(st.error().message());
+  boost::asio::signal_set sigs(io, SIGTERM, SIGINT);
+  sigs.async_wait([&](const boost::system::error_code&, int) {
+    bridge.stop();
+    io.stop();
+  });
+  io.run();
+  return 0;
+}
+
+bool write_all(int fd, const char* p, std::size_t n) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && errno == EAGAIN) {
+      pollfd pf{fd, POLLOUT, 0};
+      ::poll(&pf, 1, 100);
+      continue;
+    }
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+  return true;
+}
+
+// Read exactly n bytes (blocking fd), false on end of file / error.
+bool read_exactly(int fd, char* p, std::size_t n) {
+  while (n > 0) {
+    ssize_t r = ::read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<std::size_t>(r);
+  }
+  return true;
+}
+
+struct Rig {
+  std::string name;   // "ch-launcher bridge" / "socat"
+  UniqueFd guest;     // the guest's end of the PTY
+  ChildProcess relay;
+  UniqueFd client;
+  UniqueFd held_slave;  // slave-path: kept open until the relay has opened it (else EIO on the master)
+};
+
+UniqueFd connect_retry(const std::filesystem::path& path) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::strncpy(a.sun_path, path.c_str(), sizeof(a.sun_path) - 1);
+  for (int i = 0; i < 500; ++i) {
+    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return fd;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  die("relay never listened on " + path.string());
+}
+
+Rig make_rig(bool bridge, bool slave_path, const std::filesystem::path& dir, const std::string& self,
+             const std::string& socat) {
+  int m = -1, s = -1;
+  if (::openpty(&m, &s, nullptr, nullptr, nullptr) != 0) die("openpty failed");
+  UniqueFd master(m), slave(s);
+  std::string pts = ::ttyname(s);
+  termios t{};
+  ::tcgetattr(s, &t);
+  ::cfmakeraw(&t);
+  ::tcsetattr(s, TCSANOW, &t);
+  Rig rig;
+  rig.name = bridge ? "ch-launcher bridge" : "socat";
+  auto sock = dir / (bridge ? "bridge.sock" : "socat.sock");
+  SpawnOptions o;
+  for (char** e = environ; *e; ++e) o.env.emplace_back(*e);
+  o.stderr_fd = 2;
+  std::string pty_arg;
+  if (slave_path) {
+    rig.guest = std::move(master);
+    rig.held_slave = std::move(slave);  // the relay opens the path itself
+  } else {
+    rig.guest = std::move(slave);
+    o.pass_fds.emplace_back(master.get(), 3);
+  }
+  if (bridge) {
+    o.argv = {self, "--serve-bridge", sock.string(), slave_path ? "path:" + pts : "fd:3"};
+  } else {
+    o.argv = {socat, "UNIX-LISTEN:" + sock.string(), slave_path ? "OPEN:" + pts + ",rawer" : "FD:3"};
+  }
+  auto child = ChildProcess::spawn(o);
+  if (!child) die(child.error().message());
+  rig.relay = std::move(*child);
+  rig.client = connect_retry(sock);
+  // Warm up and make sure the path works: one echo.
+  char c = 'w';
+  if (!write_all(rig.client.get(), &c, 1) || !read_exactly(rig.guest.get(), &c, 1)) die(rig.name + ": no input");
+  if (!write_all(rig.guest.get(), &c, 1) || !read_exactly(rig.client.get(), &c, 1)) die(rig.name + ": no output");
+  rig.held_slave.reset();
+  return rig;
+}
+
+double throughput_mib_s(Rig& rig, std::size_t bytes) {
+  std::vector<char> data(64 * 1024, 'x');
+  std::vector<char> sink(256 * 1024);
+  auto t0 = Clock::now();
+  std::thread writer([&] {
+    for (std::size_t left = bytes; left > 0;) {
+      std::size_t n = std::min(left, data.size());
+      if (!write_all(rig.guest.get(), data.data(), n)) die(rig.name + ": guest write failed");
+      left -= n;
+    }
+  });
+  std::size_t got = 0;
+  while (got < bytes) {
+    ssize_t r = ::read(rig.client.get(), sink.data(), std::min(sink.size(), bytes - got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) die(rig.name + ": client connection ended during the throughput run");
+    got += static_cast<std::size_t>(r);
+  }
+  auto t1 = Clock::now();
+  writer.join();
+  return static_cast<double>(bytes) / (1024.0 * 1024.0) / std::chrono::duration<double>(t1 - t0).count();
+}
+
+// Round trips of one byte; the guest echoes from a thread. Returns microseconds per trip.
+std::vector<double> echo_round_trips(Rig& rig, int rounds) {
+  std::atomic<bool> stop{false};
+  std::thread echo([&] {
+    char c;
+    while (!stop) {
+      pollfd p{rig.guest.get(), POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      if (::read(rig.guest.get(), &c, 1) == 1) write_all(rig.guest.get(), &c, 1);
+    }
+  });
+  std::vector<double> us;
+  us.reserve(static_cast<std::size_t>(rounds));
+  for (int i = 0; i < rounds; ++i) {
+    char c = static_cast<char>('a' + i % 26), back = 0;
+    auto t0 = Clock::now();
+    if (!write_all(rig.client.get(), &c, 1) || !read_exactly(rig.client.get(), &back, 1)) {
+      die(rig.name + ": echo failed");
+    }
+    us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    if (back != c) die(rig.name + ": echo returned the wrong byte");
+  }
+  stop = true;
+  echo.join();
+  return us;
+}
+
+double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  std::size_t i = static_cast<std::size_t>(p / 100.0 * static_cast<double>(v.size() - 1));
+  return v[i];
+}
+
+double median(std::vector<double> v) { return percentile(std::move(v), 50); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.size() == 3 && args[0] == "--serve-bridge") return serve_bridge(args[1], args[2]);
+  std::size_t mib = 64;
+  int rounds = 5000, trials = 5;
+  for (std::size_t i = 0; i + 1 < args.size(); i += 2) {
+    if (args[i] == "--mib") mib = std::stoul(args[i + 1]);
+    else if (args[i] == "--rounds") rounds = std::stoi(args[i + 1]);
+    else if (args[i] == "--trials") trials = std::stoi(args[i + 1]);
+    else die("unknown option " + args[i] + " (--mib N --rounds N --trials N)");
+  }
+  auto socat = chl::common::find_program("socat");
+  if (!socat) die("socat is not installed (apt-get install socat)");
+  std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  char tmpl[] = "/tmp/chl-cbbench-XXXXXX";
+  if (!::mkdtemp(tmpl)) die("mkdtemp failed");
+  std::filesystem::path dir = tmpl;
+
+  std::printf("console relay benchmark: %zu MiB guest->client x %d trials, %d one-byte echoes x %d trials, %u cores\n",
+              mib, trials, rounds, trials, std::thread::hardware_concurrency());
+  for (bool slave_path : {true, false}) {
+    const char* arrangement = slave_path ? "slave-path (as with Cloud Hypervisor)" : "master-fd";
+    Rig rigs[2] = {make_rig(true, slave_path, dir, self, *socat), make_rig(false, slave_path, dir, self, *socat)};
+    std::vector<double> tput[2];
+    std::vector<double> lat[2];
+    for (int t = 0; t < trials; ++t) {
+      for (int r = 0; r < 2; ++r) tput[r].push_back(throughput_mib_s(rigs[r], mib << 20));
+      for (int r = 0; r < 2; ++r) {
+        auto v = echo_round_trips(rigs[r], rounds);
+        lat[r].insert(lat[r].end(), v.begin(), v.end());
+      }
+    }
+    std::printf("\n%s\n", arrangement);
+    std::printf("  %-20s %12s %10s %10s\n", "relay", "MiB/s", "p50 us", "p99 us");
+    double m[2], p50[2], p99[2];
+    for (int r = 0; r < 2; ++r) {
+      m[r] = median(tput[r]);
+      p50[r] = percentile(lat[r], 50);
+      p99[r] = percentile(lat[r], 99);
+      std::printf("  %-20s %12.1f %10.1f %10.1f\n", rigs[r].name.c_str(), m[r], p50[r], p99[r]);
+    }
+    std::printf("  bridge/socat: throughput %.2fx (target >= 1.0), p50 %.2fx, p99 %.2fx (target <= 1.0)\n",
+                m[0] / m[1], p50[0] / p50[1], p99[0] / p99[1]);
+    for (auto& rig : rigs) {
+      rig.client.reset();
+      (void)rig.relay.signal(SIGTERM);
+      (void)rig.relay.wait_for(std::chrono::seconds(5));
+    }
+  }
+  std::filesystem::remove_all(dir);
+  return 0;
+}
