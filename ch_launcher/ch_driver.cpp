@@ -36,8 +36,9 @@ CloudHypervisorDriver::~CloudHypervisorDriver() {
   // ChildProcess kills and reaps a VMM still running.
 }
 
-Status CloudHypervisorDriver::launch(EventSink sink) {
+Status CloudHypervisorDriver::launch(EventSink sink, ExitHandler on_exit) {
   sink_ = std::move(sink);
+  on_exit_ = std::move(on_exit);
   if (auto v = vmm_version(opts_.vmm_binary)) version_ = *v;
   VmmStartOptions so;
   so.binary = opts_.vmm_binary;
@@ -117,6 +118,7 @@ void CloudHypervisorDriver::on_exit() {
   exit.code = es.exited ? es.code : es.signal;
   deliver(tracker_.on_vmm_exited(exit));
   ::unlink((opts_.state_dir / "ch-api.sock").c_str());
+  if (on_exit_) on_exit_();
 }
 
 void CloudHypervisorDriver::deliver(const std::vector<events::DomainEvent>& evs) {

@@ -31,7 +31,7 @@ class CloudHypervisorDriver final : public Driver {
 
   [[nodiscard]] std::string hypervisor() const override { return "cloud-hypervisor"; }
 
-  common::Status launch(EventSink sink) override;
+  common::Status launch(EventSink sink, ExitHandler on_exit) override;
   void request_stop(events::StopRequest kind) override { tracker_.on_stop_requested(kind); }
   void kill_vmm() override;
   [[nodiscard]] events::DomainState state() const override { return tracker_.state(); }
@@ -74,6 +74,7 @@ class CloudHypervisorDriver final : public Driver {
   events::EventStreamParser parser_;
   events::DomainStateTracker tracker_;
   EventSink sink_;
+  ExitHandler on_exit_;
   char buf_[8192];
   std::string version_;
 };

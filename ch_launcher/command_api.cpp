@@ -32,8 +32,19 @@ CommandApi::CommandApi(LauncherService& service, common::UniqueFd listener)
       server_(service.io(), std::move(listener),
               [this](std::shared_ptr<HttpConnection> c, HttpRequest r) { handle(std::move(c), std::move(r)); }) {}
 
+CommandApi::~CommandApi() {
+  server_.stop();
+  for (auto& w : streams_)
+    if (auto c = w.lock()) c->close();
+}
+
 void CommandApi::start() { server_.start(); }
-void CommandApi::stop() { server_.stop(); }
+
+void CommandApi::stop() {
+  server_.stop();
+  for (auto& w : streams_)
+    if (auto c = w.lock()) c->finish();
+}
 
 void CommandApi::handle(std::shared_ptr<HttpConnection> conn, HttpRequest req) {
   std::string path = req.target.substr(0, req.target.find('?'));
@@ -102,6 +113,8 @@ void CommandApi::handle(std::shared_ptr<HttpConnection> conn, HttpRequest req) {
 
 void CommandApi::stream_events(const std::shared_ptr<HttpConnection>& conn) {
   conn->start_stream();
+  std::erase_if(streams_, [](const std::weak_ptr<HttpConnection>& w) { return w.expired(); });
+  streams_.push_back(conn);
   json current = service_.domain_json();
   current["type"] = "Current";
   conn->send_line(current.dump());

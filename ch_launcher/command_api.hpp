@@ -14,6 +14,7 @@
 // Errors: {"error": "..."} with 409 (wrong state), 400 (bad request), 404, 405, 501 (not
 // supported by this hypervisor), 500 (the hypervisor refused or failed; its message included).
 #include <memory>
+#include <vector>
 
 #include "ch_launcher/http_server.hpp"
 #include "ch_launcher/launcher_service.hpp"
@@ -24,7 +25,10 @@ namespace chl::core {
 class CommandApi {
  public:
   CommandApi(LauncherService& service, common::UniqueFd listener);
+  // Closes what is still open while the service (and its event bus) still exists.
+  ~CommandApi();
   void start();
+  // Stop accepting; event streams end once their last event is written.
   void stop();
 
  private:
@@ -33,6 +37,7 @@ class CommandApi {
 
   LauncherService& service_;
   HttpServer server_;
+  std::vector<std::weak_ptr<HttpConnection>> streams_;
 };
 
 }  // namespace chl::core

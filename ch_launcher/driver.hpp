@@ -26,13 +26,16 @@ namespace chl::core {
 class Driver {
  public:
   using EventSink = std::function<void(const events::DomainEvent&)>;
+  using ExitHandler = std::function<void()>;
   virtual ~Driver() = default;
 
   [[nodiscard]] virtual std::string hypervisor() const = 0;
 
   // ---- io thread ----
-  // Start the VMM process and watch its events and exit; domain events go to `sink`.
-  virtual common::Status launch(EventSink sink) = 0;
+  // Start the VMM process and watch its events and exit; domain events go to `sink`, and
+  // `on_exit` is called once the VMM process is gone (after its last events were delivered),
+  // whether or not that exit changed the domain's state.
+  virtual common::Status launch(EventSink sink, ExitHandler on_exit) = 0;
   // The user asked for a stop (for the state's reason: Shutdown vs Destroyed).
   virtual void request_stop(events::StopRequest kind) = 0;
   // Kill the VMM (SIGKILL); its exit then arrives as an event.

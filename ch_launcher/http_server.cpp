@@ -165,6 +165,12 @@ void HttpConnection::write_next() {
   });
 }
 
+void HttpConnection::finish() {
+  if (!open_) return;
+  close_after_write_ = true;
+  if (!writing_) close();
+}
+
 void HttpConnection::close() {
   if (!open_) return;
   open_ = false;

@@ -37,6 +37,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   // over the limit or it is gone.
   bool send_line(const std::string& line);
   void close();
+  // Close once everything queued has been written (a stream's natural end).
+  void finish();
   [[nodiscard]] bool open() const { return open_; }
   // Called once when the peer goes away (closed, error, or dropped).
   void on_close(std::function<void()> cb) { on_close_ = std::move(cb); }

@@ -72,7 +72,9 @@ int LauncherService::run() {
     teardown();
     return kExitLaunchFailed;
   }
-  if (auto st = driver_->launch([this](const events::DomainEvent& e) { on_domain_event(e); }); !st) {
+  if (auto st = driver_->launch([this](const events::DomainEvent& e) { on_domain_event(e); },
+                                [this] { check_finished(); });
+      !st) {
     launch_failed_ = true;
     launch_error_ = "starting the VMM: " + st.error().message();
     CHL_LOG_ERROR("{}", launch_error_);
