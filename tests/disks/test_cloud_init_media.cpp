@@ -70,6 +70,16 @@ std::string fat_extract(const fs::path& img, const std::string& path, const fs::
   return read_file(out);
 }
 
+// genisoimage's verifier: directory records, path tables, Rock Ridge entries.
+void check_isovfy_clean(const fs::path& img) {
+  auto isovfy = tool("isovfy");
+  if (!isovfy) return;
+  auto r = run_command({*isovfy, "-i", img.string()});
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(r.output.find("No errors found") != std::string::npos);
+}
+
 void check_fsck_clean(const fs::path& img) {
   auto r = run_command({*tool("fsck.fat"), "-n", "-v", img.string()});
   INFO(r.output);
@@ -102,6 +112,7 @@ TEST_CASE("NoCloud ISO: blkid label and type, Joliet and Rock Ridge names, conte
 
   CHECK(blkid(img, "LABEL") == "cidata");
   CHECK(blkid(img, "TYPE") == "iso9660");
+  check_isovfy_clean(img);
   auto info = run_command({*tool("isoinfo"), "-d", "-i", img.string()});
   INFO(info.output);
   CHECK(info.output.find("Volume id: cidata") != std::string::npos);
@@ -143,6 +154,7 @@ TEST_CASE("ISO: 1 MiB+ binary user-data and an empty file survive byte for byte"
   auto img = tmp / "big.iso";
   REQUIRE(d::write_image_file(img, *plan, {false, 0644}));
   CHECK(blkid(img, "TYPE") == "iso9660");
+  check_isovfy_clean(img);
   auto out = tmp / "x";
   auto x = run_command({*tool("osirrox"), "-indev", img.string(), "-extract", "/", out.string()});
   REQUIRE_MESSAGE(x.exit_code == 0, x.output);
@@ -168,6 +180,7 @@ TEST_CASE("ISO: hundreds of entries, directories spanning sectors, clashing 8.3 
   REQUIRE_MESSAGE(plan, (plan ? "" : plan.error().message()));
   auto img = tmp / "many.iso";
   REQUIRE(d::write_image_file(img, *plan, {false, 0644}));
+  check_isovfy_clean(img);
   auto out = tmp / "x";
   auto x = run_command({*tool("osirrox"), "-indev", img.string(), "-extract", "/", out.string()});
   REQUIRE_MESSAGE(x.exit_code == 0, x.output);
@@ -190,6 +203,7 @@ TEST_CASE("ConfigDrive ISO: label config-2 and openstack/latest files") {
   REQUIRE(d::write_config_drive_image(img, data, opts(d::CloudInitFormat::iso9660)));
   CHECK(blkid(img, "LABEL") == "config-2");
   CHECK(blkid(img, "TYPE") == "iso9660");
+  check_isovfy_clean(img);
   auto find = run_command({*tool("xorriso"), "-indev", img.string(), "-find", "/", "-type", "f"});
   INFO(find.output);
   CHECK(find.output.find("/openstack/latest/meta_data.json'") != std::string::npos);
