@@ -251,6 +251,13 @@ void Vmm::run_timers() {
 
 int Vmm::run() {
   ::signal(SIGPIPE, SIG_IGN);
+  // SIGTERM/SIGINT are handled from the loop (CH: signal thread -> exit event) from the start.
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGINT);
+  ::sigprocmask(SIG_BLOCK, &mask, nullptr);
+  signal_fd_.reset(::signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC));
   if (!opts_.log_file.empty()) {
     log_fd_.reset(::open(opts_.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640));
   }
@@ -283,13 +290,6 @@ int Vmm::run() {
       return 1;
     }
   }
-
-  sigset_t mask;
-  sigemptyset(&mask);
-  sigaddset(&mask, SIGTERM);
-  sigaddset(&mask, SIGINT);
-  ::sigprocmask(SIG_BLOCK, &mask, nullptr);
-  signal_fd_.reset(::signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC));
 
   crash("start");
   quit_without_events("start");
@@ -1017,10 +1017,7 @@ Reply Vmm::vm_remove_device(const Json& body) {
         break;
       }
     }
-    if (found) {
-      if (arr.empty()) arr = nullptr;
-      break;
-    }
+    if (found) break;
   }
   if (!found && config["vsock"].is_object() && config["vsock"]["id"] == id) {
     config["vsock"] = nullptr;

@@ -140,16 +140,16 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
+struct VmmOptions {
+  bool api_fd = false;           // pass a listening socket as fd 3 instead of path=
+  bool event_fd = false;         // event monitor on a pipe (fd 4) instead of a file
+  std::vector<std::string> env;  // extra KEY=VALUE (fault injection)
+};
+
 // A VMM process (the double or CLOUD_HYPERVISOR_BIN) with its API socket and event file.
 class Vmm {
  public:
-  struct Options {
-    bool api_fd = false;     // pass a listening socket as fd 3 instead of path=
-    bool event_fd = false;   // event monitor on a pipe (fd 4) instead of a file
-    std::vector<std::string> env;  // extra KEY=VALUE (fault injection)
-  };
-
-  explicit Vmm(Options o = Options()) : dir_("vmmd") {
+  explicit Vmm(const VmmOptions& o = VmmOptions()) : dir_("vmmd") {
     SpawnOptions so;
     so.argv = {chl::test::vmm_binary(), "--api-socket"};
     UniqueFd listener;
@@ -320,7 +320,7 @@ TEST_CASE("version line and clap's error for an unknown flag") {
   CHECK(u.output.find("error: unexpected argument '--no-such-flag' found") != std::string::npos);
 }
 
-TEST_CASE("event monitor: vmm/starting first, pretty JSON and a blank line, monotonic timestamps") {
+TEST_CASE("event monitor: vmm/starting first / pretty JSON and a blank line / monotonic timestamps") {
   Vmm vmm;
   REQUIRE(vmm.wait_events({"vmm/starting"}));
   const std::string text = vmm.events_text();
@@ -330,7 +330,7 @@ TEST_CASE("event monitor: vmm/starting first, pretty JSON and a blank line, mono
   CHECK_MESSAGE(std::regex_search(text, first), "events: [" << text << "]");
 }
 
-TEST_CASE("no VM: ping, info, boot, pause, counters answer as CH v52") {
+TEST_CASE("no VM: ping / info / boot / pause / counters answer as CH v52") {
   Vmm vmm;
   auto ping = vmm.get("vmm.ping");
   CHECK(ping.status == 200);
@@ -350,7 +350,7 @@ TEST_CASE("no VM: ping, info, boot, pause, counters answer as CH v52") {
   CHECK(join(names(vmm.events())) == "vmm/starting vm/booting");
 }
 
-TEST_CASE("HTTP errors: 400 deserialize with serde positions, 404 unknown endpoint, 400 wrong method") {
+TEST_CASE("HTTP errors: 400 deserialize with serde positions / 404 unknown endpoint / 400 wrong method") {
   Vmm vmm;
   auto missing = vmm.put("vm.create", R"J({"cpus": {"boot_vcpus": 1}})J");
   CHECK(missing.status == 400);
@@ -369,7 +369,7 @@ TEST_CASE("HTTP errors: 400 deserialize with serde positions, 404 unknown endpoi
   CHECK(vmm.put("vm.pause", "{}").status == 400);
 }
 
-TEST_CASE("Created state: empty payload accepted, boot refused with CH's chain, create twice, delete") {
+TEST_CASE("Created state: empty payload accepted / boot refused with CH's chain / create twice / delete") {
   Vmm vmm;
   auto c = vmm.put("vm.create", R"J({"cpus":{"boot_vcpus":1,"max_vcpus":1},"payload":{},"bogus_field":true})J");
   CHECK(c.status == 204);
@@ -409,7 +409,7 @@ TEST_CASE("boot checks the disk: CH's 'Cannot open disk path' chain") {
                 boot.body);
 }
 
-TEST_CASE("lifecycle events: boot, pause, resume, refused transitions, reboot, shutdown, boot again, delete") {
+TEST_CASE("lifecycle events: boot / pause / resume / refused transitions / reboot / shutdown / boot again / delete") {
   Vmm vmm;
   auto kernel = guest_kernel(vmm.dir());
   if (!kernel) {
@@ -441,7 +441,7 @@ TEST_CASE("lifecycle events: boot, pause, resume, refused transitions, reboot, s
   CHECK(join(names(vmm.events())) == join(expected));
 }
 
-TEST_CASE("api socket fd= and event monitor on a pipe fd=; vmm.shutdown answers 200 and exits 0") {
+TEST_CASE("api socket fd= and event monitor on a pipe fd= - vmm.shutdown answers 200 and exits 0") {
   Vmm vmm({.api_fd = true, .event_fd = true, .env = {}});
   REQUIRE(vmm.wait_events({"vmm/starting"}));
   auto r = vmm.put("vmm.shutdown");
@@ -453,7 +453,7 @@ TEST_CASE("api socket fd= and event monitor on a pipe fd=; vmm.shutdown answers 
   CHECK(vmm.wait_events({"vmm/starting", "vmm/shutdown"}));
 }
 
-TEST_CASE("path= socket: vmm.shutdown with a VM created emits vm/deleted and vmm/shutdown, removes the socket") {
+TEST_CASE("path= socket: vmm.shutdown with a VM created emits vm/deleted and vmm/shutdown / removes the socket") {
   Vmm vmm;
   REQUIRE(vmm.put("vm.create", R"J({"payload":{}})J").status == 204);
   CHECK(vmm.put("vmm.shutdown").status == 200);
@@ -464,7 +464,7 @@ TEST_CASE("path= socket: vmm.shutdown with a VM created emits vm/deleted and vmm
   CHECK(join(names(vmm.events())) == "vmm/starting vm/deleted vmm/shutdown");
 }
 
-TEST_CASE("SIGTERM: shutdown events, exit 0, socket removed") {
+TEST_CASE("SIGTERM: shutdown events / exit 0 / socket removed") {
   Vmm vmm;
   REQUIRE(vmm.put("vm.create", R"J({"payload":{}})J").status == 204);
   REQUIRE(vmm.child().signal(SIGTERM));
@@ -475,7 +475,7 @@ TEST_CASE("SIGTERM: shutdown events, exit 0, socket removed") {
   CHECK(join(names(vmm.events())) == "vmm/starting vm/deleted vmm/shutdown");
 }
 
-TEST_CASE("serial PTY exists from vm.create; the guest echoes and powers off on a `poweroff` line") {
+TEST_CASE("serial PTY exists from vm.create - the guest echoes and powers off on a `poweroff` line") {
   Vmm vmm;
   auto kernel = guest_kernel(vmm.dir());
   if (!kernel) {
@@ -516,7 +516,7 @@ TEST_CASE("cmdline word poweroff: the guest powers off right after its banner") 
   CHECK(join(names(vmm.events())) == "vmm/starting vm/booting vm/booted vm/shutdown vm/deleted vmm/shutdown");
 }
 
-TEST_CASE("power button: 204 without event; the guest powers off unless ignore-acpi") {
+TEST_CASE("power button: 204 without event - the guest powers off unless ignore-acpi") {
   Vmm vmm;
   auto kernel = guest_kernel(vmm.dir());
   if (!kernel) {
@@ -537,7 +537,7 @@ TEST_CASE("power button: 204 without event; the guest powers off unless ignore-a
   CHECK(st->success());
 }
 
-TEST_CASE("panic line: guest/panic with properties {event: panic}") {
+TEST_CASE("panic line: guest/panic with properties (event: panic)") {
   Vmm vmm;
   auto kernel = guest_kernel(vmm.dir());
   if (!kernel) {
@@ -554,7 +554,7 @@ TEST_CASE("panic line: guest/panic with properties {event: panic}") {
   }
 }
 
-TEST_CASE("reboot line: vm/rebooting, vm/rebooted, banner again on the (new) serial PTY") {
+TEST_CASE("reboot line: vm/rebooting / vm/rebooted / banner again on the (new) serial PTY") {
   Vmm vmm;
   auto kernel = guest_kernel(vmm.dir());
   if (!kernel) {
@@ -574,7 +574,7 @@ TEST_CASE("reboot line: vm/rebooting, vm/rebooted, banner again on the (new) ser
   CHECK(again.wait_for("x"));
 }
 
-TEST_CASE("hot plug: add-disk answers {id, bdf}, a missing file gives CH's chain, remove-device") {
+TEST_CASE("hot plug: add-disk answers (id / bdf) / a missing file gives CH's chain / remove-device") {
   Vmm vmm;
   auto kernel = guest_kernel(vmm.dir());
   if (!kernel) {
@@ -603,7 +603,7 @@ TEST_CASE("hot plug: add-disk answers {id, bdf}, a missing file gives CH's chain
   CHECK(counters.status == 200);
 }
 
-TEST_CASE("add-net takes a tap fd with SCM_RIGHTS; a non-tap fd is refused") {
+TEST_CASE("add-net takes a tap fd with SCM_RIGHTS - a non-tap fd is refused") {
   Vmm vmm;
   auto kernel = guest_kernel(vmm.dir());
   if (!kernel) {
@@ -631,7 +631,7 @@ TEST_CASE("add-net takes a tap fd with SCM_RIGHTS; a non-tap fd is refused") {
   CHECK(bad.status == 500);
 }
 
-TEST_CASE("snapshot needs a Paused VM; restore from a missing directory fails like CH") {
+TEST_CASE("snapshot needs a Paused VM - restore from a missing directory fails like CH") {
   Vmm vmm;
   auto kernel = guest_kernel(vmm.dir());
   if (!kernel) {
@@ -674,7 +674,7 @@ TEST_CASE("double: snapshot of a Paused VM round-trips through restore") {
   CHECK(other.wait_events({"vmm/starting", "vm/restoring", "vm/restored", "vm/resuming", "vm/resumed"}));
 }
 
-TEST_CASE("double faults: VMM_DOUBLE_CRASH_AT=boot dies by SIGKILL, no events, socket left behind") {
+TEST_CASE("double faults: VMM_DOUBLE_CRASH_AT=boot dies by SIGKILL / no events / socket left behind") {
   SKIP_ON_REAL_VMM("fault injection is a feature of the double");
   Vmm vmm({.api_fd = false, .event_fd = false, .env = {"VMM_DOUBLE_CRASH_AT=boot"}});
   auto kernel = guest_kernel(vmm.dir());
@@ -688,7 +688,7 @@ TEST_CASE("double faults: VMM_DOUBLE_CRASH_AT=boot dies by SIGKILL, no events, s
   CHECK(join(names(vmm.events())) == "vmm/starting");
 }
 
-TEST_CASE("double faults: HANG never answers, FAIL answers CH-style 500 and keeps the …ing event") {
+TEST_CASE("double faults: HANG never answers / FAIL answers CH-style 500 and keeps the ...ing event") {
   SKIP_ON_REAL_VMM("fault injection is a feature of the double");
   Vmm vmm({.api_fd = false, .event_fd = false, .env = {"VMM_DOUBLE_FAIL=vm.boot", "VMM_DOUBLE_HANG=vm.info"}});
   REQUIRE(vmm.put("vm.create", R"J({"payload":{}})J").status == 204);
@@ -699,7 +699,7 @@ TEST_CASE("double faults: HANG never answers, FAIL answers CH-style 500 and keep
   CHECK(http(vmm.sock(), "GET", "vm.info", std::nullopt, {}, 300ms).status == -1);
 }
 
-TEST_CASE("double faults: garbage between events, and EXIT_WITHOUT_EVENTS=running") {
+TEST_CASE("double faults: garbage between events / and EXIT_WITHOUT_EVENTS=running") {
   SKIP_ON_REAL_VMM("fault injection is a feature of the double");
   Vmm vmm({.api_fd = false,
            .event_fd = false,
@@ -718,7 +718,7 @@ TEST_CASE("double faults: garbage between events, and EXIT_WITHOUT_EVENTS=runnin
   CHECK(std::find(got.begin(), got.end(), "vmm/shutdown") == got.end());
 }
 
-TEST_CASE("double faults: VMM_DOUBLE_BOOT_DELAY_MS holds vm.boot, then booted and 204") {
+TEST_CASE("double faults: VMM_DOUBLE_BOOT_DELAY_MS holds vm.boot / then booted and 204") {
   SKIP_ON_REAL_VMM("fault injection is a feature of the double");
   Vmm vmm({.api_fd = false, .event_fd = false, .env = {"VMM_DOUBLE_BOOT_DELAY_MS=200"}});
   auto kernel = guest_kernel(vmm.dir());
