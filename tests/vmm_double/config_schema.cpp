@@ -2,9 +2,9 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <optional>
 #include <deque>
 #include <limits>
+#include <optional>
 #include <random>
 
 namespace chl::vmm_double {
@@ -48,11 +48,13 @@ const SchemaType* t_u32() {
   return t;
 }
 const SchemaType* t_u64() {
-  static const SchemaType* t = make(basic(Kind::Unsigned, "u64", std::numeric_limits<std::uint64_t>::max()));
+  static const SchemaType* t =
+      make(basic(Kind::Unsigned, "u64", std::numeric_limits<std::uint64_t>::max()));
   return t;
 }
 const SchemaType* t_usize() {
-  static const SchemaType* t = make(basic(Kind::Unsigned, "usize", std::numeric_limits<std::uint64_t>::max()));
+  static const SchemaType* t =
+      make(basic(Kind::Unsigned, "usize", std::numeric_limits<std::uint64_t>::max()));
   return t;
 }
 const SchemaType* t_string() {
@@ -83,8 +85,12 @@ const SchemaType* struct_of(const std::string& name, std::vector<SchemaField> fi
   return make(std::move(t));
 }
 
-SchemaField req(std::string name, const SchemaType* t) { return {std::move(name), t, P::Required, {}, {}, false, false}; }
-SchemaField opt(std::string name, const SchemaType* t) { return {std::move(name), t, P::Option, {}, {}, false, false}; }
+SchemaField req(std::string name, const SchemaType* t) {
+  return {std::move(name), t, P::Required, {}, {}, false, false};
+}
+SchemaField opt(std::string name, const SchemaType* t) {
+  return {std::move(name), t, P::Option, {}, {}, false, false};
+}
 SchemaField def(std::string name, const SchemaType* t, Json value) {
   return {std::move(name), t, P::Default, std::move(value), {}, false, false};
 }
@@ -106,90 +112,104 @@ Json random_local_mac() {
   static std::mt19937 rng{std::random_device{}()};
   std::uniform_int_distribution<int> byte(0, 255);
   char buf[18];
-  std::snprintf(buf, sizeof buf, "%02x:%02x:%02x:%02x:%02x:%02x", (byte(rng) & 0xfe) | 0x02, byte(rng), byte(rng),
-                byte(rng), byte(rng), byte(rng));
+  std::snprintf(buf, sizeof buf, "%02x:%02x:%02x:%02x:%02x:%02x", (byte(rng) & 0xfe) | 0x02,
+                byte(rng), byte(rng), byte(rng), byte(rng), byte(rng));
   return std::string(buf);
 }
 
 const SchemaType* console_mode() {
-  static const SchemaType* t = enum_of("ConsoleOutputMode", {"Off", "Pty", "Tty", "File", "Socket", "Null"});
+  static const SchemaType* t =
+      enum_of("ConsoleOutputMode", {"Off", "Pty", "Tty", "File", "Socket", "Null"});
   return t;
 }
 
 const SchemaType* cpus_config() {
-  static const SchemaType* t = struct_of(
-      "CpusConfig",
-      {req("boot_vcpus", t_u32()), req("max_vcpus", t_u32()), opt("topology", t_any()), def("kvm_hyperv", t_bool(), false),
-       def("max_phys_bits", t_u8(), 46), opt("affinity", seq_of(t_any())),
-       def("features", struct_of("CpuFeatures", {def("amx", t_bool(), false)}), Json::parse(R"({"amx":false})")),
-       def("nested", t_bool(), true), def("core_scheduling", enum_of("CoreScheduling", {"Vm", "Vcpu", "Off"}), "Vm")});
+  static const SchemaType* t =
+      struct_of("CpusConfig",
+                {req("boot_vcpus", t_u32()), req("max_vcpus", t_u32()), opt("topology", t_any()),
+                 def("kvm_hyperv", t_bool(), false), def("max_phys_bits", t_u8(), 46),
+                 opt("affinity", seq_of(t_any())),
+                 def("features", struct_of("CpuFeatures", {def("amx", t_bool(), false)}),
+                     Json::parse(R"({"amx":false})")),
+                 def("nested", t_bool(), true),
+                 def("core_scheduling", enum_of("CoreScheduling", {"Vm", "Vcpu", "Off"}), "Vm")});
   return t;
 }
 
 const SchemaType* memory_config() {
-  static const SchemaType* t = struct_of(
-      "MemoryConfig",
-      {req("size", t_u64()), def("mergeable", t_bool(), false),
-       def("hotplug_method", enum_of("HotplugMethod", {"Acpi", "VirtioMem"}), "Acpi"), opt("hotplug_size", t_u64()),
-       opt("hotplugged_size", t_u64()), def("shared", t_bool(), false), def("hugepages", t_bool(), false),
-       opt("hugepage_size", t_u64()), def("prefault", t_bool(), false), opt("zones", seq_of(t_any())),
-       def("thp", t_bool(), true)});
+  static const SchemaType* t =
+      struct_of("MemoryConfig",
+                {req("size", t_u64()), def("mergeable", t_bool(), false),
+                 def("hotplug_method", enum_of("HotplugMethod", {"Acpi", "VirtioMem"}), "Acpi"),
+                 opt("hotplug_size", t_u64()), opt("hotplugged_size", t_u64()),
+                 def("shared", t_bool(), false), def("hugepages", t_bool(), false),
+                 opt("hugepage_size", t_u64()), def("prefault", t_bool(), false),
+                 opt("zones", seq_of(t_any())), def("thp", t_bool(), true)});
   return t;
 }
 
 const SchemaType* payload_config() {
-  static const SchemaType* t = struct_of("PayloadConfig", {opt("firmware", t_path()), opt("kernel", t_path()),
-                                                           opt("cmdline", t_string()), opt("initramfs", t_path())});
+  static const SchemaType* t =
+      struct_of("PayloadConfig", {opt("firmware", t_path()), opt("kernel", t_path()),
+                                  opt("cmdline", t_string()), opt("initramfs", t_path())});
   return t;
 }
 
 const SchemaType* rng_config() {
-  static const SchemaType* t = struct_of("RngConfig", cat(pci_common(), {req("src", t_path()), iommu()}));
+  static const SchemaType* t =
+      struct_of("RngConfig", cat(pci_common(), {req("src", t_path()), iommu()}));
   return t;
 }
 
 const SchemaType* balloon_config() {
   static const SchemaType* t =
-      struct_of("BalloonConfig", cat(pci_common(), {req("size", t_u64()), def("deflate_on_oom", t_bool(), false),
-                                                    def("free_page_reporting", t_bool(), false), iommu()}));
+      struct_of("BalloonConfig",
+                cat(pci_common(), {req("size", t_u64()), def("deflate_on_oom", t_bool(), false),
+                                   def("free_page_reporting", t_bool(), false), iommu()}));
   return t;
 }
 
 const SchemaType* serial_config() {
-  static const SchemaType* t =
-      struct_of("SerialConfig", {opt("file", t_path()), req("mode", console_mode()), opt("socket", t_path()), iommu()});
+  static const SchemaType* t = struct_of(
+      "SerialConfig",
+      {opt("file", t_path()), req("mode", console_mode()), opt("socket", t_path()), iommu()});
   return t;
 }
 
 const SchemaType* console_config() {
   static const SchemaType* t = struct_of(
       "ConsoleConfig",
-      cat({opt("file", t_path()), req("mode", console_mode()), opt("socket", t_path()), iommu()}, pci_common()));
+      cat({opt("file", t_path()), req("mode", console_mode()), opt("socket", t_path()), iommu()},
+          pci_common()));
   return t;
 }
 
 const SchemaType* debug_console_config() {
   static const SchemaType* t = struct_of(
-      "DebugConsoleConfig", {opt("file", t_path()), req("mode", console_mode()), def_opt("iobase", t_u16(), 233)});
+      "DebugConsoleConfig",
+      {opt("file", t_path()), req("mode", console_mode()), def_opt("iobase", t_u16(), 233)});
   return t;
 }
 
 const SchemaType* user_device_config() {
-  static const SchemaType* t = struct_of("UserDeviceConfig", cat({req("socket", t_path())}, pci_common()));
+  static const SchemaType* t =
+      struct_of("UserDeviceConfig", cat({req("socket", t_path())}, pci_common()));
   return t;
 }
 
 const SchemaType* vdpa_config() {
   static const SchemaType* t = struct_of(
-      "VdpaConfig", cat({req("path", t_path()), def("num_queues", t_usize(), 1), iommu()}, pci_common()));
+      "VdpaConfig",
+      cat({req("path", t_path()), def("num_queues", t_usize(), 1), iommu()}, pci_common()));
   return t;
 }
 
 const SchemaType* platform_config() {
-  static const SchemaType* t = struct_of(
-      "PlatformConfig", {def("num_pci_segments", t_u16(), 1), opt("iommu_segments", seq_of(t_u16())),
-                         opt("iommu_address_width_bits", t_u8()), opt("serial_number", t_string()),
-                         opt("uuid", t_string()), opt("oem_strings", seq_of(t_string()))});
+  static const SchemaType* t =
+      struct_of("PlatformConfig",
+                {def("num_pci_segments", t_u16(), 1), opt("iommu_segments", seq_of(t_u16())),
+                 opt("iommu_address_width_bits", t_u8()), opt("serial_number", t_string()),
+                 opt("uuid", t_string()), opt("oem_strings", seq_of(t_string()))});
   return t;
 }
 
@@ -215,13 +235,18 @@ bool is_float_text(const std::string& t) { return t.find_first_of(".eE") != std:
 
 std::string unexpected(const JsonNode& n) {
   switch (n.kind) {
-    case JsonNode::Kind::Null: return "null";
-    case JsonNode::Kind::Bool: return std::string("boolean `") + (n.boolean ? "true" : "false") + "`";
+    case JsonNode::Kind::Null:
+      return "null";
+    case JsonNode::Kind::Bool:
+      return std::string("boolean `") + (n.boolean ? "true" : "false") + "`";
     case JsonNode::Kind::Number:
       return is_float_text(n.text) ? "floating point `" + n.text + "`" : "integer `" + n.text + "`";
-    case JsonNode::Kind::String: return "string " + debug_string(n.text);
-    case JsonNode::Kind::Array: return "sequence";
-    case JsonNode::Kind::Object: return "map";
+    case JsonNode::Kind::String:
+      return "string " + debug_string(n.text);
+    case JsonNode::Kind::Array:
+      return "sequence";
+    case JsonNode::Kind::Object:
+      return "map";
   }
   return "value";
 }
@@ -229,15 +254,20 @@ std::string unexpected(const JsonNode& n) {
 tl::unexpected<std::string> invalid_type(const JsonNode& n, const SchemaType& t) {
   const bool container = n.kind == JsonNode::Kind::Array || n.kind == JsonNode::Kind::Object;
   // serde reports a wrong scalar after reading it, a wrong container before its bracket.
-  return tl::unexpected("invalid type: " + unexpected(n) + ", expected " + t.expecting + at(container ? n.start : n.end));
+  return tl::unexpected("invalid type: " + unexpected(n) + ", expected " + t.expecting +
+                        at(container ? n.start : n.end));
 }
 
 Json any_to_json(const JsonNode& n) {
   switch (n.kind) {
-    case JsonNode::Kind::Null: return nullptr;
-    case JsonNode::Kind::Bool: return n.boolean;
-    case JsonNode::Kind::Number: return Json::parse(n.text);
-    case JsonNode::Kind::String: return n.text;
+    case JsonNode::Kind::Null:
+      return nullptr;
+    case JsonNode::Kind::Bool:
+      return n.boolean;
+    case JsonNode::Kind::Number:
+      return Json::parse(n.text);
+    case JsonNode::Kind::String:
+      return n.text;
     case JsonNode::Kind::Array: {
       Json a = Json::array();
       for (const auto& i : n.items) a.push_back(any_to_json(i));
@@ -265,7 +295,8 @@ std::string expected_variants(const std::vector<std::string>& v) {
 
 tl::expected<Json, std::string> normalize(const JsonNode& n, const SchemaType& t) {
   switch (t.kind) {
-    case Kind::Any: return any_to_json(n);
+    case Kind::Any:
+      return any_to_json(n);
     case Kind::Bool:
       if (n.kind != JsonNode::Kind::Bool) return invalid_type(n, t);
       return Json(n.boolean);
@@ -274,7 +305,8 @@ tl::expected<Json, std::string> normalize(const JsonNode& n, const SchemaType& t
       if (n.kind != JsonNode::Kind::Number) return invalid_type(n, t);
       if (is_float_text(n.text)) return invalid_type(n, t);
       if (!n.text.empty() && n.text[0] == '-') {
-        return tl::unexpected("invalid value: integer `" + n.text + "`, expected " + t.expecting + at(n.end));
+        return tl::unexpected("invalid value: integer `" + n.text + "`, expected " + t.expecting +
+                              at(n.end));
       }
       unsigned long long v = 0;
       bool overflow = false;
@@ -284,9 +316,12 @@ tl::expected<Json, std::string> normalize(const JsonNode& n, const SchemaType& t
         v = v * 10 + d;
       }
       if (overflow) {
-        return tl::unexpected("invalid type: floating point `" + n.text + "`, expected " + t.expecting + at(n.end));
+        return tl::unexpected("invalid type: floating point `" + n.text + "`, expected " +
+                              t.expecting + at(n.end));
       }
-      if (v > t.max) return tl::unexpected("invalid value: integer `" + n.text + "`, expected " + t.expecting + at(n.end));
+      if (v > t.max)
+        return tl::unexpected("invalid value: integer `" + n.text + "`, expected " + t.expecting +
+                              at(n.end));
       return Json(static_cast<std::uint64_t>(v));
     }
     case Kind::String:
@@ -298,7 +333,8 @@ tl::expected<Json, std::string> normalize(const JsonNode& n, const SchemaType& t
       for (const auto& v : t.variants) {
         if (v == n.text) return Json(n.text);
       }
-      return tl::unexpected("unknown variant `" + n.text + "`, " + expected_variants(t.variants) + at(n.end));
+      return tl::unexpected("unknown variant `" + n.text + "`, " + expected_variants(t.variants) +
+                            at(n.end));
     case Kind::Seq: {
       if (n.kind != JsonNode::Kind::Array) return invalid_type(n, t);
       Json a = Json::array();
@@ -331,9 +367,14 @@ tl::expected<Json, std::string> normalize(const JsonNode& n, const SchemaType& t
         const auto& f = t.fields[i];
         if (!values[i]) {
           switch (f.presence) {
-            case P::Required: return tl::unexpected("missing field `" + f.name + "`" + at(n.end));
-            case P::Option: values[i] = Json(nullptr); break;
-            case P::Default: values[i] = f.make_default ? f.make_default() : f.def; break;
+            case P::Required:
+              return tl::unexpected("missing field `" + f.name + "`" + at(n.end));
+            case P::Option:
+              values[i] = Json(nullptr);
+              break;
+            case P::Default:
+              values[i] = f.make_default ? f.make_default() : f.def;
+              break;
           }
         }
         if (f.skip_if_false && values[i]->is_boolean() && !values[i]->get<bool>()) continue;
@@ -355,13 +396,16 @@ const SchemaType& disk_config_type() {
   static const SchemaType* t = struct_of(
       "DiskConfig",
       cat(pci_common(),
-          {opt("path", t_path()), def("readonly", t_bool(), false), def("direct", t_bool(), false), iommu(),
-           def("num_queues", t_usize(), 1), def("queue_size", t_u16(), 128), def("vhost_user", t_bool(), false),
-           opt("vhost_socket", t_string()), opt("rate_limit_group", t_string()), opt("rate_limiter_config", t_any()),
-           def("disable_io_uring", t_bool(), false), def("disable_aio", t_bool(), false), opt("serial", t_string()),
-           opt("queue_affinity", seq_of(t_any())), def("backing_files", t_bool(), false), def("sparse", t_bool(), true),
+          {opt("path", t_path()), def("readonly", t_bool(), false), def("direct", t_bool(), false),
+           iommu(), def("num_queues", t_usize(), 1), def("queue_size", t_u16(), 128),
+           def("vhost_user", t_bool(), false), opt("vhost_socket", t_string()),
+           opt("rate_limit_group", t_string()), opt("rate_limiter_config", t_any()),
+           def("disable_io_uring", t_bool(), false), def("disable_aio", t_bool(), false),
+           opt("serial", t_string()), opt("queue_affinity", seq_of(t_any())),
+           def("backing_files", t_bool(), false), def("sparse", t_bool(), true),
            opt("image_type", enum_of("ImageType", {"FixedVhd", "Qcow2", "Raw", "Vhdx", "Unknown"})),
-           def("lock_granularity", enum_of("LockGranularityChoice", {"ByteRange", "Full"}), "ByteRange")}));
+           def("lock_granularity", enum_of("LockGranularityChoice", {"ByteRange", "Full"}),
+               "ByteRange")}));
   return *t;
 }
 
@@ -371,22 +415,25 @@ const SchemaType& net_config_type() {
     mac.make_default = random_local_mac;
     return struct_of(
         "NetConfig",
-        cat({opt("tap", t_string()), def("ip", t_string(), "192.168.249.1"), def("mask", t_string(), "255.255.255.0"),
-             mac, opt("host_mac", t_string()), opt("mtu", t_u16()), iommu(), def("num_queues", t_usize(), 2),
-             def("queue_size", t_u16(), 256), def("vhost_user", t_bool(), false), opt("vhost_socket", t_string()),
+        cat({opt("tap", t_string()), def("ip", t_string(), "192.168.249.1"),
+             def("mask", t_string(), "255.255.255.0"), mac, opt("host_mac", t_string()),
+             opt("mtu", t_u16()), iommu(), def("num_queues", t_usize(), 2),
+             def("queue_size", t_u16(), 256), def("vhost_user", t_bool(), false),
+             opt("vhost_socket", t_string()),
              def("vhost_mode", enum_of("VhostMode", {"Client", "Server"}), "Client")},
-            cat(pci_common(), {opt("fds", seq_of(t_any())), opt("rate_limiter_config", t_any()),
-                               def("offload_tso", t_bool(), true), def("offload_ufo", t_bool(), true),
-                               def("offload_csum", t_bool(), true)})));
+            cat(pci_common(),
+                {opt("fds", seq_of(t_any())), opt("rate_limiter_config", t_any()),
+                 def("offload_tso", t_bool(), true), def("offload_ufo", t_bool(), true),
+                 def("offload_csum", t_bool(), true)})));
   }();
   return *t;
 }
 
 const SchemaType& fs_config_type() {
-  static const SchemaType* t = struct_of(
-      "FsConfig", cat({req("tag", t_string()), req("socket", t_path()), def("num_queues", t_usize(), 1),
-                       def("queue_size", t_u16(), 1024)},
-                      pci_common()));
+  static const SchemaType* t =
+      struct_of("FsConfig", cat({req("tag", t_string()), req("socket", t_path()),
+                                 def("num_queues", t_usize(), 1), def("queue_size", t_u16(), 1024)},
+                                pci_common()));
   return *t;
 }
 
@@ -399,13 +446,14 @@ const SchemaType& pmem_config_type() {
 }
 
 const SchemaType& device_config_type() {
-  static const SchemaType* t = struct_of("DeviceConfig", cat({req("path", t_path()), iommu()}, pci_common()));
+  static const SchemaType* t =
+      struct_of("DeviceConfig", cat({req("path", t_path()), iommu()}, pci_common()));
   return *t;
 }
 
 const SchemaType& vsock_config_type() {
-  static const SchemaType* t =
-      struct_of("VsockConfig", cat({req("cid", t_u32()), req("socket", t_path()), iommu()}, pci_common()));
+  static const SchemaType* t = struct_of(
+      "VsockConfig", cat({req("cid", t_u32()), req("socket", t_path()), iommu()}, pci_common()));
   return *t;
 }
 
@@ -413,26 +461,43 @@ const SchemaType& vm_config_type() {
   static const SchemaType* t = struct_of(
       "VmConfig",
       {def("cpus", cpus_config(),
-           Json::parse(R"({"boot_vcpus":1,"max_vcpus":1,"topology":null,"kvm_hyperv":false,"max_phys_bits":46,)"
-                       R"("affinity":null,"features":{"amx":false},"nested":true,"core_scheduling":"Vm"})")),
+           Json::parse(
+               R"({"boot_vcpus":1,"max_vcpus":1,"topology":null,"kvm_hyperv":false,"max_phys_bits":46,)"
+               R"("affinity":null,"features":{"amx":false},"nested":true,"core_scheduling":"Vm"})")),
        def("memory", memory_config(),
-           Json::parse(R"({"size":536870912,"mergeable":false,"hotplug_method":"Acpi","hotplug_size":null,)"
-                       R"("hotplugged_size":null,"shared":false,"hugepages":false,"hugepage_size":null,)"
-                       R"("prefault":false,"zones":null,"thp":true})")),
-       opt("payload", payload_config()), opt("rate_limit_groups", seq_of(t_any())),
-       opt("disks", seq_of(&disk_config_type())), opt("net", seq_of(&net_config_type())),
-       def("rng", rng_config(), Json::parse(R"({"id":null,"pci_segment":0,"pci_device_id":null,"src":"/dev/urandom"})")),
-       opt("balloon", balloon_config()), opt("generic_vhost_user", seq_of(t_any())),
-       opt("fs", seq_of(&fs_config_type())), opt("pmem", seq_of(&pmem_config_type())),
+           Json::parse(
+               R"({"size":536870912,"mergeable":false,"hotplug_method":"Acpi","hotplug_size":null,)"
+               R"("hotplugged_size":null,"shared":false,"hugepages":false,"hugepage_size":null,)"
+               R"("prefault":false,"zones":null,"thp":true})")),
+       opt("payload", payload_config()),
+       opt("rate_limit_groups", seq_of(t_any())),
+       opt("disks", seq_of(&disk_config_type())),
+       opt("net", seq_of(&net_config_type())),
+       def("rng", rng_config(),
+           Json::parse(R"({"id":null,"pci_segment":0,"pci_device_id":null,"src":"/dev/urandom"})")),
+       opt("balloon", balloon_config()),
+       opt("generic_vhost_user", seq_of(t_any())),
+       opt("fs", seq_of(&fs_config_type())),
+       opt("pmem", seq_of(&pmem_config_type())),
        def("serial", serial_config(), Json::parse(R"({"file":null,"mode":"Null","socket":null})")),
        def("console", console_config(),
-           Json::parse(R"({"file":null,"mode":"Tty","socket":null,"id":null,"pci_segment":0,"pci_device_id":null})")),
-       def("debug_console", debug_console_config(), Json::parse(R"({"file":null,"mode":"Off","iobase":233})")),
-       opt("devices", seq_of(&device_config_type())), opt("user_devices", seq_of(user_device_config())),
-       opt("vdpa", seq_of(vdpa_config())), opt("vsock", &vsock_config_type()), def("pvpanic", t_bool(), false),
-       def("iommu", t_bool(), false), opt("numa", seq_of(t_any())), def("watchdog", t_bool(), false),
-       opt("pci_segments", seq_of(t_any())), opt("platform", platform_config()), opt("tpm", tpm_config()),
-       def("landlock_enable", t_bool(), false), opt("landlock_rules", seq_of(t_any()))});
+           Json::parse(
+               R"({"file":null,"mode":"Tty","socket":null,"id":null,"pci_segment":0,"pci_device_id":null})")),
+       def("debug_console", debug_console_config(),
+           Json::parse(R"({"file":null,"mode":"Off","iobase":233})")),
+       opt("devices", seq_of(&device_config_type())),
+       opt("user_devices", seq_of(user_device_config())),
+       opt("vdpa", seq_of(vdpa_config())),
+       opt("vsock", &vsock_config_type()),
+       def("pvpanic", t_bool(), false),
+       def("iommu", t_bool(), false),
+       opt("numa", seq_of(t_any())),
+       def("watchdog", t_bool(), false),
+       opt("pci_segments", seq_of(t_any())),
+       opt("platform", platform_config()),
+       opt("tpm", tpm_config()),
+       def("landlock_enable", t_bool(), false),
+       opt("landlock_rules", seq_of(t_any()))});
   return *t;
 }
 
@@ -442,8 +507,9 @@ const SchemaType& remove_device_type() {
 }
 
 const SchemaType& resize_type() {
-  static const SchemaType* t = struct_of(
-      "VmResizeData", {opt("desired_vcpus", t_u32()), opt("desired_ram", t_u64()), opt("desired_balloon", t_u64())});
+  static const SchemaType* t =
+      struct_of("VmResizeData", {opt("desired_vcpus", t_u32()), opt("desired_ram", t_u64()),
+                                 opt("desired_balloon", t_u64())});
   return *t;
 }
 
@@ -454,20 +520,22 @@ const SchemaType& snapshot_config_type() {
 
 const SchemaType& restore_config_type() {
   static const SchemaType* t = struct_of(
-      "RestoreConfig", {req("source_url", t_path()), def("prefault", t_bool(), false),
-                        def("memory_restore_mode", enum_of("MemoryRestoreMode", {"Copy", "OnDemand"}), "Copy"),
-                        def("resume", t_bool(), false), opt("net_fds", seq_of(t_any()))});
+      "RestoreConfig",
+      {req("source_url", t_path()), def("prefault", t_bool(), false),
+       def("memory_restore_mode", enum_of("MemoryRestoreMode", {"Copy", "OnDemand"}), "Copy"),
+       def("resume", t_bool(), false), opt("net_fds", seq_of(t_any()))});
   return *t;
 }
 
 const SchemaType& receive_migration_type() {
-  static const SchemaType* t = struct_of("VmReceiveMigrationData", {req("receiver_url", t_string())});
+  static const SchemaType* t =
+      struct_of("VmReceiveMigrationData", {req("receiver_url", t_string())});
   return *t;
 }
 
 const SchemaType& send_migration_type() {
-  static const SchemaType* t =
-      struct_of("VmSendMigrationData", {req("destination_url", t_string()), def("local", t_bool(), false)});
+  static const SchemaType* t = struct_of(
+      "VmSendMigrationData", {req("destination_url", t_string()), def("local", t_bool(), false)});
   return *t;
 }
 

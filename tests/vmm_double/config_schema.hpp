@@ -6,10 +6,9 @@
 // Field orders and defaults follow the vm.info CH v52 printed (see
 // /work/shared/reference/cloud-hypervisor-v52-observed.md) and vmm/src/vm_config.rs.
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "tests/vmm_double/json_reader.hpp"
 
@@ -28,7 +27,7 @@ struct SchemaField {
   std::string name;
   const SchemaType* type = nullptr;
   Presence presence = Presence::Option;
-  Json def;                           // for Presence::Default
+  Json def;                            // for Presence::Default
   std::function<Json()> make_default;  // when the default is computed (a random MAC)
   bool skip_if_false = false;          // serialized only when true (CH's `iommu`)
   bool nullable = false;               // Default presence but Option<T> underneath
@@ -37,9 +36,9 @@ struct SchemaField {
 struct SchemaType {
   enum class Kind { Bool, Unsigned, Signed, String, Path, Struct, Seq, Enum, Any };
   Kind kind = Kind::Any;
-  std::string expecting;        // serde's "expected ..." text: "u32", "struct CpusConfig", ...
-  unsigned long long max = 0;   // Unsigned: the type's maximum
-  std::vector<SchemaField> fields;  // Struct
+  std::string expecting;             // serde's "expected ..." text: "u32", "struct CpusConfig", ...
+  unsigned long long max = 0;        // Unsigned: the type's maximum
+  std::vector<SchemaField> fields;   // Struct
   const SchemaType* elem = nullptr;  // Seq
   std::vector<std::string> variants;  // Enum
 };

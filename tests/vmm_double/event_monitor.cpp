@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-
 #include <nlohmann/json.hpp>
 
 #include "common/syscall.hpp"
@@ -41,9 +40,9 @@ void EventMonitor::emit(const std::string& source, const std::string& event,
   std::string text = e.dump(2) + "\n\n";
   if (garbage_) {
     // Junk a reader must survive: a truncated object, bare text, a stray brace, a NUL.
-    static const std::string kGarbage[] = {"{\"timestamp\": {\"secs\": 1,\n\n", "not json at all\n\n", "}\n\n",
-                                           "{\"source\":\"vm\",\"event\":\"booted\"\n",
-                                           std::string("\0\x01junk\n\n", 8)};
+    static const std::string kGarbage[] = {
+        "{\"timestamp\": {\"secs\": 1,\n\n", "not json at all\n\n", "}\n\n",
+        "{\"source\":\"vm\",\"event\":\"booted\"\n", std::string("\0\x01junk\n\n", 8)};
     const std::size_t pick = garbage_count_++ % 5;
     text += kGarbage[pick];
   }
@@ -54,7 +53,8 @@ void EventMonitor::emit(const std::string& source, const std::string& event,
 
 void EventMonitor::flush() {
   while (fd_.valid() && !buf_.empty()) {
-    const ssize_t n = common::retry_eintr([&] { return ::write(fd_.get(), buf_.data(), buf_.size()); });
+    const ssize_t n =
+        common::retry_eintr([&] { return ::write(fd_.get(), buf_.data(), buf_.size()); });
     if (n > 0) {
       buf_.erase(0, static_cast<std::size_t>(n));
       continue;
@@ -72,7 +72,8 @@ void EventMonitor::drain(std::chrono::milliseconds budget) {
   while (pending()) {
     flush();
     if (!pending()) return;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return;
     pollfd p{fd_.get(), POLLOUT, 0};
     (void)::poll(&p, 1, static_cast<int>(left.count()));

@@ -29,7 +29,8 @@ void set_nonblock_cloexec(int fd) {
 }
 
 std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return s;
 }
 
@@ -37,9 +38,11 @@ std::string lower(std::string s) {
 
 std::string http_response(int status, const std::string& body) {
   // micro_http: status line without reason phrase; 204 (and 1xx) carry no Content-Length.
-  std::string r = "HTTP/1.1 " + std::to_string(status) + " \r\nServer: Cloud Hypervisor API\r\nConnection: keep-alive\r\n";
+  std::string r = "HTTP/1.1 " + std::to_string(status) +
+                  " \r\nServer: Cloud Hypervisor API\r\nConnection: keep-alive\r\n";
   if (status != 204) {
-    r += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+    r +=
+        "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
   }
   r += "\r\n";
   if (status != 204) r += body;
@@ -68,11 +71,13 @@ common::Status HttpServer::listen_path(const std::string& path) {
 common::Status HttpServer::adopt_fd(int fd) {
   int type = 0;
   socklen_t len = sizeof type;
-  if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0) return common::fail_errno("api socket fd=" + std::to_string(fd));
+  if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0)
+    return common::fail_errno("api socket fd=" + std::to_string(fd));
   int acc = 0;
   len = sizeof acc;
   if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &len) != 0 || !acc) {
-    return common::fail(std::errc::invalid_argument, "api socket fd=" + std::to_string(fd) + " is not listening");
+    return common::fail(std::errc::invalid_argument,
+                        "api socket fd=" + std::to_string(fd) + " is not listening");
   }
   listener_.reset(fd);
   set_nonblock_cloexec(fd);
@@ -137,7 +142,8 @@ void HttpServer::read_conn(std::uint64_t /*id*/, Conn& c) {
     msg.msg_iovlen = 1;
     msg.msg_control = cbuf;
     msg.msg_controllen = sizeof cbuf;
-    const ssize_t n = common::retry_eintr([&] { return ::recvmsg(c.fd.get(), &msg, MSG_CMSG_CLOEXEC); });
+    const ssize_t n =
+        common::retry_eintr([&] { return ::recvmsg(c.fd.get(), &msg, MSG_CMSG_CLOEXEC); });
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return;
       c.closing = true;
@@ -164,8 +170,9 @@ void HttpServer::read_conn(std::uint64_t /*id*/, Conn& c) {
 
 void HttpServer::write_conn(Conn& c) {
   while (!c.out.empty()) {
-    const ssize_t n =
-        common::retry_eintr([&] { return ::send(c.fd.get(), c.out.data(), c.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT); });
+    const ssize_t n = common::retry_eintr([&] {
+      return ::send(c.fd.get(), c.out.data(), c.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    });
     if (n > 0) {
       c.out.erase(0, static_cast<std::size_t>(n));
       continue;
@@ -269,8 +276,9 @@ void HttpServer::drain(int budget_ms) {
       if (!c.out.empty() && c.fd) fds.push_back({c.fd.get(), POLLOUT, 0});
     }
     if (fds.empty()) return;
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - std::chrono::steady_clock::now())
+                          .count();
     if (left <= 0) return;
     (void)::poll(fds.data(), fds.size(), static_cast<int>(left));
     for (auto& [id, c] : conns_) {

@@ -20,8 +20,8 @@ namespace chl::vmm_double {
 struct HttpRequest {
   std::uint64_t conn = 0;  // which connection to answer on
   std::string method;
-  std::string path;  // without scheme/host and query
-  std::optional<std::string> body;  // none when there was no body (micro_http: Body None)
+  std::string path;                   // without scheme/host and query
+  std::optional<std::string> body;    // none when there was no body (micro_http: Body None)
   std::vector<common::UniqueFd> fds;  // received with SCM_RIGHTS alongside this request
 };
 

@@ -52,7 +52,8 @@ class Reader {
   }
 
   void skip_ws() {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\t' || s_[i_] == '\r')) ++i_;
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\t' || s_[i_] == '\r'))
+      ++i_;
   }
 
   tl::expected<JsonNode, std::string> value() {
@@ -100,7 +101,8 @@ class Reader {
           if (s_[i_] == ',') {
             ++i_;
             skip_ws();
-            if (i_ < s_.size() && s_[i_] == ']') return tl::unexpected(peek_error("trailing comma"));
+            if (i_ < s_.size() && s_[i_] == ']')
+              return tl::unexpected(peek_error("trailing comma"));
             continue;
           }
           if (s_[i_] == ']') {
@@ -137,7 +139,8 @@ class Reader {
           if (s_[i_] == ',') {
             ++i_;
             skip_ws();
-            if (i_ < s_.size() && s_[i_] == '}') return tl::unexpected(peek_error("trailing comma"));
+            if (i_ < s_.size() && s_[i_] == '}')
+              return tl::unexpected(peek_error("trailing comma"));
             continue;
           }
           if (s_[i_] == '}') {
@@ -251,7 +254,9 @@ class Reader {
       if (i_ >= s_.size()) return tl::unexpected(error("EOF while parsing a string"));
       const auto c = static_cast<unsigned char>(s_[i_++]);
       if (c == '"') return out;
-      if (c < 0x20) return tl::unexpected(error("control character (\\u0000-\\u001F) found while parsing a string"));
+      if (c < 0x20)
+        return tl::unexpected(
+            error("control character (\\u0000-\\u001F) found while parsing a string"));
       if (c != '\\') {
         out.push_back(static_cast<char>(c));
         continue;
@@ -259,14 +264,30 @@ class Reader {
       if (i_ >= s_.size()) return tl::unexpected(error("EOF while parsing a string"));
       const char e = s_[i_++];
       switch (e) {
-        case '"': out.push_back('"'); break;
-        case '\\': out.push_back('\\'); break;
-        case '/': out.push_back('/'); break;
-        case 'b': out.push_back('\b'); break;
-        case 'f': out.push_back('\f'); break;
-        case 'n': out.push_back('\n'); break;
-        case 'r': out.push_back('\r'); break;
-        case 't': out.push_back('\t'); break;
+        case '"':
+          out.push_back('"');
+          break;
+        case '\\':
+          out.push_back('\\');
+          break;
+        case '/':
+          out.push_back('/');
+          break;
+        case 'b':
+          out.push_back('\b');
+          break;
+        case 'f':
+          out.push_back('\f');
+          break;
+        case 'n':
+          out.push_back('\n');
+          break;
+        case 'r':
+          out.push_back('\r');
+          break;
+        case 't':
+          out.push_back('\t');
+          break;
         case 'u': {
           auto cp = hex4();
           if (!cp) return tl::unexpected(cp.error());
@@ -278,7 +299,8 @@ class Reader {
             i_ += 2;
             auto lo = hex4();
             if (!lo) return tl::unexpected(lo.error());
-            if (*lo < 0xDC00 || *lo > 0xDFFF) return tl::unexpected(error("lone leading surrogate in hex escape"));
+            if (*lo < 0xDC00 || *lo > 0xDFFF)
+              return tl::unexpected(error("lone leading surrogate in hex escape"));
             code = 0x10000 + ((code - 0xD800) << 10) + (*lo - 0xDC00);
           }
           append_utf8(out, code);
@@ -296,6 +318,8 @@ class Reader {
 
 }  // namespace
 
-tl::expected<JsonNode, std::string> parse_json(std::string_view text) { return Reader(text).document(); }
+tl::expected<JsonNode, std::string> parse_json(std::string_view text) {
+  return Reader(text).document();
+}
 
 }  // namespace chl::vmm_double

@@ -21,10 +21,10 @@
 // powers the guest off unless its cmdline has the word `ignore-acpi`.
 //
 // Fault injection (environment variables; full list in faults.hpp and docs/vmm-double.md):
-//   VMM_DOUBLE_CRASH_AT=<phase>  VMM_DOUBLE_EXIT_WITHOUT_EVENTS=<phase>  VMM_DOUBLE_HANG=<endpoint,...>
-//   VMM_DOUBLE_FAIL=<endpoint,...>  VMM_DOUBLE_GARBAGE_EVENTS=1  VMM_DOUBLE_BOOT_DELAY_MS=<n>
-//   VMM_DOUBLE_PHASE_DELAY_MS=<n>  VMM_DOUBLE_HEARTBEAT_MS=<n>
-//   phases: start create boot running paused snapshot shutdown restore
+//   VMM_DOUBLE_CRASH_AT=<phase>  VMM_DOUBLE_EXIT_WITHOUT_EVENTS=<phase>
+//   VMM_DOUBLE_HANG=<endpoint,...> VMM_DOUBLE_FAIL=<endpoint,...>  VMM_DOUBLE_GARBAGE_EVENTS=1
+//   VMM_DOUBLE_BOOT_DELAY_MS=<n> VMM_DOUBLE_PHASE_DELAY_MS=<n>  VMM_DOUBLE_HEARTBEAT_MS=<n> phases:
+//   start create boot running paused snapshot shutdown restore
 //
 // SIGTERM/SIGINT: as CH — vmm shutdown (vm/shutdown if running, vm/deleted if created,
 // vmm/shutdown), exit 0, and the API socket file removed when it was created from path=.
@@ -56,7 +56,9 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (opts->api_path.empty() && opts->api_fd < 0) {
-      std::fputs("vmm-double: nothing to do without --api-socket (the double has no command-line VM)\n", stderr);
+      std::fputs(
+          "vmm-double: nothing to do without --api-socket (the double has no command-line VM)\n",
+          stderr);
       return 1;
     }
     Vmm vmm(*opts, Faults::from_env());

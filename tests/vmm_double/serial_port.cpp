@@ -40,8 +40,13 @@ common::Result<SerialPort> SerialPort::open(Mode mode, const std::string& file) 
     p.path_ = name;
     p.master_ = std::move(master);
     p.slave_ = std::move(slave);
+  } else if (mode == Mode::Tty) {
+    // The guest must never stall the loop on a slow terminal or pipe.
+    const int fl = ::fcntl(STDOUT_FILENO, F_GETFL);
+    if (fl >= 0) (void)::fcntl(STDOUT_FILENO, F_SETFL, fl | O_NONBLOCK);
   } else if (mode == Mode::File) {
-    common::UniqueFd f(::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NONBLOCK | O_CLOEXEC, 0640));
+    common::UniqueFd f(
+        ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NONBLOCK | O_CLOEXEC, 0640));
     if (!f) return common::fail_errno("open serial file " + file);
     p.master_ = std::move(f);
     p.path_ = file;
@@ -51,18 +56,24 @@ common::Result<SerialPort> SerialPort::open(Mode mode, const std::string& file) 
 
 int SerialPort::input_fd() const {
   switch (mode_) {
-    case Mode::Pty: return master_.get();
-    case Mode::Tty: return STDIN_FILENO;
-    default: return -1;
+    case Mode::Pty:
+      return master_.get();
+    case Mode::Tty:
+      return STDIN_FILENO;
+    default:
+      return -1;
   }
 }
 
 int SerialPort::output_fd() const {
   switch (mode_) {
     case Mode::Pty:
-    case Mode::File: return master_.get();
-    case Mode::Tty: return STDOUT_FILENO;
-    default: return -1;
+    case Mode::File:
+      return master_.get();
+    case Mode::Tty:
+      return STDOUT_FILENO;
+    default:
+      return -1;
   }
 }
 

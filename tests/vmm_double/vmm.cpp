@@ -27,11 +27,16 @@ namespace chl::vmm_double {
 
 const char* to_string(VmState s) {
   switch (s) {
-    case VmState::Created: return "Created";
-    case VmState::Running: return "Running";
-    case VmState::Shutdown: return "Shutdown";
-    case VmState::Paused: return "Paused";
-    case VmState::BreakPoint: return "BreakPoint";
+    case VmState::Created:
+      return "Created";
+    case VmState::Running:
+      return "Running";
+    case VmState::Shutdown:
+      return "Shutdown";
+    case VmState::Paused:
+      return "Paused";
+    case VmState::BreakPoint:
+      return "BreakPoint";
   }
   return "Created";
 }
@@ -42,18 +47,18 @@ constexpr std::uint64_t kU64Max = std::numeric_limits<std::uint64_t>::max();
 
 // How CH's HTTP layer treats each endpoint (vmm/src/api/http/mod.rs, http_endpoint.rs).
 enum class Style {
-  Create,       // VmCreate handler
-  Get,          // VmInfo / VmmPing: GET only, else 400 ["Bad Request"]
-  VmmShutdown,  // PUT only, 200 with empty body
-  ActionNoBody, // vm_action_put_handler!: PUT without body
-  ActionBody,   // vm_action_put_handler_body!: PUT with a JSON body
-  ActionGet,    // vm_action_get_handler!: GET (vm.counters)
+  Create,        // VmCreate handler
+  Get,           // VmInfo / VmmPing: GET only, else 400 ["Bad Request"]
+  VmmShutdown,   // PUT only, 200 with empty body
+  ActionNoBody,  // vm_action_put_handler!: PUT without body
+  ActionBody,    // vm_action_put_handler_body!: PUT with a JSON body
+  ActionGet,     // vm_action_get_handler!: GET (vm.counters)
 };
 
 struct Route {
   const char* name;
   Style style;
-  const char* api_error;  // ApiError's Display: the second element of CH's error array
+  const char* api_error;             // ApiError's Display: the second element of CH's error array
   const SchemaType* (*body_type)();  // for ActionBody; nullptr: any JSON
 };
 
@@ -86,15 +91,18 @@ const Route kRoutes[] = {
     {"vm.nmi", Style::ActionNoBody, "Error triggering NMI", nullptr},
     {"vm.counters", Style::ActionGet, "The VM info is not available", nullptr},
     {"vm.add-device", Style::ActionBody, "The device could not be added to the VM", device_t},
-    {"vm.add-user-device", Style::ActionBody, "The user device could not be added to the VM", nullptr},
+    {"vm.add-user-device", Style::ActionBody, "The user device could not be added to the VM",
+     nullptr},
     {"vm.add-disk", Style::ActionBody, "The disk could not be added to the VM", disk_t},
     {"vm.add-fs", Style::ActionBody, "The fs could not be added to the VM", fs_t},
-    {"vm.add-generic-vhost-user", Style::ActionBody, "The generic vhost-user device could not be added to the VM", nullptr},
+    {"vm.add-generic-vhost-user", Style::ActionBody,
+     "The generic vhost-user device could not be added to the VM", nullptr},
     {"vm.add-net", Style::ActionBody, "The network device could not be added to the VM", net_t},
     {"vm.add-pmem", Style::ActionBody, "The pmem device could not be added to the VM", pmem_t},
     {"vm.add-vdpa", Style::ActionBody, "The vDPA device could not be added to the VM", nullptr},
     {"vm.add-vsock", Style::ActionBody, "The vsock device could not be added to the VM", vsock_t},
-    {"vm.remove-device", Style::ActionBody, "The device could not be removed from the VM", remove_t},
+    {"vm.remove-device", Style::ActionBody, "The device could not be removed from the VM",
+     remove_t},
     {"vm.resize", Style::ActionBody, "The VM could not be resized", resize_t},
     {"vm.resize-disk", Style::ActionBody, "The disk could not be resized", nullptr},
     {"vm.resize-zone", Style::ActionBody, "The memory zone could not be resized", nullptr},
@@ -118,17 +126,24 @@ struct HotAdd {
   const char* prefix;
 };
 const HotAdd kHotAdds[] = {
-    {"vm.add-disk", "disks", "_disk"},  {"vm.add-net", "net", "_net"},       {"vm.add-fs", "fs", "_fs"},
-    {"vm.add-pmem", "pmem", "_pmem"},   {"vm.add-device", "devices", "_vfio"}, {"vm.add-vsock", "vsock", "_vsock"},
+    {"vm.add-disk", "disks", "_disk"},
+    {"vm.add-net", "net", "_net"},
+    {"vm.add-fs", "fs", "_fs"},
+    {"vm.add-pmem", "pmem", "_pmem"},
+    {"vm.add-device", "devices", "_vfio"},
+    {"vm.add-vsock", "vsock", "_vsock"},
 };
 
 // The config lists whose entries are devices with an `id` (vsock is a single object).
-const char* const kDeviceLists[] = {"disks", "net", "fs", "pmem", "devices", "user_devices", "vdpa"};
+const char* const kDeviceLists[] = {"disks",   "net",          "fs",  "pmem",
+                                    "devices", "user_devices", "vdpa"};
 
 std::string error_body(const std::vector<std::string>& chain) { return Json(chain).dump(); }
 
 // Rust's io::Error Display for an OS error.
-std::string os_error(int err) { return std::string(std::strerror(err)) + " (os error " + std::to_string(err) + ")"; }
+std::string os_error(int err) {
+  return std::string(std::strerror(err)) + " (os error " + std::to_string(err) + ")";
+}
 
 std::vector<std::string> split_words(const std::string& s) {
   std::vector<std::string> out;
@@ -152,7 +167,8 @@ bool write_file_new(const std::string& path, const std::string& data, int& err) 
   }
   std::size_t off = 0;
   while (off < data.size()) {
-    const ssize_t n = common::retry_eintr([&] { return ::write(fd, data.data() + off, data.size() - off); });
+    const ssize_t n =
+        common::retry_eintr([&] { return ::write(fd, data.data() + off, data.size() - off); });
     if (n <= 0) {
       err = errno;
       ::close(fd);
@@ -264,15 +280,17 @@ int Vmm::run() {
   // Event monitor first: CH emits vmm/starting before the API is served.
   if (opts_.event_fd >= 0) {
     if (::fcntl(opts_.event_fd, F_GETFD) < 0) {
-      std::fprintf(stderr, "Error: Failed to open event monitor fd=%d: %s\n", opts_.event_fd, std::strerror(errno));
+      std::fprintf(stderr, "Error: Failed to open event monitor fd=%d: %s\n", opts_.event_fd,
+                   std::strerror(errno));
       return 1;
     }
     events_.open(common::UniqueFd(opts_.event_fd), faults_.garbage_events);
   } else if (!opts_.event_path.empty()) {
-    common::UniqueFd f(::open(opts_.event_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640));
+    common::UniqueFd f(
+        ::open(opts_.event_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640));
     if (!f) {
-      std::fprintf(stderr, "Error: Failed to open event monitor file %s: %s\n", opts_.event_path.c_str(),
-                   std::strerror(errno));
+      std::fprintf(stderr, "Error: Failed to open event monitor file %s: %s\n",
+                   opts_.event_path.c_str(), std::strerror(errno));
       return 1;
     }
     events_.open(std::move(f), faults_.garbage_events);
@@ -281,19 +299,22 @@ int Vmm::run() {
 
   if (opts_.api_fd >= 0) {
     if (auto st = http_.adopt_fd(opts_.api_fd); !st) {
-      std::fprintf(stderr, "Error: Failed to start the HTTP API: %s\n", st.error().message().c_str());
+      std::fprintf(stderr, "Error: Failed to start the HTTP API: %s\n",
+                   st.error().message().c_str());
       return 1;
     }
   } else if (!opts_.api_path.empty()) {
     if (auto st = http_.listen_path(opts_.api_path); !st) {
-      std::fprintf(stderr, "Error: Failed to start the HTTP API: %s\n", st.error().message().c_str());
+      std::fprintf(stderr, "Error: Failed to start the HTTP API: %s\n",
+                   st.error().message().c_str());
       return 1;
     }
   }
 
   crash("start");
   quit_without_events("start");
-  log(1, "started (api " + (opts_.api_fd >= 0 ? "fd=" + std::to_string(opts_.api_fd) : opts_.api_path) + ")");
+  log(1, "started (api " +
+             (opts_.api_fd >= 0 ? "fd=" + std::to_string(opts_.api_fd) : opts_.api_path) + ")");
 
   while (!exit_code_) {
     // Serve requests while the API is not blocked behind a held one.
@@ -318,7 +339,8 @@ int Vmm::run() {
       fds.push_back({events_.fd(), POLLOUT, 0});
       extra.push_back(kEvents);
     }
-    const bool guest_reads = serial_ && guest_running_ && !guest_halted_ && state_ == VmState::Running;
+    const bool guest_reads =
+        serial_ && guest_running_ && !guest_halted_ && state_ == VmState::Running;
     if (guest_reads && serial_->input_fd() >= 0) {
       fds.push_back({serial_->input_fd(), POLLIN, 0});
       extra.push_back(kSerialIn);
@@ -329,10 +351,12 @@ int Vmm::run() {
     }
     int timeout = -1;
     if (!timers_.empty()) {
-      auto next = std::min_element(timers_.begin(), timers_.end(),
-                                   [](const Timer& a, const Timer& b) { return a.when < b.when; })
-                      ->when;
-      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now()).count();
+      auto next =
+          std::min_element(timers_.begin(), timers_.end(), [](const Timer& a, const Timer& b) {
+            return a.when < b.when;
+          })->when;
+      const auto ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now()).count();
       timeout = static_cast<int>(std::max<long long>(0, ms + 1));
     }
     const int n = ::poll(fds.data(), fds.size(), timeout);
@@ -351,13 +375,16 @@ int Vmm::run() {
           case kSignal: {
             signalfd_siginfo si{};
             while (::read(signal_fd_.get(), &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
-              log(1, std::string("signal ") + strsignal(static_cast<int>(si.ssi_signo)) + ": shutting down");
+              log(1, std::string("signal ") + strsignal(static_cast<int>(si.ssi_signo)) +
+                         ": shutting down");
               // CH: the signal handler writes exit_evt; the control loop runs vmm_shutdown.
               vmm_shutdown_and_exit(0);
             }
             break;
           }
-          case kEvents: events_.flush(); break;
+          case kEvents:
+            events_.flush();
+            break;
           case kSerialIn: {
             std::string in;
             if (serial_ && serial_->read(in) && !in.empty()) guest_input(in);
@@ -366,7 +393,8 @@ int Vmm::run() {
           case kSerialOut:
             if (serial_) serial_->flush();
             break;
-          default: break;
+          default:
+            break;
         }
         if (exit_code_) break;
       }
@@ -388,7 +416,8 @@ int Vmm::run() {
 
 void Vmm::serve(HttpRequest& req) {
   const std::string root = "/api/v1/";
-  const std::string endpoint = req.path.rfind(root, 0) == 0 ? req.path.substr(root.size()) : std::string();
+  const std::string endpoint =
+      req.path.rfind(root, 0) == 0 ? req.path.substr(root.size()) : std::string();
   log(1, req.method + " " + req.path);
   if (faults_.hang.count(endpoint) && find_route(endpoint)) {
     log(0, "VMM_DOUBLE_HANG: holding " + endpoint + " forever");
@@ -457,9 +486,10 @@ Reply Vmm::dispatch(HttpRequest& req, const std::string& endpoint) {
   if (faults_.fail.count(endpoint)) {
     // CH emits these before it can fail.
     static const std::map<std::string, std::string> kIng = {
-        {"vm.boot", "booting"}, {"vm.reboot", "rebooting"}, {"vm.pause", "pausing"},
+        {"vm.boot", "booting"},    {"vm.reboot", "rebooting"},      {"vm.pause", "pausing"},
         {"vm.resume", "resuming"}, {"vm.snapshot", "snapshotting"}, {"vm.resize", "resizing"}};
-    if (auto it = kIng.find(endpoint); it != kIng.end() && (vm_ || endpoint == "vm.boot" || endpoint == "vm.reboot")) {
+    if (auto it = kIng.find(endpoint);
+        it != kIng.end() && (vm_ || endpoint == "vm.boot" || endpoint == "vm.reboot")) {
       events_.emit("vm", it->second);
     }
     log(0, "VMM_DOUBLE_FAIL: " + endpoint);
@@ -493,7 +523,9 @@ Reply Vmm::dispatch(HttpRequest& req, const std::string& endpoint) {
   if (endpoint == "vm.snapshot") return vm_snapshot(body);
   if (endpoint == "vm.restore") return vm_restore(body);
   if (endpoint == "vm.send-migration") {
-    if (!vm_) return api_error(endpoint, {"Failed to send migratable component snapshot", "VM is not running"});
+    if (!vm_)
+      return api_error(endpoint,
+                       {"Failed to send migratable component snapshot", "VM is not running"});
     return api_error(endpoint, {"Failed to send migratable component snapshot",
                                 "vmm-double cannot migrate (it is a test double)"});
   }
@@ -530,13 +562,15 @@ Reply Vmm::vm_create(const Json& config) {
 std::vector<std::string> Vmm::open_consoles() {
   close_consoles();
   auto& cfg = *config_;
-  auto s = SerialPort::open(SerialPort::parse_mode(cfg["serial"]["mode"].get<std::string>()),
-                            cfg["serial"]["file"].is_string() ? cfg["serial"]["file"].get<std::string>() : "");
+  auto s = SerialPort::open(
+      SerialPort::parse_mode(cfg["serial"]["mode"].get<std::string>()),
+      cfg["serial"]["file"].is_string() ? cfg["serial"]["file"].get<std::string>() : "");
   if (!s) return {"Error creating console devices", s.error().message()};
   if (s->mode() == SerialPort::Mode::Pty) cfg["serial"]["file"] = s->path();
   serial_ = std::move(*s);
-  auto c = SerialPort::open(SerialPort::parse_mode(cfg["console"]["mode"].get<std::string>()),
-                            cfg["console"]["file"].is_string() ? cfg["console"]["file"].get<std::string>() : "");
+  auto c = SerialPort::open(
+      SerialPort::parse_mode(cfg["console"]["mode"].get<std::string>()),
+      cfg["console"]["file"].is_string() ? cfg["console"]["file"].get<std::string>() : "");
   if (!c) return {"Error creating console devices", c.error().message()};
   if (c->mode() == SerialPort::Mode::Pty) cfg["console"]["file"] = c->path();
   console_ = std::move(*c);
@@ -563,7 +597,8 @@ std::vector<std::string> Vmm::check_bootable() {
     return {"Failed to validate config", "Payload configuration is not bootable",
             "Specifying a kernel is not supported when a firmware is provided"};
   }
-  if (cfg["cpus"]["boot_vcpus"].get<std::uint64_t>() > cfg["cpus"]["max_vcpus"].get<std::uint64_t>()) {
+  if (cfg["cpus"]["boot_vcpus"].get<std::uint64_t>() >
+      cfg["cpus"]["max_vcpus"].get<std::uint64_t>()) {
     return {"Failed to validate config", "Max CPUs lower than boot CPUs"};
   }
   // Unique device ids across the device lists.
@@ -573,7 +608,8 @@ std::vector<std::string> Vmm::check_bootable() {
     for (const auto& d : cfg[list]) {
       if (!d["id"].is_string()) continue;
       if (!ids.insert(d["id"].get<std::string>()).second) {
-        return {"Failed to validate config", "Identifier " + d["id"].get<std::string>() + " is not unique"};
+        return {"Failed to validate config",
+                "Identifier " + d["id"].get<std::string>() + " is not unique"};
       }
     }
   }
@@ -586,7 +622,8 @@ std::vector<std::string> Vmm::check_bootable() {
       const int fd = ::open(p.c_str(), (d["readonly"].get<bool>() ? O_RDONLY : O_RDWR) | O_CLOEXEC);
       if (fd < 0) {
         const int e = errno;
-        return {"Error from device manager", "Cannot open disk path", "I/O error (path=" + p + " op=open)", os_error(e)};
+        return {"Error from device manager", "Cannot open disk path",
+                "I/O error (path=" + p + " op=open)", os_error(e)};
       }
       ::close(fd);
     }
@@ -676,7 +713,8 @@ void Vmm::assign_device_ids() {
     if (!cfg["vsock"]["id"].is_string()) cfg["vsock"]["id"] = next_device_name("_vsock");
     allocate_bdf(cfg["vsock"]["id"].get<std::string>());
   }
-  static const Order kLast[] = {{"devices", "_vfio"}, {"user_devices", "_vfio_user"}, {"vdpa", "_vdpa"}};
+  static const Order kLast[] = {
+      {"devices", "_vfio"}, {"user_devices", "_vfio_user"}, {"vdpa", "_vdpa"}};
   for (const auto& o : kLast) {
     if (!cfg[o.list].is_array()) continue;
     for (auto& d : cfg[o.list]) {
@@ -689,12 +727,17 @@ void Vmm::assign_device_ids() {
 
 void Vmm::enter_state(VmState s) {
   state_ = s;
-  const std::string phase = s == VmState::Running ? "running" : s == VmState::Paused ? "paused" : "";
+  const std::string phase = s == VmState::Running  ? "running"
+                            : s == VmState::Paused ? "paused"
+                                                   : "";
   if (phase.empty() || (!faults_.crash(phase) && !faults_.quit(phase))) return;
-  schedule(std::chrono::milliseconds(faults_.phase_delay_ms), [this, phase] {
-    crash(phase);
-    quit_without_events(phase);
-  }, false);
+  schedule(
+      std::chrono::milliseconds(faults_.phase_delay_ms),
+      [this, phase] {
+        crash(phase);
+        quit_without_events(phase);
+      },
+      false);
 }
 
 Reply Vmm::vm_boot(std::uint64_t conn) {
@@ -716,7 +759,8 @@ Reply Vmm::vm_boot(std::uint64_t conn) {
       events_.emit("vm", "booted");
       return {204, "", false};
     }
-    return api_error("vm.boot", {std::string("invalid VM state transition: ") + to_string(state_) + " to Running"});
+    return api_error("vm.boot", {std::string("invalid VM state transition: ") + to_string(state_) +
+                                 " to Running"});
   }
   if (auto err = check_bootable(); !err.empty()) return api_error("vm.boot", err);
   assign_device_ids();
@@ -727,11 +771,14 @@ Reply Vmm::vm_boot(std::uint64_t conn) {
     guest_start(true);
   };
   if (faults_.boot_delay_ms > 0) {
-    schedule(std::chrono::milliseconds(faults_.boot_delay_ms), [this, finish, conn] {
-      finish();
-      held_conn_.reset();
-      http_.respond(conn, 204, "");
-    }, false);
+    schedule(
+        std::chrono::milliseconds(faults_.boot_delay_ms),
+        [this, finish, conn] {
+          finish();
+          held_conn_.reset();
+          http_.respond(conn, 204, "");
+        },
+        false);
     return {204, "", true};
   }
   finish();
@@ -743,8 +790,8 @@ Reply Vmm::vm_pause() {
   events_.emit("vm", "pausing");
   if (state_ != VmState::Running) {
     return api_error("vm.pause", {"Cannot pause VM", "Failed to pause migratable component",
-                                  std::string("Invalid transition: InvalidStateTransition(") + to_string(state_) +
-                                      ", Paused)"});
+                                  std::string("Invalid transition: InvalidStateTransition(") +
+                                      to_string(state_) + ", Paused)"});
   }
   enter_state(VmState::Paused);
   events_.emit("vm", "paused");
@@ -756,8 +803,8 @@ Reply Vmm::vm_resume() {
   events_.emit("vm", "resuming");
   if (state_ != VmState::Paused) {
     return api_error("vm.resume", {"Cannot resume VM", "Failed to resume migratable component",
-                                   std::string("Invalid transition: InvalidStateTransition(") + to_string(state_) +
-                                       ", Running)"});
+                                   std::string("Invalid transition: InvalidStateTransition(") +
+                                       to_string(state_) + ", Running)"});
   }
   enter_state(VmState::Running);
   events_.emit("vm", "resumed");
@@ -839,14 +886,18 @@ Reply Vmm::vm_info() const {
   std::uint64_t size = (*config_)["memory"]["size"].get<std::uint64_t>();
   if ((*config_)["memory"]["zones"].is_array()) {
     for (const auto& z : (*config_)["memory"]["zones"]) {
-      if (z.contains("size") && z["size"].is_number_unsigned()) size += z["size"].get<std::uint64_t>();
+      if (z.contains("size") && z["size"].is_number_unsigned())
+        size += z["size"].get<std::uint64_t>();
     }
   }
   info["memory_actual_size"] = size;
   if (vm_) {
     Json tree = Json::object();
     for (const auto& [id, bdf] : bdfs_) {
-      tree[id] = {{"id", id}, {"resources", Json::array()}, {"parent", nullptr}, {"children", Json::array()},
+      tree[id] = {{"id", id},
+                  {"resources", Json::array()},
+                  {"parent", nullptr},
+                  {"children", Json::array()},
                   {"pci_bdf", bdf}};
     }
     info["device_tree"] = tree;
@@ -878,7 +929,8 @@ Reply Vmm::vm_counters() const {
   if (cfg["net"].is_array()) {
     for (const auto& n : cfg["net"]) {
       if (!n["id"].is_string()) continue;
-      out[n["id"].get<std::string>()] = {{"rx_bytes", 0}, {"rx_frames", 0}, {"tx_bytes", 0}, {"tx_frames", 0}};
+      out[n["id"].get<std::string>()] = {
+          {"rx_bytes", 0}, {"rx_frames", 0}, {"tx_bytes", 0}, {"tx_frames", 0}};
     }
   }
   return {200, out.dump(), false};
@@ -896,7 +948,8 @@ Reply Vmm::vmm_ping() const {
 // ---------------------------------------------------------------------------------------------
 // Devices
 
-Reply Vmm::vm_add(const std::string& endpoint, const Json& body, std::vector<common::UniqueFd>& fds) {
+Reply Vmm::vm_add(const std::string& endpoint, const Json& body,
+                  std::vector<common::UniqueFd>& fds) {
   if (!config_) return api_error(endpoint, {"VM is not created"});
   const HotAdd* h = nullptr;
   for (const auto& x : kHotAdds) {
@@ -906,7 +959,8 @@ Reply Vmm::vm_add(const std::string& endpoint, const Json& body, std::vector<com
   auto& config = *config_;
   const bool vsock = std::string(h->list) == "vsock";
   // Validation on a copy of the config, as CH does.
-  if (vsock && config["vsock"].is_object()) return api_error(endpoint, {"Too many virtio-vsock devices"});
+  if (vsock && config["vsock"].is_object())
+    return api_error(endpoint, {"Too many virtio-vsock devices"});
   if (cfg["id"].is_string()) {
     const std::string id = cfg["id"].get<std::string>();
     bool dup = false;
@@ -915,7 +969,9 @@ Reply Vmm::vm_add(const std::string& endpoint, const Json& body, std::vector<com
       for (const auto& d : config[list]) dup = dup || d["id"] == id;
     }
     if (config["vsock"].is_object() && config["vsock"]["id"] == id) dup = true;
-    if (dup) return api_error(endpoint, {"Failed to validate config", "Identifier " + id + " is not unique"});
+    if (dup)
+      return api_error(endpoint,
+                       {"Failed to validate config", "Identifier " + id + " is not unique"});
   }
   std::vector<common::UniqueFd> taps;
   if (endpoint == "vm.add-net") {
@@ -927,8 +983,9 @@ Reply Vmm::vm_add(const std::string& endpoint, const Json& body, std::vector<com
         ifreq ifr{};
         if (::ioctl(fd.get(), TUNGETIFF, &ifr) != 0) {
           const int e = errno;
-          return api_error(endpoint, {"Error from device manager", "Cannot create virtio-net device",
-                                      "Failed to open taps", "Error getting tap interface name", os_error(e)});
+          return api_error(
+              endpoint, {"Error from device manager", "Cannot create virtio-net device",
+                         "Failed to open taps", "Error getting tap interface name", os_error(e)});
         }
         log(0, "vm.add-net: fd " + std::to_string(fd.get()) + " is tap '" + ifr.ifr_name + "'");
         list.push_back(-1);
@@ -945,12 +1002,14 @@ Reply Vmm::vm_add(const std::string& endpoint, const Json& body, std::vector<com
       if (!config[h->list].is_array()) config[h->list] = Json::array();
       config[h->list].push_back(cfg);
     }
-    if (!taps.empty() && cfg["id"].is_string()) net_fds_[cfg["id"].get<std::string>()] = std::move(taps);
+    if (!taps.empty() && cfg["id"].is_string())
+      net_fds_[cfg["id"].get<std::string>()] = std::move(taps);
     return {204, "", false};
   }
   // Hot add: the device must be creatable now.
   if (endpoint == "vm.add-disk" && !cfg["vhost_user"].get<bool>()) {
-    if (!cfg["path"].is_string()) return api_error(endpoint, {"Failed to validate config", "Path missing for disk"});
+    if (!cfg["path"].is_string())
+      return api_error(endpoint, {"Failed to validate config", "Path missing for disk"});
     const std::string p = cfg["path"].get<std::string>();
     const int fd = ::open(p.c_str(), (cfg["readonly"].get<bool>() ? O_RDONLY : O_RDWR) | O_CLOEXEC);
     if (fd < 0) {
@@ -982,7 +1041,8 @@ Reply Vmm::vm_add(const std::string& endpoint, const Json& body, std::vector<com
     if (::stat(p.c_str(), &st) != 0) {
       const int e = errno;
       return api_error(endpoint, {"Error from device manager",
-                                  endpoint == "vm.add-device" ? "Cannot create VFIO device" : "Cannot create virtio-pmem device",
+                                  endpoint == "vm.add-device" ? "Cannot create VFIO device"
+                                                              : "Cannot create virtio-pmem device",
                                   os_error(e)});
     }
   }
@@ -1025,8 +1085,9 @@ Reply Vmm::vm_remove_device(const Json& body) {
   }
   if (!found) {
     if (vm_) {
-      return api_error("vm.remove-device", {"Error from device manager",
-                                            "Failed to find device corresponding to the given identifier"});
+      return api_error("vm.remove-device",
+                       {"Error from device manager",
+                        "Failed to find device corresponding to the given identifier"});
     }
     return api_error("vm.remove-device", {"No device with id \"" + id + "\" to remove"});
   }
@@ -1042,11 +1103,13 @@ Reply Vmm::vm_resize(const Json& body) {
   if (body["desired_vcpus"].is_number()) {
     const auto v = body["desired_vcpus"].get<std::uint64_t>();
     if (vm_ && v > config["cpus"]["max_vcpus"].get<std::uint64_t>()) {
-      return api_error("vm.resize", {"Error from CPU manager", "Desired vCPUs count is greater than max"});
+      return api_error("vm.resize",
+                       {"Error from CPU manager", "Desired vCPUs count is greater than max"});
     }
     config["cpus"]["boot_vcpus"] = v;
   }
-  if (body["desired_ram"].is_number()) config["memory"]["size"] = body["desired_ram"].get<std::uint64_t>();
+  if (body["desired_ram"].is_number())
+    config["memory"]["size"] = body["desired_ram"].get<std::uint64_t>();
   if (body["desired_balloon"].is_number() && config["balloon"].is_object()) {
     config["balloon"]["size"] = body["desired_balloon"].get<std::uint64_t>();
   }
@@ -1063,27 +1126,32 @@ Reply Vmm::vm_snapshot(const Json& body) {
   if (!vm_) return api_error("vm.snapshot", {"VM is not running"});
   events_.emit("vm", "snapshotting");
   if (state_ != VmState::Paused) {
-    return api_error("vm.snapshot", {"Cannot snapshot VM", "Failed to snapshot migratable component",
-                                     "Trying to snapshot while VM is running"});
+    return api_error("vm.snapshot",
+                     {"Cannot snapshot VM", "Failed to snapshot migratable component",
+                      "Trying to snapshot while VM is running"});
   }
   events_.emit("vm", "snapshotted");
   const auto dir = url_to_path(url);
   if (!dir) {
-    return api_error("vm.snapshot", {"Cannot send VM snapshot", "Failed to send migratable component snapshot",
-                                     "Could not convert URL to path: " + url});
+    return api_error("vm.snapshot",
+                     {"Cannot send VM snapshot", "Failed to send migratable component snapshot",
+                      "Could not convert URL to path: " + url});
   }
   int err = 0;
   if (!write_file_new(*dir + "/config.json", config_->dump(), err)) {
-    return api_error("vm.snapshot", {"Cannot send VM snapshot", "Failed to send migratable component snapshot",
-                                     os_error(err)});
+    return api_error(
+        "vm.snapshot",
+        {"Cannot send VM snapshot", "Failed to send migratable component snapshot", os_error(err)});
   }
   crash("snapshot");
   Json state;
-  state["vmm_double"] = {{"state", to_string(state_)}, {"guest_halted", guest_halted_},
+  state["vmm_double"] = {{"state", to_string(state_)},
+                         {"guest_halted", guest_halted_},
                          {"note", "written by vmm-double, a test double of Cloud Hypervisor"}};
   if (!write_file_new(*dir + "/state.json", state.dump(), err)) {
-    return api_error("vm.snapshot", {"Cannot send VM snapshot", "Failed to send migratable component snapshot",
-                                     os_error(err)});
+    return api_error(
+        "vm.snapshot",
+        {"Cannot send VM snapshot", "Failed to send migratable component snapshot", os_error(err)});
   }
   return {204, "", false};
 }
@@ -1098,7 +1166,8 @@ Reply Vmm::vm_restore(const Json& body) {
   if (!dir) return api_error("vm.restore", {"Invalid restore source URL"});
   std::string text;
   int err = 0;
-  const std::vector<std::string> recv = {"Cannot restore VM", "Failed to receive migratable component snapshot"};
+  const std::vector<std::string> recv = {"Cannot restore VM",
+                                         "Failed to receive migratable component snapshot"};
   if (!read_whole(*dir + "/config.json", text, err)) {
     auto chain = recv;
     chain.push_back(os_error(err));
@@ -1153,7 +1222,9 @@ Reply Vmm::vm_restore(const Json& body) {
 // The pretend guest: what the project's minimal PVH test guest does, without running code.
 
 bool Vmm::cmdline_has(const std::string& word) const {
-  if (!config_ || !(*config_)["payload"].is_object() || !(*config_)["payload"]["cmdline"].is_string()) return false;
+  if (!config_ || !(*config_)["payload"].is_object() ||
+      !(*config_)["payload"]["cmdline"].is_string())
+    return false;
   const auto words = split_words((*config_)["payload"]["cmdline"].get<std::string>());
   return std::find(words.begin(), words.end(), word) != words.end();
 }
@@ -1167,13 +1238,15 @@ void Vmm::guest_start(bool banner) {
   heartbeat_ = 0;
   if (banner && serial_) {
     std::string cmdline;
-    if ((*config_)["payload"]["cmdline"].is_string()) cmdline = (*config_)["payload"]["cmdline"].get<std::string>();
+    if ((*config_)["payload"]["cmdline"].is_string())
+      cmdline = (*config_)["payload"]["cmdline"].get<std::string>();
     serial_->write("vmm-double pretend guest: booted (a test double: no guest code runs)\r\n");
     serial_->write("cmdline: " + cmdline + "\r\n");
     serial_->write("ready\r\n");
   }
   if (banner && cmdline_has("poweroff")) {
-    schedule(std::chrono::milliseconds(20), [this] { guest_poweroff(); }, true);
+    schedule(
+        std::chrono::milliseconds(20), [this] { guest_poweroff(); }, true);
   }
   if (faults_.heartbeat_ms > 0) {
     auto tick = std::make_shared<std::function<void()>>();
@@ -1219,10 +1292,12 @@ void Vmm::guest_line(const std::string& raw) {
   const std::string& cmd = words[0];
   if (cmd == "poweroff") {
     serial_->write("powering off\r\n");
-    schedule(std::chrono::milliseconds(5), [this] { guest_poweroff(); }, true);
+    schedule(
+        std::chrono::milliseconds(5), [this] { guest_poweroff(); }, true);
   } else if (cmd == "reboot") {
     serial_->write("rebooting\r\n");
-    schedule(std::chrono::milliseconds(5), [this] { guest_reboot(); }, true);
+    schedule(
+        std::chrono::milliseconds(5), [this] { guest_reboot(); }, true);
   } else if (cmd == "panic") {
     guest_panic();
   }
@@ -1250,7 +1325,8 @@ void Vmm::guest_power_button() {
   power_button_pending_ = false;
   if (!guest_running_ || guest_halted_ || cmdline_has("ignore-acpi")) return;
   if (serial_) serial_->write("ACPI power button: powering off\r\n");
-  schedule(std::chrono::milliseconds(10), [this] { guest_poweroff(); }, true);
+  schedule(
+      std::chrono::milliseconds(10), [this] { guest_poweroff(); }, true);
 }
 
 }  // namespace chl::vmm_double

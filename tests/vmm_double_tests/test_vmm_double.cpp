@@ -3,6 +3,7 @@
 // (boot tests then need CHL_TEST_GUEST_KERNEL, the project's minimal PVH test guest; they skip
 // with a reason without it). Fault-injection tests are about the double only and skip on CH.
 // Raw HTTP over the Unix socket (a tiny client below), so the bytes on the wire are checked.
+#include <doctest/doctest.h>
 #include <fcntl.h>
 #include <linux/if.h>
 #include <linux/if_tun.h>
@@ -20,13 +21,11 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <regex>
 #include <string>
 #include <vector>
-
-#include <doctest/doctest.h>
-#include <nlohmann/json.hpp>
 
 #include "common/child_process.hpp"
 #include "common/unique_fd.hpp"
@@ -49,17 +48,20 @@ struct HttpReply {
 };
 
 // One request on a fresh connection; fds ride along with SCM_RIGHTS.
-HttpReply http(const std::filesystem::path& sock, const std::string& method, const std::string& endpoint,
-               const std::optional<std::string>& body = std::nullopt, const std::vector<int>& fds = {},
-               std::chrono::milliseconds timeout = 10s) {
+HttpReply http(const std::filesystem::path& sock, const std::string& method,
+               const std::string& endpoint, const std::optional<std::string>& body = std::nullopt,
+               const std::vector<int>& fds = {}, std::chrono::milliseconds timeout = 10s) {
   HttpReply r;
   UniqueFd s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   std::strncpy(addr.sun_path, sock.c_str(), sizeof addr.sun_path - 1);
   if (::connect(s.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return r;
-  std::string req = method + " /api/v1/" + endpoint + " HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\n";
-  if (body) req += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body->size()) + "\r\n";
+  std::string req =
+      method + " /api/v1/" + endpoint + " HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\n";
+  if (body)
+    req += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body->size()) +
+           "\r\n";
   req += "\r\n";
   if (body) req += *body;
   iovec iov{req.data(), req.size()};
@@ -86,14 +88,16 @@ HttpReply http(const std::filesystem::path& sock, const std::string& method, con
       r.head = in.substr(0, he);
       std::smatch m;
       std::size_t len = 0;
-      if (std::regex_search(r.head, m, std::regex("Content-Length: (\\d+)"))) len = std::stoul(m[1]);
+      if (std::regex_search(r.head, m, std::regex("Content-Length: (\\d+)")))
+        len = std::stoul(m[1]);
       if (in.size() >= he + 4 + len) {
         r.status = std::stoi(r.head.substr(9, 3));
         r.body = in.substr(he + 4, len);
         return r;
       }
     }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return r;
     pollfd p{s.get(), POLLIN, 0};
     if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return r;
@@ -177,7 +181,8 @@ class Vmm {
     }
     for (char** e = environ; *e; ++e) so.env.emplace_back(*e);
     for (const auto& e : o.env) so.env.push_back(e);
-    stderr_.reset(::open((dir_ / "stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    stderr_.reset(
+        ::open((dir_ / "stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
     so.stderr_fd = stderr_.get();
     so.stdout_fd = stderr_.get();
     auto child = ChildProcess::spawn(so);
@@ -185,8 +190,11 @@ class Vmm {
     REQUIRE_MESSAGE(child, (child ? "" : child.error().message()));
     child_ = std::move(*child);
     if (event_pipe_) (void)::fcntl(event_pipe_.get(), F_SETFL, O_NONBLOCK);
-    REQUIRE_MESSAGE(wait_until(10s, [&] { return http(sock(), "GET", "vmm.ping", std::nullopt, {}, 1s).status == 200; }),
-                    "VMM did not answer vmm.ping; stderr: " << stderr_text());
+    REQUIRE_MESSAGE(
+        wait_until(
+            10s,
+            [&] { return http(sock(), "GET", "vmm.ping", std::nullopt, {}, 1s).status == 200; }),
+        "VMM did not answer vmm.ping; stderr: " << stderr_text());
   }
 
   [[nodiscard]] std::filesystem::path sock() const { return dir_ / "api.sock"; }
@@ -252,7 +260,8 @@ std::optional<std::string> guest_kernel(const TempDir& dir) {
   return p.string();
 }
 
-std::string vm_config(const std::string& kernel, const std::string& cmdline, const std::string& extra = "") {
+std::string vm_config(const std::string& kernel, const std::string& cmdline,
+                      const std::string& extra = "") {
   Json c;
   c["cpus"] = {{"boot_vcpus", 1}, {"max_vcpus", 1}};
   c["memory"] = {{"size", 64 << 20}};
@@ -268,7 +277,8 @@ std::string vm_config(const std::string& kernel, const std::string& cmdline, con
 // The guest's serial line, from the host side.
 class Serial {
  public:
-  explicit Serial(const std::string& path) : fd_(::open(path.c_str(), O_RDWR | O_NOCTTY | O_CLOEXEC | O_NONBLOCK)) {
+  explicit Serial(const std::string& path)
+      : fd_(::open(path.c_str(), O_RDWR | O_NOCTTY | O_CLOEXEC | O_NONBLOCK)) {
     termios t{};
     if (fd_ && ::tcgetattr(fd_.get(), &t) == 0) {
       ::cfmakeraw(&t);
@@ -299,13 +309,15 @@ std::string serial_path(Vmm& vmm) {
   auto info = vmm.get("vm.info");
   auto j = Json::parse(info.body, nullptr, false);
   if (j.is_discarded()) return {};
-  return j["config"]["serial"]["file"].is_string() ? j["config"]["serial"]["file"].get<std::string>() : "";
+  return j["config"]["serial"]["file"].is_string()
+             ? j["config"]["serial"]["file"].get<std::string>()
+             : "";
 }
 
-#define SKIP_ON_REAL_VMM(why)                  \
-  if (chl::test::using_real_vmm()) {           \
-    chl::test::skip(why);                      \
-    return;                                    \
+#define SKIP_ON_REAL_VMM(why)        \
+  if (chl::test::using_real_vmm()) { \
+    chl::test::skip(why);            \
+    return;                          \
   }
 
 }  // namespace
@@ -314,18 +326,21 @@ TEST_CASE("version line and clap's error for an unknown flag") {
   auto v = chl::test::run_command({chl::test::vmm_binary(), "--version"});
   CHECK(v.exit_code == 0);
   CHECK(v.output.rfind("cloud-hypervisor v", 0) == 0);
-  if (!chl::test::using_real_vmm()) CHECK(v.output == "cloud-hypervisor v52.0.0 (vmm-double test double)\n");
+  if (!chl::test::using_real_vmm())
+    CHECK(v.output == "cloud-hypervisor v52.0.0 (vmm-double test double)\n");
   auto u = chl::test::run_command({chl::test::vmm_binary(), "--no-such-flag"});
   CHECK(u.exit_code == 2);
   CHECK(u.output.find("error: unexpected argument '--no-such-flag' found") != std::string::npos);
 }
 
-TEST_CASE("event monitor: vmm/starting first / pretty JSON and a blank line / monotonic timestamps") {
+TEST_CASE(
+    "event monitor: vmm/starting first / pretty JSON and a blank line / monotonic timestamps") {
   Vmm vmm;
   REQUIRE(vmm.wait_events({"vmm/starting"}));
   const std::string text = vmm.events_text();
   const std::regex first(
-      "^\\{\\n  \"timestamp\": \\{\\n    \"secs\": 0,\\n    \"nanos\": \\d+\\n  \\},\\n  \"source\": \"vmm\",\\n"
+      "^\\{\\n  \"timestamp\": \\{\\n    \"secs\": 0,\\n    \"nanos\": \\d+\\n  \\},\\n  "
+      "\"source\": \"vmm\",\\n"
       "  \"event\": \"starting\",\\n  \"properties\": null\\n\\}\\n\\n");
   CHECK_MESSAGE(std::regex_search(text, first), "events: [" << text << "]");
 }
@@ -339,26 +354,32 @@ TEST_CASE("no VM: ping / info / boot / pause / counters answer as CH v52") {
   CHECK(pj["version"].get<std::string>().rfind("52.", 0) == 0);
   CHECK(pj["pid"] == vmm.child().pid());
 
-  CHECK(vmm.get("vm.info").body == R"J(["Error from API","The VM info is not available","VM is not created"])J");
+  CHECK(vmm.get("vm.info").body ==
+        R"J(["Error from API","The VM info is not available","VM is not created"])J");
   auto boot = vmm.put("vm.boot");
   CHECK(boot.status == 500);
   CHECK(boot.body == R"J(["Error from API","The VM could not boot","VM config is missing"])J");
-  CHECK(vmm.put("vm.pause").body == R"J(["Error from API","The VM could not be paused","VM is not running"])J");
-  CHECK(vmm.get("vm.counters").body == R"J(["Error from API","The VM info is not available","VM is not running"])J");
+  CHECK(vmm.put("vm.pause").body ==
+        R"J(["Error from API","The VM could not be paused","VM is not running"])J");
+  CHECK(vmm.get("vm.counters").body ==
+        R"J(["Error from API","The VM info is not available","VM is not running"])J");
   // Refused boot still emits vm/booting; the failed pause emits nothing.
   REQUIRE(vmm.wait_events({"vmm/starting", "vm/booting"}));
   CHECK(join(names(vmm.events())) == "vmm/starting vm/booting");
 }
 
-TEST_CASE("HTTP errors: 400 deserialize with serde positions / 404 unknown endpoint / 400 wrong method") {
+TEST_CASE(
+    "HTTP errors: 400 deserialize with serde positions / 404 unknown endpoint / 400 wrong method") {
   Vmm vmm;
   auto missing = vmm.put("vm.create", R"J({"cpus": {"boot_vcpus": 1}})J");
   CHECK(missing.status == 400);
-  CHECK(missing.body == R"J(["Failed to deserialize JSON","missing field `max_vcpus` at line 1 column 26"])J");
+  CHECK(missing.body ==
+        R"J(["Failed to deserialize JSON","missing field `max_vcpus` at line 1 column 26"])J");
   auto notjson = vmm.put("vm.create", R"J("notjson")J");
   CHECK(notjson.status == 400);
-  CHECK(notjson.body ==
-        R"J(["Failed to deserialize JSON","invalid type: string \"notjson\", expected struct VmConfig at line 1 column 9"])J");
+  CHECK(
+      notjson.body ==
+      R"J(["Failed to deserialize JSON","invalid type: string \"notjson\", expected struct VmConfig at line 1 column 9"])J");
   auto unknown = vmm.get("vm.no-such-thing");
   CHECK(unknown.status == 404);
   CHECK(unknown.body == R"J(["Not Found"])J");
@@ -369,9 +390,12 @@ TEST_CASE("HTTP errors: 400 deserialize with serde positions / 404 unknown endpo
   CHECK(vmm.put("vm.pause", "{}").status == 400);
 }
 
-TEST_CASE("Created state: empty payload accepted / boot refused with CH's chain / create twice / delete") {
+TEST_CASE(
+    "Created state: empty payload accepted / boot refused with CH's chain / create twice / "
+    "delete") {
   Vmm vmm;
-  auto c = vmm.put("vm.create", R"J({"cpus":{"boot_vcpus":1,"max_vcpus":1},"payload":{},"bogus_field":true})J");
+  auto c = vmm.put("vm.create",
+                   R"J({"cpus":{"boot_vcpus":1,"max_vcpus":1},"payload":{},"bogus_field":true})J");
   CHECK(c.status == 204);
   CHECK(c.head.find("Content-Length") == std::string::npos);
   auto info = Json::parse(vmm.get("vm.info").body);
@@ -381,11 +405,13 @@ TEST_CASE("Created state: empty payload accepted / boot refused with CH's chain 
   CHECK(info["config"]["rng"]["src"] == "/dev/urandom");
   auto boot = vmm.put("vm.boot");
   CHECK(boot.status == 500);
-  CHECK(boot.body ==
-        R"J(["Error from API","The VM could not boot","Failed to validate config","Payload configuration is not bootable","No bootitem provided: neither firmware nor kernel"])J");
+  CHECK(
+      boot.body ==
+      R"J(["Error from API","The VM could not boot","Failed to validate config","Payload configuration is not bootable","No bootitem provided: neither firmware nor kernel"])J");
   CHECK(vmm.put("vm.create", R"J({"payload":{}})J").body ==
         R"J(["Error from API","The VM could not be created","VM is already created"])J");
-  CHECK(vmm.put("vm.resume").body == R"J(["Error from API","The VM could not resume","VM is not running"])J");
+  CHECK(vmm.put("vm.resume").body ==
+        R"J(["Error from API","The VM could not resume","VM is not running"])J");
   CHECK(vmm.put("vm.delete").status == 204);
   REQUIRE(vmm.wait_events({"vmm/starting", "vm/booting", "vm/deleted"}));
   CHECK(join(names(vmm.events())) == "vmm/starting vm/booting vm/deleted");
@@ -400,16 +426,20 @@ TEST_CASE("boot checks the disk: CH's 'Cannot open disk path' chain") {
     return;
   }
   const std::string nope = (vmm.dir() / "nope.img").string();
-  REQUIRE(vmm.put("vm.create", vm_config(*kernel, "console=ttyS0", R"J("disks":[{"path":")J" + nope + R"J("}])J")).status ==
-          204);
+  REQUIRE(vmm.put("vm.create", vm_config(*kernel, "console=ttyS0",
+                                         R"J("disks":[{"path":")J" + nope + R"J("}])J"))
+              .status == 204);
   auto boot = vmm.put("vm.boot");
   CHECK(boot.status == 500);
   CHECK_MESSAGE(boot.body.find(R"J("Cannot open disk path","I/O error (path=)J" + nope +
-                               R"J( op=open)","No such file or directory (os error 2)"])J") != std::string::npos,
+                               R"J( op=open)","No such file or directory (os error 2)"])J") !=
+                    std::string::npos,
                 boot.body);
 }
 
-TEST_CASE("lifecycle events: boot / pause / resume / refused transitions / reboot / shutdown / boot again / delete") {
+TEST_CASE(
+    "lifecycle events: boot / pause / resume / refused transitions / reboot / shutdown / boot "
+    "again / delete") {
   Vmm vmm;
   auto kernel = guest_kernel(vmm.dir());
   if (!kernel) {
@@ -419,24 +449,27 @@ TEST_CASE("lifecycle events: boot / pause / resume / refused transitions / reboo
   REQUIRE(vmm.put("vm.create", vm_config(*kernel, "console=ttyS0 stay-up")).status == 204);
   REQUIRE(vmm.put("vm.boot").status == 204);
   CHECK(Json::parse(vmm.get("vm.info").body)["state"] == "Running");
-  CHECK(vmm.put("vm.boot").body ==
-        R"J(["Error from API","The VM could not boot","invalid VM state transition: Running to Running"])J");
+  CHECK(
+      vmm.put("vm.boot").body ==
+      R"J(["Error from API","The VM could not boot","invalid VM state transition: Running to Running"])J");
   CHECK(vmm.put("vm.pause").status == 204);
   CHECK(Json::parse(vmm.get("vm.info").body)["state"] == "Paused");
-  CHECK(vmm.put("vm.pause").body ==
-        R"J(["Error from API","The VM could not be paused","Cannot pause VM","Failed to pause migratable component","Invalid transition: InvalidStateTransition(Paused, Paused)"])J");
+  CHECK(
+      vmm.put("vm.pause").body ==
+      R"J(["Error from API","The VM could not be paused","Cannot pause VM","Failed to pause migratable component","Invalid transition: InvalidStateTransition(Paused, Paused)"])J");
   CHECK(vmm.put("vm.resume").status == 204);
-  CHECK(vmm.put("vm.resume").body ==
-        R"J(["Error from API","The VM could not resume","Cannot resume VM","Failed to resume migratable component","Invalid transition: InvalidStateTransition(Running, Running)"])J");
+  CHECK(
+      vmm.put("vm.resume").body ==
+      R"J(["Error from API","The VM could not resume","Cannot resume VM","Failed to resume migratable component","Invalid transition: InvalidStateTransition(Running, Running)"])J");
   CHECK(vmm.put("vm.reboot").status == 204);
   CHECK(vmm.put("vm.shutdown").status == 204);
   CHECK(vmm.get("vm.info").status == 200);  // still defined after vm.shutdown
   CHECK(vmm.put("vm.boot").status == 204);
   CHECK(vmm.put("vm.delete").status == 204);
   const std::vector<std::string> expected = {
-      "vmm/starting", "vm/booting",   "vm/booted",    "vm/booting",  "vm/pausing",   "vm/paused",
-      "vm/pausing",   "vm/resuming",  "vm/resumed",   "vm/resuming", "vm/rebooting", "vm/rebooted",
-      "vm/shutdown",  "vm/booting",   "vm/booted",    "vm/shutdown", "vm/deleted"};
+      "vmm/starting", "vm/booting",  "vm/booted",  "vm/booting",  "vm/pausing",   "vm/paused",
+      "vm/pausing",   "vm/resuming", "vm/resumed", "vm/resuming", "vm/rebooting", "vm/rebooted",
+      "vm/shutdown",  "vm/booting",  "vm/booted",  "vm/shutdown", "vm/deleted"};
   REQUIRE(vmm.wait_events(expected));
   CHECK(join(names(vmm.events())) == join(expected));
 }
@@ -453,7 +486,9 @@ TEST_CASE("api socket fd= and event monitor on a pipe fd= - vmm.shutdown answers
   CHECK(vmm.wait_events({"vmm/starting", "vmm/shutdown"}));
 }
 
-TEST_CASE("path= socket: vmm.shutdown with a VM created emits vm/deleted and vmm/shutdown / removes the socket") {
+TEST_CASE(
+    "path= socket: vmm.shutdown with a VM created emits vm/deleted and vmm/shutdown / removes the "
+    "socket") {
   Vmm vmm;
   REQUIRE(vmm.put("vm.create", R"J({"payload":{}})J").status == 204);
   CHECK(vmm.put("vmm.shutdown").status == 200);
@@ -475,7 +510,8 @@ TEST_CASE("SIGTERM: shutdown events / exit 0 / socket removed") {
   CHECK(join(names(vmm.events())) == "vmm/starting vm/deleted vmm/shutdown");
 }
 
-TEST_CASE("serial PTY exists from vm.create - the guest echoes and powers off on a `poweroff` line") {
+TEST_CASE(
+    "serial PTY exists from vm.create - the guest echoes and powers off on a `poweroff` line") {
   Vmm vmm;
   auto kernel = guest_kernel(vmm.dir());
   if (!kernel) {
@@ -498,7 +534,8 @@ TEST_CASE("serial PTY exists from vm.create - the guest echoes and powers off on
   REQUIRE(st);
   CHECK(st->success());
   CHECK_FALSE(std::filesystem::exists(vmm.sock()));
-  CHECK(join(names(vmm.events())) == "vmm/starting vm/booting vm/booted vm/shutdown vm/deleted vmm/shutdown");
+  CHECK(join(names(vmm.events())) ==
+        "vmm/starting vm/booting vm/booted vm/shutdown vm/deleted vmm/shutdown");
 }
 
 TEST_CASE("cmdline word poweroff: the guest powers off right after its banner") {
@@ -513,7 +550,8 @@ TEST_CASE("cmdline word poweroff: the guest powers off right after its banner") 
   auto st = vmm.wait_exit();
   REQUIRE(st);
   CHECK(st->success());
-  CHECK(join(names(vmm.events())) == "vmm/starting vm/booting vm/booted vm/shutdown vm/deleted vmm/shutdown");
+  CHECK(join(names(vmm.events())) ==
+        "vmm/starting vm/booting vm/booted vm/shutdown vm/deleted vmm/shutdown");
 }
 
 TEST_CASE("power button: 204 without event - the guest powers off unless ignore-acpi") {
@@ -523,7 +561,8 @@ TEST_CASE("power button: 204 without event - the guest powers off unless ignore-
     chl::test::skip("real VMM without CHL_TEST_GUEST_KERNEL");
     return;
   }
-  CHECK(vmm.put("vm.power-button").body == R"J(["Error from API","Error triggering power button","VM is not running"])J");
+  CHECK(vmm.put("vm.power-button").body ==
+        R"J(["Error from API","Error triggering power button","VM is not running"])J");
   REQUIRE(vmm.put("vm.create", vm_config(*kernel, "console=ttyS0 ignore-acpi")).status == 204);
   REQUIRE(vmm.put("vm.boot").status == 204);
   CHECK(vmm.put("vm.power-button").status == 204);
@@ -574,7 +613,8 @@ TEST_CASE("reboot line: vm/rebooting / vm/rebooted / banner again on the (new) s
   CHECK(again.wait_for("x"));
 }
 
-TEST_CASE("hot plug: add-disk answers (id / bdf) / a missing file gives CH's chain / remove-device") {
+TEST_CASE(
+    "hot plug: add-disk answers (id / bdf) / a missing file gives CH's chain / remove-device") {
   Vmm vmm;
   auto kernel = guest_kernel(vmm.dir());
   if (!kernel) {
@@ -594,11 +634,13 @@ TEST_CASE("hot plug: add-disk answers (id / bdf) / a missing file gives CH's cha
   REQUIRE(info["config"]["disks"].is_array());
   CHECK(info["config"]["disks"].back()["path"] == disk.string());
   auto bad = vmm.put("vm.add-disk", R"J({"path":"/nonexistent/nope.img"})J");
-  CHECK(bad.body ==
-        R"J(["Error from API","The disk could not be added to the VM","Error from device manager","Cannot open disk path","I/O error (path=/nonexistent/nope.img op=open)","No such file or directory (os error 2)"])J");
+  CHECK(
+      bad.body ==
+      R"J(["Error from API","The disk could not be added to the VM","Error from device manager","Cannot open disk path","I/O error (path=/nonexistent/nope.img op=open)","No such file or directory (os error 2)"])J");
   CHECK(vmm.put("vm.remove-device", R"J({"id":"disk2"})J").status == 204);
-  CHECK(vmm.put("vm.remove-device", R"J({"id":"disk2"})J").body ==
-        R"J(["Error from API","The device could not be removed from the VM","Error from device manager","Failed to find device corresponding to the given identifier"])J");
+  CHECK(
+      vmm.put("vm.remove-device", R"J({"id":"disk2"})J").body ==
+      R"J(["Error from API","The device could not be removed from the VM","Error from device manager","Failed to find device corresponding to the given identifier"])J");
   auto counters = vmm.get("vm.counters");
   CHECK(counters.status == 200);
 }
@@ -641,13 +683,15 @@ TEST_CASE("snapshot needs a Paused VM - restore from a missing directory fails l
   REQUIRE(vmm.put("vm.create", vm_config(*kernel, "console=ttyS0")).status == 204);
   REQUIRE(vmm.put("vm.boot").status == 204);
   const std::string url = "file://" + vmm.dir().path().string();
-  CHECK(vmm.put("vm.snapshot", R"J({"destination_url":")J" + url + R"J("})J").body ==
-        R"J(["Error from API","The VM could not be snapshotted","Cannot snapshot VM","Failed to snapshot migratable component","Trying to snapshot while VM is running"])J");
+  CHECK(
+      vmm.put("vm.snapshot", R"J({"destination_url":")J" + url + R"J("})J").body ==
+      R"J(["Error from API","The VM could not be snapshotted","Cannot snapshot VM","Failed to snapshot migratable component","Trying to snapshot while VM is running"])J");
   CHECK(vmm.wait_events({"vm/booted", "vm/snapshotting"}));
 
   Vmm fresh;
-  CHECK(fresh.put("vm.restore", R"J({"source_url":"file:///nonexistent/snap"})J").body ==
-        R"J(["Error from API","The VM could not be restored","Cannot restore VM","Failed to receive migratable component snapshot","No such file or directory (os error 2)"])J");
+  CHECK(
+      fresh.put("vm.restore", R"J({"source_url":"file:///nonexistent/snap"})J").body ==
+      R"J(["Error from API","The VM could not be restored","Cannot restore VM","Failed to receive migratable component snapshot","No such file or directory (os error 2)"])J");
   CHECK(fresh.get("vm.info").status == 500);
 }
 
@@ -660,21 +704,25 @@ TEST_CASE("double: snapshot of a Paused VM round-trips through restore") {
   REQUIRE(vmm.put("vm.pause").status == 204);
   const auto snap = vmm.dir() / "snap";
   std::filesystem::create_directory(snap);
-  CHECK(vmm.put("vm.snapshot", R"J({"destination_url":"file://)J" + snap.string() + R"J("})J").status == 204);
+  CHECK(vmm.put("vm.snapshot", R"J({"destination_url":"file://)J" + snap.string() + R"J("})J")
+            .status == 204);
   CHECK(std::filesystem::exists(snap / "config.json"));
   CHECK(std::filesystem::exists(snap / "state.json"));
   CHECK(vmm.wait_events({"vm/paused", "vm/snapshotting", "vm/snapshotted"}));
 
   Vmm other;
-  CHECK(other.put("vm.restore", R"J({"source_url":"file://)J" + snap.string() + R"J("})J").status == 204);
+  CHECK(other.put("vm.restore", R"J({"source_url":"file://)J" + snap.string() + R"J("})J").status ==
+        204);
   auto info = Json::parse(other.get("vm.info").body);
   CHECK(info["state"] == "Paused");
   CHECK(info["config"]["payload"]["cmdline"] == "console=ttyS0 snap-marker");
   CHECK(other.put("vm.resume").status == 204);
-  CHECK(other.wait_events({"vmm/starting", "vm/restoring", "vm/restored", "vm/resuming", "vm/resumed"}));
+  CHECK(other.wait_events(
+      {"vmm/starting", "vm/restoring", "vm/restored", "vm/resuming", "vm/resumed"}));
 }
 
-TEST_CASE("double faults: VMM_DOUBLE_CRASH_AT=boot dies by SIGKILL / no events / socket left behind") {
+TEST_CASE(
+    "double faults: VMM_DOUBLE_CRASH_AT=boot dies by SIGKILL / no events / socket left behind") {
   SKIP_ON_REAL_VMM("fault injection is a feature of the double");
   Vmm vmm({.api_fd = false, .event_fd = false, .env = {"VMM_DOUBLE_CRASH_AT=boot"}});
   auto kernel = guest_kernel(vmm.dir());
@@ -688,13 +736,17 @@ TEST_CASE("double faults: VMM_DOUBLE_CRASH_AT=boot dies by SIGKILL / no events /
   CHECK(join(names(vmm.events())) == "vmm/starting");
 }
 
-TEST_CASE("double faults: HANG never answers / FAIL answers CH-style 500 and keeps the ...ing event") {
+TEST_CASE(
+    "double faults: HANG never answers / FAIL answers CH-style 500 and keeps the ...ing event") {
   SKIP_ON_REAL_VMM("fault injection is a feature of the double");
-  Vmm vmm({.api_fd = false, .event_fd = false, .env = {"VMM_DOUBLE_FAIL=vm.boot", "VMM_DOUBLE_HANG=vm.info"}});
+  Vmm vmm({.api_fd = false,
+           .event_fd = false,
+           .env = {"VMM_DOUBLE_FAIL=vm.boot", "VMM_DOUBLE_HANG=vm.info"}});
   REQUIRE(vmm.put("vm.create", R"J({"payload":{}})J").status == 204);
   auto boot = vmm.put("vm.boot");
   CHECK(boot.status == 500);
-  CHECK(boot.body == R"J(["Error from API","The VM could not boot","vmm-double: injected failure"])J");
+  CHECK(boot.body ==
+        R"J(["Error from API","The VM could not boot","vmm-double: injected failure"])J");
   CHECK(vmm.wait_events({"vm/booting"}));
   CHECK(http(vmm.sock(), "GET", "vm.info", std::nullopt, {}, 300ms).status == -1);
 }
