@@ -83,7 +83,9 @@ std::vector<DomainEvent> DomainStateTracker::on_vmm_event(const VmmEvent& e) {
   }
   const MappingRow* row = nullptr;
   // Context decides between a CH row and a synthesized one; the rows themselves are data.
-  if (e.source == "vm" && e.event == "shutdown" && stop_ == StopRequest::Forced) {
+  if (e.source == "vm" && e.event == "shutdown" && pending_ == std::optional<std::string>("vm/rebooting")) {
+    row = find_mapping(synthetic::kSource, synthetic::kVmShutdownDuringReboot);
+  } else if (e.source == "vm" && e.event == "shutdown" && stop_ == StopRequest::Forced) {
     row = find_mapping(synthetic::kSource, synthetic::kVmShutdownForced);
   } else if (e.source == "vm" && e.event == "paused" && migrating_) {
     row = find_mapping(synthetic::kSource, synthetic::kVmPausedForMigration);

@@ -11,6 +11,8 @@
 // - The VMM exiting: if the VM is already Shutoff nothing changes; after vmm/shutdown it is a
 //   clean exit; after a forced stop request it is Shutoff/Destroyed; otherwise the VMM died
 //   under the VM: Crashed/Unknown (a Crashed/Panicked domain keeps its reason).
+// - vm/shutdown while vm/rebooting is pending is part of the reboot (CH versions before v52
+//   emitted it from Vm::shutdown inside vm_reboot): no state change.
 // - Once Shutoff, further "stopped" rows are not reported again.
 // - Events after the VMM exited are ignored (logged).
 #include <optional>

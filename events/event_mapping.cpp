@@ -79,6 +79,8 @@ constexpr std::array kTable = {
   // ---- source "launcher": synthesized by DomainStateTracker ----
   MappingRow{"launcher", "vm-shutdown-forced", "", T::Stopped, D::Destroyed, S::Shutoff, R::Destroyed, E::Completed,
              "vm/shutdown after the user forced the stop (kill, or the grace period ran out)"},
+  MappingRow{"launcher", "vm-shutdown-during-reboot", "", kNone, D::None, kNone, R::Unknown, E::None,
+             "vm/shutdown while vm/rebooting is pending: older CH versions emit it from inside a reboot; the VM is not stopping"},
   MappingRow{"launcher", "vm-paused-for-migration", "", T::Suspended, D::Migrated, S::Paused, R::Migration, E::Completed,
              "vm/paused while an outgoing migration runs: the final memory pass"},
   MappingRow{"launcher", "vm-restored-for-migration", "", kNone, D::None, S::Paused, R::Migration, E::Completed,

@@ -44,6 +44,7 @@ const MappingRow* find_mapping(std::string_view source, std::string_view event,
 namespace synthetic {
 inline constexpr std::string_view kSource = "launcher";
 inline constexpr std::string_view kVmShutdownForced = "vm-shutdown-forced";
+inline constexpr std::string_view kVmShutdownDuringReboot = "vm-shutdown-during-reboot";
 inline constexpr std::string_view kVmPausedForMigration = "vm-paused-for-migration";
 inline constexpr std::string_view kVmRestoredForMigration = "vm-restored-for-migration";
 inline constexpr std::string_view kVmmExitedClean = "vmm-exited-clean";

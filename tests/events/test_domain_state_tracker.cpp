@@ -342,3 +342,20 @@ TEST_CASE("tracker JSON snapshot") {
   CHECK(j["vmm_exited"] == false);
   CHECK(j["stop_requested"] == "None");
 }
+
+TEST_CASE("a reboot that emits vm/shutdown inside it (older CH) never reports Shutoff") {
+  Run r;
+  r.feed("vm", "booted");
+  r.feed("vm", "rebooting");
+  CHECK(r.feed("vm", "shutdown").empty());  // from Vm::shutdown inside vm_reboot
+  r.expect(DomainState::Running, StateReason::Booted);
+  r.feed("vm", "booting");
+  r.feed("vm", "booted");
+  auto out = r.feed("vm", "rebooted");
+  CHECK(out.at(0).type == DomainEventType::Reboot);
+  r.expect(DomainState::Running, StateReason::Booted);
+  CHECK_FALSE(r.t.finished());
+  // A real shutdown afterwards still stops the domain.
+  r.feed("vm", "shutdown");
+  r.expect(DomainState::Shutoff, StateReason::Shutdown);
+}
