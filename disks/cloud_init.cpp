@@ -22,10 +22,13 @@ using common::Status;
 Result<CloudInitFormat> parse_cloud_init_format(std::string_view name) {
   if (name == "iso" || name == "iso9660") return CloudInitFormat::iso9660;
   if (name == "vfat" || name == "fat") return CloudInitFormat::vfat;
-  return fail(std::errc::invalid_argument, "unknown cloud-init media format '" + std::string(name) + "' (iso or vfat)");
+  return fail(std::errc::invalid_argument,
+              "unknown cloud-init media format '" + std::string(name) + "' (iso or vfat)");
 }
 
-std::string_view to_string(CloudInitFormat f) { return f == CloudInitFormat::iso9660 ? "iso9660" : "vfat"; }
+std::string_view to_string(CloudInitFormat f) {
+  return f == CloudInitFormat::iso9660 ? "iso9660" : "vfat";
+}
 
 Result<std::string> decode_base64(std::string_view text) {
   static const std::array<int, 256> table = [] {
@@ -58,7 +61,8 @@ Result<std::string> decode_base64(std::string_view text) {
       out.push_back(static_cast<char>((acc >> bits) & 0xff));
     }
   }
-  if (quantum == 1) return fail(std::errc::invalid_argument, "invalid base64: truncated final group");
+  if (quantum == 1)
+    return fail(std::errc::invalid_argument, "invalid base64: truncated final group");
   if (padding > 2 || (padding && (quantum + padding) % 4 != 0))
     return fail(std::errc::invalid_argument, "invalid base64: wrong padding");
   return out;
@@ -77,16 +81,16 @@ Result<std::string> read_capped(const std::filesystem::path& p, std::size_t cap)
     if (n < 0) return fail_errno("reading '" + p.string() + "'");
     if (n == 0) break;
     if (out.size() + static_cast<std::size_t>(n) > cap)
-      return fail(std::errc::file_too_large,
-                  "'" + p.string() + "' is larger than the limit of " + std::to_string(cap) + " bytes");
+      return fail(std::errc::file_too_large, "'" + p.string() + "' is larger than the limit of " +
+                                                 std::to_string(cap) + " bytes");
     out.append(buf, static_cast<std::size_t>(n));
   }
   return out;
 }
 
 // KubeVirt's readFirstFoundFileFromDir: the first of the names that exists.
-Result<std::string> read_secret_key(const std::filesystem::path& dir, std::initializer_list<const char*> names,
-                                    std::size_t cap) {
+Result<std::string> read_secret_key(const std::filesystem::path& dir,
+                                    std::initializer_list<const char*> names, std::size_t cap) {
   std::string tried;
   for (const char* n : names) {
     auto p = dir / n;
@@ -99,22 +103,26 @@ Result<std::string> read_secret_key(const std::filesystem::path& dir, std::initi
   return fail(std::errc::no_such_file_or_directory, "none of " + tried + " exists");
 }
 
-Result<std::string> raw_or_base64(const std::string& raw, const std::string& b64, std::size_t cap, const char* field) {
+Result<std::string> raw_or_base64(const std::string& raw, const std::string& b64, std::size_t cap,
+                                  const char* field) {
   if (!raw.empty()) {
     if (raw.size() > cap)
-      return fail(std::errc::file_too_large, std::string(field) + " is " + std::to_string(raw.size()) +
-                                                 " bytes, more than the limit of " + std::to_string(cap));
+      return fail(std::errc::file_too_large,
+                  std::string(field) + " is " + std::to_string(raw.size()) +
+                      " bytes, more than the limit of " + std::to_string(cap));
     return raw;
   }
   if (b64.empty()) return std::string();
   if (b64.size() / 4 * 3 > cap + 3)
-    return fail(std::errc::file_too_large, std::string(field) + "Base64 decodes to more than the limit of " +
+    return fail(std::errc::file_too_large, std::string(field) +
+                                               "Base64 decodes to more than the limit of " +
                                                std::to_string(cap) + " bytes");
   auto d = decode_base64(b64);
   if (!d) return tl::unexpected(d.error().wrap(std::string(field) + "Base64"));
   if (d->size() > cap)
-    return fail(std::errc::file_too_large, std::string(field) + "Base64 decodes to " + std::to_string(d->size()) +
-                                               " bytes, more than the limit of " + std::to_string(cap));
+    return fail(std::errc::file_too_large,
+                std::string(field) + "Base64 decodes to " + std::to_string(d->size()) +
+                    " bytes, more than the limit of " + std::to_string(cap));
   return d;
 }
 
@@ -123,11 +131,21 @@ void append_json_string(std::string& out, std::string_view s) {
   for (char ch : s) {
     auto c = static_cast<unsigned char>(ch);
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -143,16 +161,20 @@ void append_json_string(std::string& out, std::string_view s) {
 
 Status check_size(const std::string& data, std::size_t cap, const char* what) {
   if (data.size() > cap)
-    return fail(std::errc::file_too_large, std::string(what) + " is " + std::to_string(data.size()) +
-                                               " bytes, more than the limit of " + std::to_string(cap));
+    return fail(std::errc::file_too_large,
+                std::string(what) + " is " + std::to_string(data.size()) +
+                    " bytes, more than the limit of " + std::to_string(cap));
   return {};
 }
 
-std::int64_t effective_mtime(std::int64_t t) { return t >= 0 ? t : static_cast<std::int64_t>(std::time(nullptr)); }
+std::int64_t effective_mtime(std::int64_t t) {
+  return t >= 0 ? t : static_cast<std::int64_t>(std::time(nullptr));
+}
 
-Status write_files(const std::filesystem::path& out, const std::vector<MediaFile>& files, std::string_view label,
-                   const CloudInitWriteOptions& opts) {
-  const std::string what = "cloud-init media '" + out.string() + "' (" + std::string(to_string(opts.format)) + ")";
+Status write_files(const std::filesystem::path& out, const std::vector<MediaFile>& files,
+                   std::string_view label, const CloudInitWriteOptions& opts) {
+  const std::string what =
+      "cloud-init media '" + out.string() + "' (" + std::string(to_string(opts.format)) + ")";
   auto plan = plan_cloud_init_media(files, label, opts.format, effective_mtime(opts.mtime));
   if (!plan) return tl::unexpected(plan.error().wrap(what));
   ImageWriteOptions w;
@@ -177,11 +199,14 @@ Result<CloudInitPayload> resolve_cloud_init_source(const CloudInitSource& src) {
     s.network_data = std::move(*v);
   }
   CloudInitPayload p;
-  CHL_TRY(p.user_data, raw_or_base64(s.user_data, s.user_data_base64, kMaxUserDataBytes, "userData"));
-  CHL_TRY(p.network_data, raw_or_base64(s.network_data, s.network_data_base64, kMaxNetworkDataBytes, "networkData"));
+  CHL_TRY(p.user_data,
+          raw_or_base64(s.user_data, s.user_data_base64, kMaxUserDataBytes, "userData"));
+  CHL_TRY(p.network_data, raw_or_base64(s.network_data, s.network_data_base64, kMaxNetworkDataBytes,
+                                        "networkData"));
   if (p.user_data.empty() && p.network_data.empty())
     return fail(std::errc::invalid_argument,
-                "cloud-init: userData, userDataBase64, a user data secret, networkData or networkDataBase64 is required");
+                "cloud-init: userData, userDataBase64, a user data secret, networkData or "
+                "networkDataBase64 is required");
   return p;
 }
 
@@ -206,8 +231,8 @@ std::string nocloud_meta_data(std::string_view instance_id, std::string_view hos
   return out;
 }
 
-std::string config_drive_meta_data(std::string_view name, std::string_view namespace_, std::string_view uuid,
-                                   std::string_view hostname) {
+std::string config_drive_meta_data(std::string_view name, std::string_view namespace_,
+                                   std::string_view uuid, std::string_view hostname) {
   std::string out = "{\"instance_id\":";
   append_json_string(out, std::string(name) + "." + std::string(namespace_));
   if (!hostname.empty()) {
@@ -229,7 +254,8 @@ Result<std::vector<MediaFile>> nocloud_files(NoCloudData data) {
   std::vector<MediaFile> files;
   files.push_back({"user-data", std::move(data.user_data)});
   files.push_back({"meta-data", std::move(data.meta_data)});
-  if (!data.network_config.empty()) files.push_back({"network-config", std::move(data.network_config)});
+  if (!data.network_config.empty())
+    files.push_back({"network-config", std::move(data.network_config)});
   return files;
 }
 
@@ -259,16 +285,20 @@ Result<ImagePlan> plan_cloud_init_media(const std::vector<MediaFile>& files, std
   return plan_vfat(files, o);
 }
 
-Status write_nocloud_image(const std::filesystem::path& out, NoCloudData data, const CloudInitWriteOptions& opts) {
+Status write_nocloud_image(const std::filesystem::path& out, NoCloudData data,
+                           const CloudInitWriteOptions& opts) {
   auto files = nocloud_files(std::move(data));
-  if (!files) return tl::unexpected(files.error().wrap("cloud-init NoCloud media '" + out.string() + "'"));
+  if (!files)
+    return tl::unexpected(files.error().wrap("cloud-init NoCloud media '" + out.string() + "'"));
   return write_files(out, *files, kNoCloudLabel, opts);
 }
 
 Status write_config_drive_image(const std::filesystem::path& out, ConfigDriveData data,
                                 const CloudInitWriteOptions& opts) {
   auto files = config_drive_files(std::move(data));
-  if (!files) return tl::unexpected(files.error().wrap("cloud-init ConfigDrive media '" + out.string() + "'"));
+  if (!files)
+    return tl::unexpected(
+        files.error().wrap("cloud-init ConfigDrive media '" + out.string() + "'"));
   return write_files(out, *files, kConfigDriveLabel, opts);
 }
 

@@ -35,10 +35,10 @@ inline constexpr std::string_view kConfigDriveLabel = "config-2";
 
 // One cloudInitNoCloud or cloudInitConfigDrive volume source, as plain fields.
 struct CloudInitSource {
-  std::string user_data;            // userData
-  std::string user_data_base64;     // userDataBase64
-  std::string network_data;         // networkData
-  std::string network_data_base64;  // networkDataBase64
+  std::string user_data;                 // userData
+  std::string user_data_base64;          // userDataBase64
+  std::string network_data;              // networkData
+  std::string network_data_base64;       // networkDataBase64
   bool user_data_secret_ref = false;     // secretRef (a.k.a. userDataSecretRef) is set
   bool network_data_secret_ref = false;  // networkDataSecretRef is set
   // Where the referenced secret is mounted, as KubeVirt does: <secret root>/<volume name>, holding
@@ -55,7 +55,8 @@ struct CloudInitPayload {
 // least one of user and network data must result. Sizes capped (kMax*Bytes), errors name the field.
 common::Result<CloudInitPayload> resolve_cloud_init_source(const CloudInitSource& src);
 
-// Standard base64 (RFC 4648 alphabet); whitespace ignored, padding optional, anything else an error.
+// Standard base64 (RFC 4648 alphabet); whitespace ignored, padding optional, anything else an
+// error.
 common::Result<std::string> decode_base64(std::string_view text);
 
 // The VMI's hostname as KubeVirt derives it: spec.hostname if set, else the name up to the
@@ -69,8 +70,8 @@ std::string kubevirt_instance_id(std::string_view firmware_uuid, std::string_vie
 std::string nocloud_meta_data(std::string_view instance_id, std::string_view hostname);
 // ConfigDrive meta_data.json as KubeVirt writes it: {"instance_id":"<name>.<namespace>",
 // "hostname":…,"uuid":…}.
-std::string config_drive_meta_data(std::string_view name, std::string_view namespace_, std::string_view uuid,
-                                   std::string_view hostname);
+std::string config_drive_meta_data(std::string_view name, std::string_view namespace_,
+                                   std::string_view uuid, std::string_view hostname);
 
 struct NoCloudData {
   std::string user_data;       // "user-data" (always written, may be empty)
@@ -98,8 +99,9 @@ struct CloudInitWriteOptions {
 };
 
 // Lay out a filesystem holding `files`, labelled `label`, in `format` (borrows `files`).
-common::Result<ImagePlan> plan_cloud_init_media(const std::vector<MediaFile>& files, std::string_view label,
-                                                CloudInitFormat format, std::int64_t mtime);
+common::Result<ImagePlan> plan_cloud_init_media(const std::vector<MediaFile>& files,
+                                                std::string_view label, CloudInitFormat format,
+                                                std::int64_t mtime);
 
 // Build and write the media to `out` (which must not exist).
 common::Status write_nocloud_image(const std::filesystem::path& out, NoCloudData data,

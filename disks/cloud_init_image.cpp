@@ -38,7 +38,8 @@ Status check_media_paths(const std::vector<MediaFile>& files) {
       if (slash == std::string::npos) slash = f.path.size();
       auto part = std::string_view(f.path).substr(start, slash - start);
       if (part.empty() || part == "." || part == "..")
-        return fail(std::errc::invalid_argument, "media file path '" + f.path + "' has an empty, '.' or '..' component");
+        return fail(std::errc::invalid_argument,
+                    "media file path '" + f.path + "' has an empty, '.' or '..' component");
       start = slash + 1;
     }
   }
@@ -57,15 +58,20 @@ common::Result<MediaDir> build_media_tree(const std::vector<MediaFile>& files) {
     std::size_t start = 0;
     for (;;) {
       auto slash = f.path.find('/', start);
-      std::string part = f.path.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+      std::string part =
+          f.path.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
       if (slash == std::string::npos) {
         for (const auto& d : dir->dirs)
-          if (d.name == part) return fail(std::errc::invalid_argument, "media path '" + f.path + "' is a directory too");
+          if (d.name == part)
+            return fail(std::errc::invalid_argument,
+                        "media path '" + f.path + "' is a directory too");
         dir->files.push_back({part, &f});
         break;
       }
       for (const auto& e : dir->files)
-        if (e.name == part) return fail(std::errc::invalid_argument, "media path '" + f.path + "' goes through a file");
+        if (e.name == part)
+          return fail(std::errc::invalid_argument,
+                      "media path '" + f.path + "' goes through a file");
       MediaDir* next = nullptr;
       for (auto& d : dir->dirs)
         if (d.name == part) next = &d;
@@ -84,7 +90,8 @@ namespace {
 
 Status write_all_at(int fd, std::string_view data, std::uint64_t offset) {
   while (!data.empty()) {
-    ssize_t n = retry_eintr([&] { return ::pwrite(fd, data.data(), data.size(), static_cast<off_t>(offset)); });
+    ssize_t n = retry_eintr(
+        [&] { return ::pwrite(fd, data.data(), data.size(), static_cast<off_t>(offset)); });
     if (n < 0) return fail_errno("writing at offset " + std::to_string(offset));
     if (n == 0) return fail(std::errc::io_error, "short write at offset " + std::to_string(offset));
     data.remove_prefix(static_cast<std::size_t>(n));
@@ -115,7 +122,8 @@ struct TempName {
 
 }  // namespace
 
-Status write_image_file(const std::filesystem::path& dest, const ImagePlan& plan, const ImageWriteOptions& opts) {
+Status write_image_file(const std::filesystem::path& dest, const ImagePlan& plan,
+                        const ImageWriteOptions& opts) {
   const std::string what = "writing image '" + dest.string() + "'";
   struct stat st {};
   if (::lstat(dest.c_str(), &st) == 0)
@@ -128,15 +136,19 @@ Status write_image_file(const std::filesystem::path& dest, const ImagePlan& plan
   // crash leaves nothing behind.
   UniqueFd tmp(::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, mode));
   if (tmp) {
-    if (auto s = fill(tmp.get(), plan, opts.durable); !s) return tl::unexpected(s.error().wrap(what));
+    if (auto s = fill(tmp.get(), plan, opts.durable); !s)
+      return tl::unexpected(s.error().wrap(what));
     if (::fchmod(tmp.get(), mode) != 0) return fail_errno(what + ": chmod");
     std::string proc = "/proc/self/fd/" + std::to_string(tmp.get());
     if (::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, dest.c_str(), AT_SYMLINK_FOLLOW) == 0) {
       if (opts.durable) sync_dir(dir);
       return {};
     }
-    if (errno == EEXIST) return fail(std::errc::file_exists, what + ": the file appeared meanwhile (never overwritten)");
-    if (errno != ENOENT && errno != EPERM && errno != EXDEV) return fail_errno(what + ": linking the finished image");
+    if (errno == EEXIST)
+      return fail(std::errc::file_exists,
+                  what + ": the file appeared meanwhile (never overwritten)");
+    if (errno != ENOENT && errno != EPERM && errno != EXDEV)
+      return fail_errno(what + ": linking the finished image");
     // No /proc: fall through to a named temporary file.
   } else if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL) {
     return fail_errno(what + ": creating a temporary file in '" + dir.string() + "'");
@@ -162,7 +174,8 @@ Status write_image_file(const std::filesystem::path& dest, const ImagePlan& plan
     temp.path.clear();
   } else if (errno == EINVAL || errno == ENOSYS) {
     // No RENAME_NOREPLACE on this filesystem: link() also refuses an existing name.
-    if (::link(temp.path.c_str(), dest.c_str()) != 0) return fail_errno(what + ": linking the finished image");
+    if (::link(temp.path.c_str(), dest.c_str()) != 0)
+      return fail_errno(what + ": linking the finished image");
   } else if (errno == EEXIST) {
     return fail(std::errc::file_exists, what + ": the file appeared meanwhile (never overwritten)");
   } else {

@@ -28,7 +28,9 @@ struct ImageExtent {
   std::uint64_t offset = 0;
   std::string owned;      // bytes built by the writer, or
   std::string_view view;  // bytes borrowed from a MediaFile (used when `owned` is empty)
-  [[nodiscard]] std::string_view bytes() const { return owned.empty() ? view : std::string_view(owned); }
+  [[nodiscard]] std::string_view bytes() const {
+    return owned.empty() ? view : std::string_view(owned);
+  }
 };
 
 struct ImagePlan {

@@ -45,7 +45,9 @@ void append_both32(std::string& s, std::uint32_t v) {
   put_both32(s, at, v);
 }
 
-std::uint32_t sectors_for(std::uint64_t bytes) { return static_cast<std::uint32_t>((bytes + kSector - 1) / kSector); }
+std::uint32_t sectors_for(std::uint64_t bytes) {
+  return static_cast<std::uint32_t>((bytes + kSector - 1) / kSector);
+}
 
 // 7-byte directory record time (UTC).
 std::string record_time(std::int64_t t) {
@@ -69,8 +71,8 @@ std::string descriptor_time(std::int64_t t) {
   std::tm tm{};
   gmtime_r(&tt, &tm);
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%04d%02d%02d%02d%02d%02d00", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                tm.tm_hour, tm.tm_min, tm.tm_sec);
+  std::snprintf(buf, sizeof buf, "%04d%02d%02d%02d%02d%02d00", tm.tm_year + 1900, tm.tm_mon + 1,
+                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
   std::string s(buf);
   s.resize(16, '0');
   s.push_back('\0');
@@ -94,12 +96,15 @@ Result<std::string> to_ucs2be(std::string_view utf8) {
       cp = c & 0x0f;
       n = 3;
     } else {
-      return fail(std::errc::invalid_argument, "name '" + std::string(utf8) + "' is not UTF-8 within the BMP");
+      return fail(std::errc::invalid_argument,
+                  "name '" + std::string(utf8) + "' is not UTF-8 within the BMP");
     }
-    if (i + n > utf8.size()) return fail(std::errc::invalid_argument, "name '" + std::string(utf8) + "' is not UTF-8");
+    if (i + n > utf8.size())
+      return fail(std::errc::invalid_argument, "name '" + std::string(utf8) + "' is not UTF-8");
     for (std::size_t k = 1; k < n; ++k) {
       auto cc = static_cast<unsigned char>(utf8[i + k]);
-      if ((cc & 0xc0) != 0x80) return fail(std::errc::invalid_argument, "name '" + std::string(utf8) + "' is not UTF-8");
+      if ((cc & 0xc0) != 0x80)
+        return fail(std::errc::invalid_argument, "name '" + std::string(utf8) + "' is not UTF-8");
       cp = (cp << 6) | (cc & 0x3f);
     }
     out.push_back(static_cast<char>(cp >> 8));
@@ -158,7 +163,9 @@ std::string rr_nm(std::string_view name) {
   s.append(name);
   return s;
 }
-std::string rr_sp() { return std::string{'S', 'P', 7, 1, static_cast<char>(0xbe), static_cast<char>(0xef), 0}; }
+std::string rr_sp() {
+  return std::string{'S', 'P', 7, 1, static_cast<char>(0xbe), static_cast<char>(0xef), 0};
+}
 std::string rr_ce(std::uint32_t block, std::uint32_t offset, std::uint32_t length) {
   std::string s = {'C', 'E', 28, 1};
   append_both32(s, block);
@@ -171,16 +178,23 @@ std::string rr_er() {
   static constexpr std::string_view des =
       "THE ROCK RIDGE INTERCHANGE PROTOCOL PROVIDES SUPPORT FOR POSIX FILE SYSTEM SEMANTICS";
   static constexpr std::string_view src =
-      "PLEASE CONTACT DISC PUBLISHER FOR SPECIFICATION SOURCE.  SEE PUBLISHER IDENTIFIER IN PRIMARY "
+      "PLEASE CONTACT DISC PUBLISHER FOR SPECIFICATION SOURCE.  SEE PUBLISHER IDENTIFIER IN "
+      "PRIMARY "
       "VOLUME DESCRIPTOR FOR CONTACT INFORMATION.";
-  std::string s = {'E', 'R', static_cast<char>(8 + id.size() + des.size() + src.size()), 1,
-                   static_cast<char>(id.size()), static_cast<char>(des.size()), static_cast<char>(src.size()), 1};
+  std::string s = {'E',
+                   'R',
+                   static_cast<char>(8 + id.size() + des.size() + src.size()),
+                   1,
+                   static_cast<char>(id.size()),
+                   static_cast<char>(des.size()),
+                   static_cast<char>(src.size()),
+                   1};
   s.append(id).append(des).append(src);
   return s;
 }
 
-std::string dir_record(std::uint32_t extent, std::uint32_t size, bool is_dir, std::string_view ident,
-                       std::string_view system_use, const std::string& t7) {
+std::string dir_record(std::uint32_t extent, std::uint32_t size, bool is_dir,
+                       std::string_view ident, std::string_view system_use, const std::string& t7) {
   std::size_t len = 33 + ident.size() + (ident.size() % 2 == 0 ? 1 : 0) + system_use.size();
   if (len % 2) ++len;
   std::string r(len, '\0');
@@ -192,7 +206,8 @@ std::string dir_record(std::uint32_t extent, std::uint32_t size, bool is_dir, st
   put_both16(r, 28, 1);
   r[32] = static_cast<char>(ident.size());
   std::memcpy(r.data() + 33, ident.data(), ident.size());
-  std::memcpy(r.data() + 33 + ident.size() + (ident.size() % 2 == 0 ? 1 : 0), system_use.data(), system_use.size());
+  std::memcpy(r.data() + 33 + ident.size() + (ident.size() % 2 == 0 ? 1 : 0), system_use.data(),
+              system_use.size());
   return r;
 }
 
@@ -225,9 +240,12 @@ class IsoBuilder {
 
   Result<ImagePlan> build(const std::vector<MediaFile>& files) {
     if (opts_.volume_id.empty() || opts_.volume_id.size() > 32)
-      return fail(std::errc::invalid_argument, "ISO 9660 volume id '" + opts_.volume_id + "' must be 1 to 32 bytes");
+      return fail(std::errc::invalid_argument,
+                  "ISO 9660 volume id '" + opts_.volume_id + "' must be 1 to 32 bytes");
     CHL_TRY(auto jvol, to_ucs2be(opts_.volume_id));
-    if (jvol.size() > 32) return fail(std::errc::invalid_argument, "Joliet volume id '" + opts_.volume_id + "' is longer than 16 characters");
+    if (jvol.size() > 32)
+      return fail(std::errc::invalid_argument,
+                  "Joliet volume id '" + opts_.volume_id + "' is longer than 16 characters");
     for (const auto& f : files)
       if (f.data.size() > 0xffffffffULL)
         return fail(std::errc::file_too_large, "'" + f.path + "' does not fit one ISO 9660 extent");
@@ -270,7 +288,8 @@ class IsoBuilder {
     const std::uint32_t total = std::max(next, meta_end + 1);
 
     std::string meta(static_cast<std::size_t>(meta_end) * kSector, '\0');
-    write_descriptor(meta, 16, false, opts_.volume_id, total, ppt_size, ppt_l, ppt_m, *primary_root_);
+    write_descriptor(meta, 16, false, opts_.volume_id, total, ppt_size, ppt_l, ppt_m,
+                     *primary_root_);
     write_descriptor(meta, 17, true, jvol, total, jpt_size, jpt_l, jpt_m, *joliet_root_);
     std::size_t term = 18 * kSector;
     meta[term] = static_cast<char>(0xff);
@@ -290,7 +309,8 @@ class IsoBuilder {
     plan.extents.push_back(ImageExtent{0, std::move(meta), {}});
     for (const auto& f : files_)
       if (!f.file->data.empty())
-        plan.extents.push_back(ImageExtent{static_cast<std::uint64_t>(f.extent) * kSector, {}, f.file->data});
+        plan.extents.push_back(
+            ImageExtent{static_cast<std::uint64_t>(f.extent) * kSector, {}, f.file->data});
     return plan;
   }
 
@@ -309,7 +329,8 @@ class IsoBuilder {
       }
     };
     for (const auto& d : src.dirs) {
-      if (d.name.size() > 100) return fail(std::errc::filename_too_long, "name '" + d.name + "' is too long");
+      if (d.name.size() > 100)
+        return fail(std::errc::filename_too_long, "name '" + d.name + "' is too long");
       CHL_TRY(Node * child, add_tree(d, n, joliet));
       Entry e;
       if (joliet) {
@@ -330,22 +351,28 @@ class IsoBuilder {
         CHL_TRY(e.ident, joliet_name(f.name));
       } else {
         auto dot = f.name.rfind('.');
-        std::string base = d_chars(dot == std::string::npos || dot == 0 ? f.name : f.name.substr(0, dot), 8);
-        std::string ext = dot == std::string::npos || dot == 0 ? "" : d_chars(f.name.substr(dot + 1), 3);
+        std::string base =
+            d_chars(dot == std::string::npos || dot == 0 ? f.name : f.name.substr(0, dot), 8);
+        std::string ext =
+            dot == std::string::npos || dot == 0 ? "" : d_chars(f.name.substr(dot + 1), 3);
         e.ident = unique(base, ext, false);
         e.rr_name = f.name;
-        if (f.name.size() > 100) return fail(std::errc::filename_too_long, "name '" + f.name + "' is too long");
+        if (f.name.size() > 100)
+          return fail(std::errc::filename_too_long, "name '" + f.name + "' is too long");
       }
       e.file = file_index(f.file);
       n->entries.push_back(std::move(e));
     }
-    std::sort(n->entries.begin(), n->entries.end(), [](const Entry& a, const Entry& b) { return a.ident < b.ident; });
+    std::sort(n->entries.begin(), n->entries.end(),
+              [](const Entry& a, const Entry& b) { return a.ident < b.ident; });
     return n;
   }
 
   Result<std::string> joliet_name(const std::string& name) {
     CHL_TRY(auto u, to_ucs2be(name));
-    if (u.size() > 128) return fail(std::errc::filename_too_long, "name '" + name + "' is longer than Joliet's 64 characters");
+    if (u.size() > 128)
+      return fail(std::errc::filename_too_long,
+                  "name '" + name + "' is longer than Joliet's 64 characters");
     return u;
   }
 
@@ -390,16 +417,18 @@ class IsoBuilder {
   std::vector<std::string> records(const Node& d, bool joliet) const {
     std::vector<std::string> out;
     const Node* parent = d.parent ? d.parent : &d;
-    out.push_back(dir_record(d.extent, d.size, true, std::string_view("\0", 1), system_use(d, nullptr, true, joliet), t7_));
+    out.push_back(dir_record(d.extent, d.size, true, std::string_view("\0", 1),
+                             system_use(d, nullptr, true, joliet), t7_));
     out.push_back(dir_record(parent->extent, parent->size, true, std::string_view("\1", 1),
                              system_use(d, nullptr, false, joliet), t7_));
     for (const auto& e : d.entries) {
       if (e.dir) {
-        out.push_back(dir_record(e.dir->extent, e.dir->size, true, e.ident, system_use(d, &e, false, joliet), t7_));
+        out.push_back(dir_record(e.dir->extent, e.dir->size, true, e.ident,
+                                 system_use(d, &e, false, joliet), t7_));
       } else {
         const auto& f = files_[e.file];
-        out.push_back(dir_record(f.extent, static_cast<std::uint32_t>(f.file->data.size()), false, e.ident,
-                                 system_use(d, &e, false, joliet), t7_));
+        out.push_back(dir_record(f.extent, static_cast<std::uint32_t>(f.file->data.size()), false,
+                                 e.ident, system_use(d, &e, false, joliet), t7_));
       }
     }
     return out;
@@ -434,7 +463,8 @@ class IsoBuilder {
     return n;
   }
 
-  static void write_path_table(std::string& meta, std::uint32_t sector, const std::vector<Node*>& dirs, bool little) {
+  static void write_path_table(std::string& meta, std::uint32_t sector,
+                               const std::vector<Node*>& dirs, bool little) {
     std::size_t at = static_cast<std::size_t>(sector) * kSector;
     for (const Node* d : dirs) {
       std::string_view id = d->parent ? std::string_view(d->ident) : std::string_view("\0", 1);
@@ -453,9 +483,9 @@ class IsoBuilder {
     }
   }
 
-  void write_descriptor(std::string& meta, std::uint32_t sector, bool joliet, std::string_view volume_id,
-                        std::uint32_t total, std::uint32_t pt_size, std::uint32_t pt_l, std::uint32_t pt_m,
-                        const Node& root) const {
+  void write_descriptor(std::string& meta, std::uint32_t sector, bool joliet,
+                        std::string_view volume_id, std::uint32_t total, std::uint32_t pt_size,
+                        std::uint32_t pt_l, std::uint32_t pt_m, const Node& root) const {
     std::string d(kSector, '\0');
     d[0] = joliet ? 2 : 1;
     std::memcpy(d.data() + 1, "CD001", 5);
@@ -486,12 +516,13 @@ class IsoBuilder {
     put_both32(d, 132, pt_size);
     put_le32(d, 140, pt_l);
     put_be32(d, 148, pt_m);
-    std::string rootrec = dir_record(root.extent, root.size, true, std::string_view("\0", 1), {}, t7_);
+    std::string rootrec =
+        dir_record(root.extent, root.size, true, std::string_view("\0", 1), {}, t7_);
     std::memcpy(d.data() + 156, rootrec.data(), 34);
-    text(190, 128, "");            // volume set
-    text(318, 128, "");            // publisher
+    text(190, 128, "");             // volume set
+    text(318, 128, "");             // publisher
     text(446, 128, "CH-LAUNCHER");  // data preparer
-    text(574, 128, "");            // application
+    text(574, 128, "");             // application
     text(702, 37, "");
     text(739, 37, "");
     text(776, 37, "");

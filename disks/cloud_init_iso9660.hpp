@@ -14,15 +14,16 @@
 namespace chl::disks {
 
 struct Iso9660Options {
-  std::string volume_id;       // "cidata", "config-2" (at most 32 bytes; 16 characters in Joliet)
-  std::int64_t mtime = 0;      // seconds since the epoch for every timestamp (UTC)
-  unsigned file_mode = 0644;   // Rock Ridge permission bits
+  std::string volume_id;      // "cidata", "config-2" (at most 32 bytes; 16 characters in Joliet)
+  std::int64_t mtime = 0;     // seconds since the epoch for every timestamp (UTC)
+  unsigned file_mode = 0644;  // Rock Ridge permission bits
   unsigned dir_mode = 0755;
 };
 
 inline constexpr std::uint32_t kIsoSectorSize = 2048;
 
 // Lay the files out. The plan borrows the files' data: keep `files` alive while it is used.
-common::Result<ImagePlan> plan_iso9660(const std::vector<MediaFile>& files, const Iso9660Options& opts);
+common::Result<ImagePlan> plan_iso9660(const std::vector<MediaFile>& files,
+                                       const Iso9660Options& opts);
 
 }  // namespace chl::disks

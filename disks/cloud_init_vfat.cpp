@@ -17,7 +17,7 @@ namespace {
 constexpr std::uint32_t kSectorSize = 512;
 constexpr std::uint32_t kMaxFat12Clusters = 4084;  // more clusters than this is FAT16
 constexpr std::uint32_t kMaxFat16Clusters = 65524;
-constexpr std::uint32_t kBoundaryMargin = 16;      // stay clear of the FAT12/16 boundary
+constexpr std::uint32_t kBoundaryMargin = 16;  // stay clear of the FAT12/16 boundary
 
 void put16(std::string& s, std::size_t at, std::uint16_t v) {
   s[at] = static_cast<char>(v & 0xff);
@@ -44,12 +44,15 @@ Result<std::u16string> to_ucs2(std::string_view utf8) {
       cp = c & 0x0f;
       n = 3;
     } else {
-      return fail(std::errc::invalid_argument, "name '" + std::string(utf8) + "' is not UTF-8 within the BMP");
+      return fail(std::errc::invalid_argument,
+                  "name '" + std::string(utf8) + "' is not UTF-8 within the BMP");
     }
-    if (i + n > utf8.size()) return fail(std::errc::invalid_argument, "name '" + std::string(utf8) + "' is not UTF-8");
+    if (i + n > utf8.size())
+      return fail(std::errc::invalid_argument, "name '" + std::string(utf8) + "' is not UTF-8");
     for (std::size_t k = 1; k < n; ++k) {
       auto cc = static_cast<unsigned char>(utf8[i + k]);
-      if ((cc & 0xc0) != 0x80) return fail(std::errc::invalid_argument, "name '" + std::string(utf8) + "' is not UTF-8");
+      if ((cc & 0xc0) != 0x80)
+        return fail(std::errc::invalid_argument, "name '" + std::string(utf8) + "' is not UTF-8");
       cp = (cp << 6) | (cc & 0x3f);
     }
     out.push_back(static_cast<char16_t>(cp));
@@ -98,7 +101,8 @@ std::string basis_chars(std::string_view in, std::size_t max) {
 
 std::uint8_t lfn_checksum(const std::string& short11) {
   std::uint8_t sum = 0;
-  for (char c : short11) sum = static_cast<std::uint8_t>(((sum & 1) << 7) + (sum >> 1) + static_cast<std::uint8_t>(c));
+  for (char c : short11)
+    sum = static_cast<std::uint8_t>(((sum & 1) << 7) + (sum >> 1) + static_cast<std::uint8_t>(c));
   return sum;
 }
 
@@ -109,19 +113,21 @@ DosTime dos_time(std::int64_t t) {
   std::time_t tt = static_cast<std::time_t>(t);
   std::tm tm{};
   gmtime_r(&tt, &tm);
-  if (tm.tm_year + 1900 < 1980) return DosTime{0, static_cast<std::uint16_t>((1 << 5) | 1)};  // 1980-01-01
+  if (tm.tm_year + 1900 < 1980)
+    return DosTime{0, static_cast<std::uint16_t>((1 << 5) | 1)};  // 1980-01-01
   int year = std::min(tm.tm_year + 1900, 2107);
-  return DosTime{static_cast<std::uint16_t>((tm.tm_hour << 11) | (tm.tm_min << 5) | (tm.tm_sec / 2)),
-                 static_cast<std::uint16_t>(((year - 1980) << 9) | ((tm.tm_mon + 1) << 5) | tm.tm_mday)};
+  return DosTime{
+      static_cast<std::uint16_t>((tm.tm_hour << 11) | (tm.tm_min << 5) | (tm.tm_sec / 2)),
+      static_cast<std::uint16_t>(((year - 1980) << 9) | ((tm.tm_mon + 1) << 5) | tm.tm_mday)};
 }
 
 struct Dir;
 struct Item {
-  std::string name;        // long name
-  std::string short11;     // 8.3 field
+  std::string name;     // long name
+  std::string short11;  // 8.3 field
   bool needs_lfn = false;
   std::size_t lfn_units = 0;  // UCS-2 code units of the long name
-  Dir* dir = nullptr;      // a subdirectory, or
+  Dir* dir = nullptr;         // a subdirectory, or
   const MediaFile* file = nullptr;
   std::uint32_t cluster = 0;
 };
@@ -132,7 +138,8 @@ struct Dir {
   std::uint32_t clusters = 0;  // clusters the directory takes (not the root)
   [[nodiscard]] std::uint32_t entry_count(bool root) const {
     std::uint32_t n = root ? 1 : 2;  // the volume label, or "." and ".."
-    for (const auto& it : items) n += 1 + (it.needs_lfn ? static_cast<std::uint32_t>((it.lfn_units + 12) / 13) : 0);
+    for (const auto& it : items)
+      n += 1 + (it.needs_lfn ? static_cast<std::uint32_t>((it.lfn_units + 12) / 13) : 0);
     return n;
   }
 };
@@ -143,7 +150,8 @@ class FatBuilder {
 
   Result<ImagePlan> build(const std::vector<MediaFile>& files) {
     if (opts_.label.empty() || opts_.label.size() > 11)
-      return fail(std::errc::invalid_argument, "FAT label '" + opts_.label + "' must be 1 to 11 bytes");
+      return fail(std::errc::invalid_argument,
+                  "FAT label '" + opts_.label + "' must be 1 to 11 bytes");
     CHL_TRY(MediaDir tree, build_media_tree(files));
     CHL_TRY(Dir * root, add_dir(tree, nullptr));
     std::vector<Dir*> dirs;
@@ -157,7 +165,9 @@ class FatBuilder {
       const std::uint64_t cs = std::uint64_t{spc} * kSectorSize;
       std::uint64_t need = 0;
       for (Dir* d : dirs)
-        if (d != root) need += std::max<std::uint64_t>(1, (std::uint64_t{d->entry_count(false)} * 32 + cs - 1) / cs);
+        if (d != root)
+          need +=
+              std::max<std::uint64_t>(1, (std::uint64_t{d->entry_count(false)} * 32 + cs - 1) / cs);
       for (const auto* f : file_list_) need += (f->data.size() + cs - 1) / cs;
       // A little room, and a floor so that tiny volumes still look ordinary to every reader.
       std::uint64_t n = std::max<std::uint64_t>(need + need / 32 + 8, 64);
@@ -170,10 +180,14 @@ class FatBuilder {
     }
     fat12_ = clusters <= kMaxFat12Clusters;
     const std::uint32_t cs = spc * kSectorSize;
-    const std::uint64_t fat_bytes = fat12_ ? (std::uint64_t{clusters} + 2) * 3 / 2 + 1 : (std::uint64_t{clusters} + 2) * 2;
-    const std::uint32_t fat_sectors = static_cast<std::uint32_t>((fat_bytes + kSectorSize - 1) / kSectorSize);
-    const std::uint32_t root_entries = std::max<std::uint32_t>(fat12_ ? 64 : 512, (root->entry_count(true) + 15) / 16 * 16);
-    if (root_entries > 0xffff) return fail(std::errc::file_too_large, "too many files in the root directory");
+    const std::uint64_t fat_bytes =
+        fat12_ ? (std::uint64_t{clusters} + 2) * 3 / 2 + 1 : (std::uint64_t{clusters} + 2) * 2;
+    const std::uint32_t fat_sectors =
+        static_cast<std::uint32_t>((fat_bytes + kSectorSize - 1) / kSectorSize);
+    const std::uint32_t root_entries =
+        std::max<std::uint32_t>(fat12_ ? 64 : 512, (root->entry_count(true) + 15) / 16 * 16);
+    if (root_entries > 0xffff)
+      return fail(std::errc::file_too_large, "too many files in the root directory");
     const std::uint32_t root_sectors = root_entries * 32 / kSectorSize;
     const std::uint32_t reserved = 1;
     const std::uint32_t root_start = reserved + 2 * fat_sectors;
@@ -198,9 +212,11 @@ class FatBuilder {
           next += static_cast<std::uint32_t>((it.file->data.size() + cs - 1) / cs);
         }
       }
-    if (next - 2 > clusters) return fail(std::errc::no_space_on_device, "FAT layout: clusters overflow (bug)");
+    if (next - 2 > clusters)
+      return fail(std::errc::no_space_on_device, "FAT layout: clusters overflow (bug)");
 
-    const std::uint64_t meta_bytes = std::uint64_t{data_start} * kSectorSize + std::uint64_t{meta_clusters_end - 2} * cs;
+    const std::uint64_t meta_bytes =
+        std::uint64_t{data_start} * kSectorSize + std::uint64_t{meta_clusters_end - 2} * cs;
     std::string meta(meta_bytes, '\0');
     write_boot_sector(meta, spc, root_entries, fat_sectors, total_sectors);
 
@@ -219,13 +235,15 @@ class FatBuilder {
         if (it.file && !it.file->data.empty())
           chain(it.cluster, static_cast<std::uint32_t>((it.file->data.size() + cs - 1) / cs));
     std::memcpy(meta.data() + std::size_t{reserved} * kSectorSize, fat.data(), fat.size());
-    std::memcpy(meta.data() + (std::size_t{reserved} + fat_sectors) * kSectorSize, fat.data(), fat.size());
+    std::memcpy(meta.data() + (std::size_t{reserved} + fat_sectors) * kSectorSize, fat.data(),
+                fat.size());
 
     // Directories.
     for (Dir* d : dirs) {
       std::string entries = dir_entries(*d, d == root);
-      std::size_t at = d == root ? std::size_t{root_start} * kSectorSize
-                                 : std::size_t{data_start} * kSectorSize + std::size_t{d->cluster - 2} * cs;
+      std::size_t at =
+          d == root ? std::size_t{root_start} * kSectorSize
+                    : std::size_t{data_start} * kSectorSize + std::size_t{d->cluster - 2} * cs;
       std::memcpy(meta.data() + at, entries.data(), entries.size());
     }
 
@@ -236,7 +254,9 @@ class FatBuilder {
       for (const auto& it : d->items)
         if (it.file && !it.file->data.empty())
           plan.extents.push_back(ImageExtent{
-              std::uint64_t{data_start} * kSectorSize + std::uint64_t{it.cluster - 2} * cs, {}, it.file->data});
+              std::uint64_t{data_start} * kSectorSize + std::uint64_t{it.cluster - 2} * cs,
+              {},
+              it.file->data});
     return plan;
   }
 
@@ -247,7 +267,8 @@ class FatBuilder {
     d->parent = parent;
     std::set<std::string> used;
     auto add = [&](const std::string& name, Dir* sub, const MediaFile* file) -> common::Status {
-      if (name.size() > 255) return fail(std::errc::filename_too_long, "name '" + name + "' is longer than 255");
+      if (name.size() > 255)
+        return fail(std::errc::filename_too_long, "name '" + name + "' is longer than 255");
       CHL_TRY(auto u16, to_ucs2(name));
       Item it;
       it.name = name;
@@ -255,15 +276,18 @@ class FatBuilder {
       it.file = file;
       if (is_plain_short(name)) {
         auto dot = name.find('.');
-        it.short11 = short_field(name.substr(0, dot), dot == std::string::npos ? "" : name.substr(dot + 1));
-        if (!used.insert(it.short11).second) return fail(std::errc::invalid_argument, "name '" + name + "' given twice");
+        it.short11 =
+            short_field(name.substr(0, dot), dot == std::string::npos ? "" : name.substr(dot + 1));
+        if (!used.insert(it.short11).second)
+          return fail(std::errc::invalid_argument, "name '" + name + "' given twice");
       } else {
         it.needs_lfn = true;
         it.lfn_units = u16.size();
         lfn_units_[name] = u16;
         auto dot = name.rfind('.');
         bool has_ext = dot != std::string::npos && dot != 0;
-        std::string base = basis_chars(has_ext ? std::string_view(name).substr(0, dot) : std::string_view(name), 8);
+        std::string base = basis_chars(
+            has_ext ? std::string_view(name).substr(0, dot) : std::string_view(name), 8);
         std::string ext = has_ext ? basis_chars(std::string_view(name).substr(dot + 1), 3) : "";
         if (base.empty()) base = "_";
         for (int k = 1;; ++k) {
@@ -301,7 +325,8 @@ class FatBuilder {
       std::size_t o = n + n / 2;
       if (n % 2 == 0) {
         fat[o] = static_cast<char>(v & 0xff);
-        fat[o + 1] = static_cast<char>((static_cast<unsigned char>(fat[o + 1]) & 0xf0) | ((v >> 8) & 0x0f));
+        fat[o + 1] =
+            static_cast<char>((static_cast<unsigned char>(fat[o + 1]) & 0xf0) | ((v >> 8) & 0x0f));
       } else {
         fat[o] = static_cast<char>((static_cast<unsigned char>(fat[o]) & 0x0f) | ((v & 0x0f) << 4));
         fat[o + 1] = static_cast<char>((v >> 4) & 0xff);
@@ -311,7 +336,8 @@ class FatBuilder {
     }
   }
 
-  std::string short_entry(const std::string& short11, std::uint8_t attr, std::uint32_t cluster, std::uint32_t size) const {
+  std::string short_entry(const std::string& short11, std::uint8_t attr, std::uint32_t cluster,
+                          std::uint32_t size) const {
     std::string e(32, '\0');
     std::memcpy(e.data(), short11.data(), 11);
     e[11] = static_cast<char>(attr);
@@ -353,14 +379,16 @@ class FatBuilder {
       out += short_entry(label11(), 0x08, 0, 0);
     } else {
       out += short_entry(".          ", 0x10, d.cluster, 0);
-      out += short_entry("..         ", 0x10, d.parent && d.parent->parent ? d.parent->cluster : 0, 0);
+      out +=
+          short_entry("..         ", 0x10, d.parent && d.parent->parent ? d.parent->cluster : 0, 0);
     }
     for (const auto& it : d.items) {
       if (it.needs_lfn) out += lfn_entries(it);
       if (it.dir) {
         out += short_entry(it.short11, 0x10, it.cluster, 0);
       } else {
-        out += short_entry(it.short11, 0x20, it.cluster, static_cast<std::uint32_t>(it.file->data.size()));
+        out += short_entry(it.short11, 0x20, it.cluster,
+                           static_cast<std::uint32_t>(it.file->data.size()));
       }
     }
     return out;
@@ -372,8 +400,8 @@ class FatBuilder {
     return l;
   }
 
-  void write_boot_sector(std::string& meta, std::uint32_t spc, std::uint32_t root_entries, std::uint32_t fat_sectors,
-                         std::uint64_t total_sectors) const {
+  void write_boot_sector(std::string& meta, std::uint32_t spc, std::uint32_t root_entries,
+                         std::uint32_t fat_sectors, std::uint64_t total_sectors) const {
     std::string& b = meta;
     b[0] = static_cast<char>(0xeb);
     b[1] = 0x3c;
@@ -393,7 +421,8 @@ class FatBuilder {
     put32(b, 32, total_sectors < 0x10000 ? 0 : static_cast<std::uint32_t>(total_sectors));
     b[36] = static_cast<char>(0x80);
     b[38] = 0x29;  // extended boot signature: serial, label and type follow
-    std::uint32_t serial = opts_.serial ? opts_.serial : static_cast<std::uint32_t>(opts_.mtime * 2654435761u) | 1u;
+    std::uint32_t serial =
+        opts_.serial ? opts_.serial : static_cast<std::uint32_t>(opts_.mtime * 2654435761u) | 1u;
     put32(b, 39, serial);
     std::string l = label11();
     std::memcpy(b.data() + 43, l.data(), 11);

@@ -14,9 +14,9 @@
 namespace chl::disks {
 
 struct VfatOptions {
-  std::string label;            // "cidata", "config-2": at most 11 bytes
-  std::int64_t mtime = 0;       // seconds since the epoch, for every entry (stored as UTC)
-  std::uint32_t serial = 0;     // volume serial number; 0 = derived from mtime
+  std::string label;         // "cidata", "config-2": at most 11 bytes
+  std::int64_t mtime = 0;    // seconds since the epoch, for every entry (stored as UTC)
+  std::uint32_t serial = 0;  // volume serial number; 0 = derived from mtime
 };
 
 // Lay the files out. The plan borrows the files' data: keep `files` alive while it is used.

@@ -13,6 +13,7 @@
 namespace chl::firmware {
 
 // The canonical absolute path of `rel` inside `dir`, which must be a regular file.
-common::Result<std::filesystem::path> resolve_confined(const std::filesystem::path& dir, std::string_view rel);
+common::Result<std::filesystem::path> resolve_confined(const std::filesystem::path& dir,
+                                                       std::string_view rel);
 
 }  // namespace chl::firmware

@@ -18,7 +18,9 @@ using common::Result;
 using common::Status;
 using common::UniqueFd;
 
-std::string_view to_string(KernelFormat f) { return f == KernelFormat::elf_pvh ? "ELF with PVH note" : "bzImage"; }
+std::string_view to_string(KernelFormat f) {
+  return f == KernelFormat::elf_pvh ? "ELF with PVH note" : "bzImage";
+}
 
 namespace {
 
@@ -35,12 +37,14 @@ Result<OpenFile> open_regular(const std::filesystem::path& p) {
   if (!fd) return fail_errno("opening '" + p.string() + "'");
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return fail_errno("stat '" + p.string() + "'");
-  if (!S_ISREG(st.st_mode)) return fail(std::errc::invalid_argument, "'" + p.string() + "' is not a regular file");
+  if (!S_ISREG(st.st_mode))
+    return fail(std::errc::invalid_argument, "'" + p.string() + "' is not a regular file");
   return OpenFile{std::move(fd), static_cast<std::uint64_t>(st.st_size)};
 }
 
 // Read exactly n bytes at offset (fewer only at end of file: then an error).
-Result<std::string> read_at(int fd, std::uint64_t off, std::size_t n, const std::filesystem::path& p) {
+Result<std::string> read_at(int fd, std::uint64_t off, std::size_t n,
+                            const std::filesystem::path& p) {
   std::string buf(n, '\0');
   std::size_t got = 0;
   while (got < n) {
@@ -55,7 +59,8 @@ Result<std::string> read_at(int fd, std::uint64_t off, std::size_t n, const std:
 
 std::uint64_t le(const std::string& b, std::size_t at, int bytes) {
   std::uint64_t v = 0;
-  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(b[at + static_cast<std::size_t>(i)]);
+  for (int i = bytes - 1; i >= 0; --i)
+    v = (v << 8) | static_cast<unsigned char>(b[at + static_cast<std::size_t>(i)]);
   return v;
 }
 
@@ -63,7 +68,10 @@ std::uint64_t le(const std::string& b, std::size_t at, int bytes) {
 Result<std::string> elf_pvh_problem(const OpenFile& f, const std::filesystem::path& p) {
   if (f.size < 64) return std::string("too small for an ELF header");
   CHL_TRY(auto eh, read_at(f.fd.get(), 0, 64, p));
-  if (eh.compare(0, 4, "\x7f" "ELF") != 0) return std::string("not an ELF file");
+  if (eh.compare(0, 4,
+                 "\x7f"
+                 "ELF") != 0)
+    return std::string("not an ELF file");
   if (eh[4] != 2 || eh[5] != 1) return std::string("not a little-endian 64-bit ELF");
   const std::uint64_t phoff = le(eh, 32, 8);
   const std::uint64_t phentsize = le(eh, 54, 2);
@@ -79,17 +87,20 @@ Result<std::string> elf_pvh_problem(const OpenFile& f, const std::filesystem::pa
     CHL_TRY(auto notes, read_at(f.fd.get(), off, static_cast<std::size_t>(sz), p));
     std::size_t pos = 0;
     while (pos + 12 <= notes.size()) {
-      const std::uint64_t namesz = le(notes, pos, 4), descsz = le(notes, pos + 4, 4), type = le(notes, pos + 8, 4);
+      const std::uint64_t namesz = le(notes, pos, 4), descsz = le(notes, pos + 4, 4),
+                          type = le(notes, pos + 8, 4);
       const std::size_t name_at = pos + 12;
       const std::size_t desc_at = name_at + ((namesz + 3) & ~std::uint64_t{3});
       const std::size_t next = desc_at + ((descsz + 3) & ~std::uint64_t{3});
       if (next > notes.size() || next <= pos) break;
-      if (type == kXenElfnotePhys32Entry && namesz == 4 && notes.compare(name_at, 4, std::string("Xen\0", 4)) == 0)
+      if (type == kXenElfnotePhys32Entry && namesz == 4 &&
+          notes.compare(name_at, 4, std::string("Xen\0", 4)) == 0)
         return std::string();
       pos = next;
     }
   }
-  return std::string("an ELF without a PVH note (XEN_ELFNOTE_PHYS32_ENTRY): build the kernel with CONFIG_PVH=y");
+  return std::string(
+      "an ELF without a PVH note (XEN_ELFNOTE_PHYS32_ENTRY): build the kernel with CONFIG_PVH=y");
 }
 
 Result<bool> is_bzimage(const OpenFile& f, const std::filesystem::path& p) {
@@ -110,7 +121,8 @@ Result<KernelFormat> check_kernel(const std::filesystem::path& path) {
   CHL_TRY(std::string problem, elf_pvh_problem(*f, path));
   if (problem.empty()) return KernelFormat::elf_pvh;
   if (problem == "not an ELF file")
-    return fail(std::errc::invalid_argument, what + " is neither a bzImage (no 'HdrS' at 0x202) nor an ELF vmlinux");
+    return fail(std::errc::invalid_argument,
+                what + " is neither a bzImage (no 'HdrS' at 0x202) nor an ELF vmlinux");
   return fail(std::errc::invalid_argument, what + " is " + problem);
 }
 
@@ -124,7 +136,8 @@ Status check_uefi_flash(const std::filesystem::path& path) {
                     " bytes (a flash image is a multiple of 4 KiB between 64 KiB and 64 MiB)");
   CHL_TRY(auto sig, read_at(f->fd.get(), 0x28, 4, path));
   if (sig != "_FVH")
-    return fail(std::errc::invalid_argument, what + " does not start with an EFI firmware volume ('_FVH' at 0x28)");
+    return fail(std::errc::invalid_argument,
+                what + " does not start with an EFI firmware volume ('_FVH' at 0x28)");
   return {};
 }
 
@@ -133,8 +146,9 @@ Status check_pvh_firmware(const std::filesystem::path& path) {
   auto f = open_regular(path);
   if (!f) return tl::unexpected(f.error().wrap("firmware"));
   if (f->size < (16u << 10) || f->size > (16u << 20))
-    return fail(std::errc::invalid_argument,
-                what + " has an implausible size of " + std::to_string(f->size) + " bytes (16 KiB to 16 MiB)");
+    return fail(std::errc::invalid_argument, what + " has an implausible size of " +
+                                                 std::to_string(f->size) +
+                                                 " bytes (16 KiB to 16 MiB)");
   CHL_TRY(std::string problem, elf_pvh_problem(*f, path));
   if (!problem.empty()) return fail(std::errc::invalid_argument, what + " is " + problem);
   return {};
@@ -143,7 +157,8 @@ Status check_pvh_firmware(const std::filesystem::path& path) {
 Status check_initrd(const std::filesystem::path& path) {
   auto f = open_regular(path);
   if (!f) return tl::unexpected(f.error().wrap("initrd"));
-  if (f->size == 0) return fail(std::errc::invalid_argument, "initrd '" + path.string() + "' is empty");
+  if (f->size == 0)
+    return fail(std::errc::invalid_argument, "initrd '" + path.string() + "' is empty");
   return {};
 }
 

@@ -12,13 +12,18 @@ using common::fail;
 using common::Result;
 using common::Status;
 
-std::string_view to_string(Hypervisor h) { return h == Hypervisor::cloud_hypervisor ? "cloud-hypervisor" : "qemu-kvm"; }
+std::string_view to_string(Hypervisor h) {
+  return h == Hypervisor::cloud_hypervisor ? "cloud-hypervisor" : "qemu-kvm";
+}
 
 std::string_view to_string(BootMode m) {
   switch (m) {
-    case BootMode::efi: return "efi";
-    case BootMode::bios_or_none: return "bios";
-    case BootMode::kernel_boot: return "kernelBoot";
+    case BootMode::efi:
+      return "efi";
+    case BootMode::bios_or_none:
+      return "bios";
+    case BootMode::kernel_boot:
+      return "kernelBoot";
   }
   return "?";
 }
@@ -44,29 +49,55 @@ struct Rule {
   Hypervisor hv;
   BootMode mode;
   bool secure;
-  std::string_view what;        // for messages and the summary
-  std::string_view refusal;     // non-empty: this combination is an error
+  std::string_view what;              // for messages and the summary
+  std::string_view refusal;           // non-empty: this combination is an error
   std::vector<Candidate> candidates;  // empty and no refusal: nothing to load
 };
 
 const std::vector<Rule>& rules() {
   static const std::vector<Rule> table = {
       // Cloud Hypervisor's EDK2 build, given as payload.firmware (docs/uefi.md: --firmware).
-      {Hypervisor::cloud_hypervisor, BootMode::efi, false, "UEFI firmware", "", {{"CLOUDHV.fd", "", Check::uefi_flash}}},
-      // CLOUDHV.fd is built without Secure Boot (and CH has no SMM): refuse rather than boot insecurely.
-      {Hypervisor::cloud_hypervisor, BootMode::efi, true, "UEFI Secure Boot firmware",
+      {Hypervisor::cloud_hypervisor,
+       BootMode::efi,
+       false,
+       "UEFI firmware",
+       "",
+       {{"CLOUDHV.fd", "", Check::uefi_flash}}},
+      // CLOUDHV.fd is built without Secure Boot (and CH has no SMM): refuse rather than boot
+      // insecurely.
+      {Hypervisor::cloud_hypervisor,
+       BootMode::efi,
+       true,
+       "UEFI Secure Boot firmware",
        "Cloud Hypervisor's firmware (CLOUDHV.fd) has no Secure Boot; set "
        "spec.domain.firmware.bootloader.efi.secureBoot: false or run this VMI on qemu-kvm",
        {}},
       // rust-hypervisor-firmware, a PVH ELF, also given as payload.firmware.
-      {Hypervisor::cloud_hypervisor, BootMode::bios_or_none, false, "rust-hypervisor-firmware", "",
+      {Hypervisor::cloud_hypervisor,
+       BootMode::bios_or_none,
+       false,
+       "rust-hypervisor-firmware",
+       "",
        {{"hypervisor-fw", "", Check::pvh_elf}}},
-      {Hypervisor::cloud_hypervisor, BootMode::bios_or_none, true, "rust-hypervisor-firmware", "",
+      {Hypervisor::cloud_hypervisor,
+       BootMode::bios_or_none,
+       true,
+       "rust-hypervisor-firmware",
+       "",
        {{"hypervisor-fw", "", Check::pvh_elf}}},
       // Debian's ovmf package: the 4 MiB builds first, the 2 MiB ones as a fallback.
-      {Hypervisor::qemu_kvm, BootMode::efi, false, "UEFI firmware (OVMF)", "",
-       {{"OVMF_CODE_4M.fd", "OVMF_VARS_4M.fd", Check::uefi_flash}, {"OVMF_CODE.fd", "OVMF_VARS.fd", Check::uefi_flash}}},
-      {Hypervisor::qemu_kvm, BootMode::efi, true, "UEFI Secure Boot firmware (OVMF)", "",
+      {Hypervisor::qemu_kvm,
+       BootMode::efi,
+       false,
+       "UEFI firmware (OVMF)",
+       "",
+       {{"OVMF_CODE_4M.fd", "OVMF_VARS_4M.fd", Check::uefi_flash},
+        {"OVMF_CODE.fd", "OVMF_VARS.fd", Check::uefi_flash}}},
+      {Hypervisor::qemu_kvm,
+       BootMode::efi,
+       true,
+       "UEFI Secure Boot firmware (OVMF)",
+       "",
        {{"OVMF_CODE_4M.secboot.fd", "OVMF_VARS_4M.ms.fd", Check::uefi_flash},
         {"OVMF_CODE.secboot.fd", "OVMF_VARS.ms.fd", Check::uefi_flash}}},
       // QEMU brings SeaBIOS itself.
@@ -84,11 +115,14 @@ bool present(const std::filesystem::path& p) { return ::access(p.c_str(), F_OK) 
 
 Result<BootPayload> kernel_boot(const PayloadRequest& req) {
   if (!req.kernel_boot)
-    return fail(std::errc::invalid_argument, "kernelBoot: no kernel-boot directory given (--volume kernel-boot=DIR)");
+    return fail(std::errc::invalid_argument,
+                "kernelBoot: no kernel-boot directory given (--volume kernel-boot=DIR)");
   const auto& kb = *req.kernel_boot;
   if (kb.dir.empty())
-    return fail(std::errc::invalid_argument, "kernelBoot: no kernel-boot directory given (--volume kernel-boot=DIR)");
-  if (kb.kernel_path.empty()) return fail(std::errc::invalid_argument, "kernelBoot: container.kernelPath is empty");
+    return fail(std::errc::invalid_argument,
+                "kernelBoot: no kernel-boot directory given (--volume kernel-boot=DIR)");
+  if (kb.kernel_path.empty())
+    return fail(std::errc::invalid_argument, "kernelBoot: container.kernelPath is empty");
   BootPayload p;
   auto kernel = resolve_confined(kb.dir, kb.kernel_path);
   if (!kernel) return tl::unexpected(kernel.error().wrap("kernelBoot kernelPath"));
@@ -99,7 +133,8 @@ Result<BootPayload> kernel_boot(const PayloadRequest& req) {
   if (!kb.initrd_path.empty()) {
     auto initrd = resolve_confined(kb.dir, kb.initrd_path);
     if (!initrd) return tl::unexpected(initrd.error().wrap("kernelBoot initrdPath"));
-    if (auto s = check_initrd(*initrd); !s) return tl::unexpected(s.error().wrap("kernelBoot initrdPath"));
+    if (auto s = check_initrd(*initrd); !s)
+      return tl::unexpected(s.error().wrap("kernelBoot initrdPath"));
     p.initramfs = *initrd;
   }
   p.cmdline = kb.cmdline;
@@ -114,7 +149,8 @@ Result<BootPayload> select_payload(const PayloadRequest& req) {
   const Rule* rule = nullptr;
   for (const auto& r : rules())
     if (r.hv == req.hypervisor && r.mode == req.mode && r.secure == req.secure_boot) rule = &r;
-  if (!rule) return fail(std::errc::invalid_argument, "no firmware rule for this combination (bug)");
+  if (!rule)
+    return fail(std::errc::invalid_argument, "no firmware rule for this combination (bug)");
   if (!rule->refusal.empty()) return fail(std::errc::not_supported, std::string(rule->refusal));
 
   BootPayload p;
@@ -129,14 +165,16 @@ Result<BootPayload> select_payload(const PayloadRequest& req) {
       const auto code = dir / std::string(c.code);
       looked += (looked.empty() ? "" : ", ") + code.string();
       if (!present(code)) continue;
-      if (auto s = run_check(c.check, code); !s) return tl::unexpected(s.error().wrap(std::string(rule->what)));
+      if (auto s = run_check(c.check, code); !s)
+        return tl::unexpected(s.error().wrap(std::string(rule->what)));
       if (!c.vars.empty()) {
         const auto vars = dir / std::string(c.vars);
         if (!present(vars))
           return fail(std::errc::no_such_file_or_directory,
-                      std::string(rule->what) + ": found " + code.string() + " but not its variable store " +
-                          vars.string());
-        if (auto s = check_uefi_flash(vars); !s) return tl::unexpected(s.error().wrap(std::string(rule->what)));
+                      std::string(rule->what) + ": found " + code.string() +
+                          " but not its variable store " + vars.string());
+        if (auto s = check_uefi_flash(vars); !s)
+          return tl::unexpected(s.error().wrap(std::string(rule->what)));
         p.ovmf_code = code;
         p.ovmf_vars_template = vars;
       } else {

@@ -1,15 +1,15 @@
 #pragma once
 // What a VM boots, chosen from plain inputs (the VMI model maps spec.domain.firmware onto them):
 //
-//   hypervisor        mode           secureBoot  boots
-//   cloud-hypervisor  efi            false       payload.firmware = CLOUDHV.fd (CH docs/uefi.md: --firmware)
-//   cloud-hypervisor  efi            true        error: CLOUDHV.fd has no Secure Boot
-//   cloud-hypervisor  bios / none    -           payload.firmware = hypervisor-fw (rust-hypervisor-firmware)
-//   qemu-kvm          efi            false       OVMF_CODE_4M.fd + OVMF_VARS_4M.fd (Debian's ovmf package)
-//   qemu-kvm          efi            true        OVMF_CODE_4M.secboot.fd + OVMF_VARS_4M.ms.fd
-//   qemu-kvm          bios / none    -           QEMU's own SeaBIOS (nothing to pass)
-//   either            kernel_boot    -           payload.kernel / initramfs / cmdline from the
-//                                                kernel-boot directory, confined to it
+//   hypervisor  mode         secureBoot  boots
+//   CH          efi          false       payload.firmware = CLOUDHV.fd (CH docs/uefi.md)
+//   CH          efi          true        error: CLOUDHV.fd has no Secure Boot
+//   CH          bios / none  -           payload.firmware = hypervisor-fw (rust-hypervisor-fw)
+//   qemu-kvm    efi          false       OVMF_CODE_4M.fd + OVMF_VARS_4M.fd (Debian's ovmf)
+//   qemu-kvm    efi          true        OVMF_CODE_4M.secboot.fd + OVMF_VARS_4M.ms.fd
+//   qemu-kvm    bios / none  -           QEMU's own SeaBIOS (nothing to pass)
+//   either      kernel_boot  -           payload.kernel / initramfs / cmdline from the
+//                                        kernel-boot directory, confined to it
 //
 // Firmware is looked up by file name in the search directories, first hit wins; every file found
 // is checked (readable, plausible size and format). A miss names the files and the directories.
@@ -29,7 +29,8 @@ enum class BootMode { efi, bios_or_none, kernel_boot };
 std::string_view to_string(Hypervisor h);
 std::string_view to_string(BootMode m);
 
-inline constexpr std::string_view kDefaultCloudHypervisorFirmwareDir = "/usr/share/cloud-hypervisor";
+inline constexpr std::string_view kDefaultCloudHypervisorFirmwareDir =
+    "/usr/share/cloud-hypervisor";
 inline constexpr std::string_view kDefaultOvmfDir = "/usr/share/OVMF";
 // The default search directories for a hypervisor.
 std::vector<std::filesystem::path> default_search_dirs(Hypervisor h);
@@ -45,7 +46,7 @@ struct PayloadRequest {
   Hypervisor hypervisor = Hypervisor::cloud_hypervisor;
   BootMode mode = BootMode::bios_or_none;
   bool secure_boot = false;  // efi.secureBoot (KubeVirt defaults it to true when efi is given)
-  std::optional<KernelBootRequest> kernel_boot;  // required for BootMode::kernel_boot
+  std::optional<KernelBootRequest> kernel_boot;    // required for BootMode::kernel_boot
   std::vector<std::filesystem::path> search_dirs;  // empty: default_search_dirs(hypervisor)
 };
 
@@ -60,7 +61,8 @@ struct BootPayload {
   std::optional<std::filesystem::path> ovmf_code;
   std::optional<std::filesystem::path> ovmf_vars_template;
   bool secure_boot = false;
-  std::string summary;  // one line: what boots ("UEFI (CLOUDHV.fd)", "direct kernel boot (bzImage)")
+  // One line: what boots ("UEFI firmware (CLOUDHV.fd)", "direct kernel boot (bzImage)").
+  std::string summary;
 };
 
 common::Result<BootPayload> select_payload(const PayloadRequest& req);

@@ -56,7 +56,8 @@ std::string arg(int argc, char** argv, const std::string& flag, const std::strin
 
 int main(int argc, char** argv) {
   const int rounds = std::atoi(arg(argc, argv, "--rounds", "30").c_str());
-  const std::size_t ud_bytes = std::strtoull(arg(argc, argv, "--user-data-bytes", "2048").c_str(), nullptr, 10);
+  const std::size_t ud_bytes =
+      std::strtoull(arg(argc, argv, "--user-data-bytes", "2048").c_str(), nullptr, 10);
   fs::path base = arg(argc, argv, "--dir", "");
   if (base.empty()) {
     char tmpl[] = "/tmp/chl-cibench-XXXXXX";
@@ -71,7 +72,8 @@ int main(int argc, char** argv) {
   // netplan v2 network-config.
   d::NoCloudData data;
   data.user_data = "#cloud-config\nusers:\n  - name: cloud\n    ssh_authorized_keys:\n";
-  while (data.user_data.size() < ud_bytes) data.user_data += "      - ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBench bench@example\n";
+  while (data.user_data.size() < ud_bytes)
+    data.user_data += "      - ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBench bench@example\n";
   data.user_data.resize(std::max(ud_bytes, std::size_t{16}));
   data.meta_data = d::nocloud_meta_data("5d307ca9-b3ef-428c-8861-06e72d69f223", "bench-vm");
   data.network_config = "version: 2\nethernets:\n  eth0:\n    dhcp4: true\n";
@@ -115,7 +117,8 @@ int main(int argc, char** argv) {
     for (int i = 0; i < rounds; ++i) {
       fs::path out = base / ("xorriso-" + std::to_string(i) + ".iso");
       auto t0 = Clock::now();
-      bool ok = run({*xorrisofs, "-quiet", "-output", out.string(), "-volid", "cidata", "-joliet", "-rock", src.string()});
+      bool ok = run({*xorrisofs, "-quiet", "-output", out.string(), "-volid", "cidata", "-joliet",
+                     "-rock", src.string()});
       t.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
       if (!ok) std::fprintf(stderr, "xorrisofs failed\n");
     }
@@ -124,14 +127,15 @@ int main(int argc, char** argv) {
   if (mkfs && mcopy) {
     // The size of our FAT image, in KiB as mkfs.vfat -C wants it, but at least 1 MiB: mkfs.vfat
     // refuses smaller volumes ("Too few blocks for viable filesystem").
-    const auto kib = std::to_string(std::max<std::uint64_t>((ours_size(d::CloudInitFormat::vfat) + 1023) / 1024, 1024));
+    const auto kib = std::to_string(
+        std::max<std::uint64_t>((ours_size(d::CloudInitFormat::vfat) + 1023) / 1024, 1024));
     std::vector<double> t;
     for (int i = 0; i < rounds; ++i) {
       fs::path out = base / ("mkfs-" + std::to_string(i) + ".img");
       auto t0 = Clock::now();
       bool ok = run({*mkfs, "-n", "cidata", "-C", out.string(), kib}) &&
-                run({*mcopy, "-i", out.string(), (src / "user-data").string(), (src / "meta-data").string(),
-                     (src / "network-config").string(), "::"});
+                run({*mcopy, "-i", out.string(), (src / "user-data").string(),
+                     (src / "meta-data").string(), (src / "network-config").string(), "::"});
       t.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
       if (!ok) std::fprintf(stderr, "mkfs.vfat + mcopy failed\n");
     }
@@ -141,7 +145,8 @@ int main(int argc, char** argv) {
   double fastest_tool = -1;
   for (double v : {xorr, mkfsmcopy})
     if (v > 0 && (fastest_tool < 0 || v < fastest_tool)) fastest_tool = v;
-  std::printf("NoCloud build, user-data %zu bytes, median of %d rounds (ms per image)\n\n", data.user_data.size(), rounds);
+  std::printf("NoCloud build, user-data %zu bytes, median of %d rounds (ms per image)\n\n",
+              data.user_data.size(), rounds);
   std::printf("| builder | ms | image bytes | vs fastest tool |\n|---|---|---|---|\n");
   auto row = [&](const char* name, double ms, std::uint64_t size) {
     if (ms < 0) {

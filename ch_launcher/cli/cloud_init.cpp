@@ -1,5 +1,7 @@
 // `ch-launcher cloud-init`: write the cloud-init media (NoCloud or ConfigDrive) for a VMI's
 // cloud-init volume, as ISO 9660 or vfat, with the meta-data KubeVirt would write.
+#include "disks/cloud_init.hpp"
+
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -7,17 +9,18 @@
 #include "ch_launcher/cli/args.hpp"
 #include "ch_launcher/cli/registry.hpp"
 #include "ch_launcher/vmi_parser.hpp"
-#include "disks/cloud_init.hpp"
 
 namespace {
 
 namespace core = chl::core;
 namespace disks = chl::disks;
 
-constexpr const char* kDefaultSecretRoot = "/var/run/kubevirt-private/secret";  // KubeVirt's mount point
+constexpr const char* kDefaultSecretRoot =
+    "/var/run/kubevirt-private/secret";  // KubeVirt's mount point
 
 bool is_cloud_init(const core::Volume& v) {
-  return v.kind == core::VolumeKind::CloudInitNoCloud || v.kind == core::VolumeKind::CloudInitConfigDrive;
+  return v.kind == core::VolumeKind::CloudInitNoCloud ||
+         v.kind == core::VolumeKind::CloudInitConfigDrive;
 }
 
 int fail(const std::string& msg, int code = 1) {
@@ -32,7 +35,8 @@ int run(const std::vector<std::string>& argv) {
   auto out = args.get("--out");
   if (!vmi_file) return chl::cli::usage_error("cloud-init", "--vmi FILE is required");
   if (!out) return chl::cli::usage_error("cloud-init", "--out IMG is required");
-  auto format = disks::parse_cloud_init_format(args.get_or("--format", std::string(to_string(disks::kDefaultCloudInitFormat))));
+  auto format = disks::parse_cloud_init_format(
+      args.get_or("--format", std::string(to_string(disks::kDefaultCloudInitFormat))));
   if (!format) return chl::cli::usage_error("cloud-init", format.error().message());
 
   auto text = core::read_manifest(*vmi_file);
@@ -53,7 +57,8 @@ int run(const std::vector<std::string>& argv) {
     if (auto want = args.get("--volume"); want ? v.name == *want : volume == nullptr) volume = &v;
   }
   if (auto want = args.get("--volume"); want && !volume)
-    return fail("no cloud-init volume named '" + *want + "' (cloud-init volumes: " + (names.empty() ? "none" : names) + ")");
+    return fail("no cloud-init volume named '" + *want +
+                "' (cloud-init volumes: " + (names.empty() ? "none" : names) + ")");
   if (!volume) return fail("the VMI has no cloudInitNoCloud or cloudInitConfigDrive volume");
   if (!args.get("--volume") && names.find(", ") != std::string::npos)
     return fail("the VMI has several cloud-init volumes (" + names + "): choose one with --volume");
@@ -63,12 +68,14 @@ int run(const std::vector<std::string>& argv) {
   src.network_data = volume->cloud_init.network_data;
   src.user_data_secret_ref = !volume->cloud_init.user_data_secret.empty();
   src.network_data_secret_ref = !volume->cloud_init.network_data_secret.empty();
-  src.secret_dir = std::filesystem::path(args.get_or("--secret-dir", kDefaultSecretRoot)) / volume->name;
+  src.secret_dir =
+      std::filesystem::path(args.get_or("--secret-dir", kDefaultSecretRoot)) / volume->name;
   auto payload = disks::resolve_cloud_init_source(src);
   if (!payload) return fail("volume '" + volume->name + "': " + payload.error().message());
 
   const std::string hostname = disks::kubevirt_hostname(vmi.metadata.name, vmi.spec.hostname);
-  const std::string instance_id = disks::kubevirt_instance_id(vmi.spec.domain.firmware.uuid, vmi.metadata.uid);
+  const std::string instance_id =
+      disks::kubevirt_instance_id(vmi.spec.domain.firmware.uuid, vmi.metadata.uid);
   disks::CloudInitWriteOptions wo;
   wo.format = *format;
   chl::common::Status st;
@@ -83,26 +90,34 @@ int run(const std::vector<std::string>& argv) {
     disks::ConfigDriveData d;
     d.user_data = std::move(payload->user_data);
     d.network_data_json = std::move(payload->network_data);
-    d.meta_data_json = disks::config_drive_meta_data(vmi.metadata.name, vmi.metadata.namespace_, instance_id, hostname);
+    d.meta_data_json = disks::config_drive_meta_data(vmi.metadata.name, vmi.metadata.namespace_,
+                                                     instance_id, hostname);
     st = disks::write_config_drive_image(*out, std::move(d), wo);
   }
   if (!st) return fail(st.error().message());
-  std::printf("wrote %s: %s, %s, label %s, volume '%s'\n", out->c_str(), nocloud ? "NoCloud" : "ConfigDrive",
-              std::string(to_string(*format)).c_str(),
-              std::string(nocloud ? disks::kNoCloudLabel : disks::kConfigDriveLabel).c_str(), volume->name.c_str());
+  std::printf("wrote %s: %s, %s, label %s, volume '%s'\n", out->c_str(),
+              nocloud ? "NoCloud" : "ConfigDrive", std::string(to_string(*format)).c_str(),
+              std::string(nocloud ? disks::kNoCloudLabel : disks::kConfigDriveLabel).c_str(),
+              volume->name.c_str());
   return 0;
 }
 
 chl::cli::Registrar reg(
     {"cloud-init", "write the cloud-init disk (NoCloud or ConfigDrive) of a VMI",
-     "usage: ch-launcher cloud-init --vmi FILE [--volume NAME] --out IMG [--format iso|vfat] [--secret-dir DIR]\n"
+     "usage: ch-launcher cloud-init --vmi FILE [--volume NAME] --out IMG [--format iso|vfat] "
+     "[--secret-dir DIR]\n"
      "  Writes the media for the VMI's cloud-init volume (the only one when --volume is omitted):\n"
-     "  NoCloud (label cidata: user-data, meta-data, network-config) or ConfigDrive (label config-2:\n"
-     "  openstack/latest/{user_data,meta_data.json,network_data.json}). meta-data as KubeVirt writes\n"
-     "  it: instance-id = spec.domain.firmware.uuid (else metadata.uid), hostname = spec.hostname or\n"
-     "  the name. Secrets (secretRef, networkDataSecretRef) are read from DIR/<volume>/userdata|userData\n"
+     "  NoCloud (label cidata: user-data, meta-data, network-config) or ConfigDrive (label "
+     "config-2:\n"
+     "  openstack/latest/{user_data,meta_data.json,network_data.json}). meta-data as KubeVirt "
+     "writes\n"
+     "  it: instance-id = spec.domain.firmware.uuid (else metadata.uid), hostname = spec.hostname "
+     "or\n"
+     "  the name. Secrets (secretRef, networkDataSecretRef) are read from "
+     "DIR/<volume>/userdata|userData\n"
      "  and networkdata|networkData (default DIR: /var/run/kubevirt-private/secret).\n"
-     "  --format: iso (ISO 9660 with Joliet and Rock Ridge, the default) or vfat. IMG must not exist;\n"
+     "  --format: iso (ISO 9660 with Joliet and Rock Ridge, the default) or vfat. IMG must not "
+     "exist;\n"
      "  it appears only when complete. user-data is capped at 16 MiB.",
      run});
 

@@ -35,14 +35,16 @@ int run(const std::vector<std::string>& argv) {
   const core::Vmi& vmi = parsed.vmi;
   const auto& firmware = vmi.spec.domain.firmware;
 
-  std::string hv = vmi.spec.hypervisor.empty() ? args.get_or("--hypervisor", "cloud-hypervisor") : vmi.spec.hypervisor;
+  std::string hv = vmi.spec.hypervisor.empty() ? args.get_or("--hypervisor", "cloud-hypervisor")
+                                               : vmi.spec.hypervisor;
   fw::PayloadRequest req;
   if (hv == "cloud-hypervisor") {
     req.hypervisor = fw::Hypervisor::cloud_hypervisor;
   } else if (hv == "qemu-kvm") {
     req.hypervisor = fw::Hypervisor::qemu_kvm;
   } else {
-    return chl::cli::usage_error("firmware", "unknown hypervisor '" + hv + "' (cloud-hypervisor or qemu-kvm)");
+    return chl::cli::usage_error("firmware",
+                                 "unknown hypervisor '" + hv + "' (cloud-hypervisor or qemu-kvm)");
   }
   for (const auto& d : args.all("--firmware-dir")) req.search_dirs.emplace_back(d);
 
@@ -54,7 +56,8 @@ int run(const std::vector<std::string>& argv) {
       if (eq != std::string::npos && v.substr(0, eq) == "kernel-boot") kb.dir = v.substr(eq + 1);
     }
     if (kb.dir.empty())
-      return chl::cli::usage_error("firmware", "the VMI boots a kernel: give its directory with --volume kernel-boot=DIR");
+      return chl::cli::usage_error(
+          "firmware", "the VMI boots a kernel: give its directory with --volume kernel-boot=DIR");
     kb.kernel_path = firmware.kernel_boot.kernel_path;
     kb.initrd_path = firmware.kernel_boot.initrd_path;
     kb.cmdline = firmware.kernel_boot.kernel_args;
@@ -74,12 +77,14 @@ int run(const std::vector<std::string>& argv) {
 
 chl::cli::Registrar reg(
     {"firmware", "show what a VMI would boot (firmware or kernel) and from where",
-     "usage: ch-launcher firmware --vmi FILE [--firmware-dir DIR]... [--hypervisor cloud-hypervisor|qemu-kvm]\n"
+     "usage: ch-launcher firmware --vmi FILE [--firmware-dir DIR]... [--hypervisor "
+     "cloud-hypervisor|qemu-kvm]\n"
      "                           [--volume kernel-boot=DIR]\n"
      "  bootloader.efi -> CLOUDHV.fd (Cloud Hypervisor, as payload.firmware) or OVMF (qemu-kvm);\n"
      "  bios or nothing -> hypervisor-fw (rust-hypervisor-firmware) or QEMU's SeaBIOS;\n"
      "  kernelBoot -> kernelPath/initrdPath inside the kernel-boot directory (never outside it).\n"
-     "  Default firmware directories: /usr/share/cloud-hypervisor (CH), /usr/share/OVMF (qemu-kvm).\n"
+     "  Default firmware directories: /usr/share/cloud-hypervisor (CH), /usr/share/OVMF "
+     "(qemu-kvm).\n"
      "  Every file found is checked; a missing one is named with the directories searched.",
      run});
 

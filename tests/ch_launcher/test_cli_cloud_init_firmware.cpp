@@ -44,14 +44,17 @@ spec:
 )";
 
 std::string extract_iso(const fs::path& img, const std::string& path, const fs::path& out) {
-  auto r = run_command({"/bin/sh", "-c", "isoinfo -R -i '" + img.string() + "' -x '" + path + "' > '" + out.string() + "'"});
+  auto r = run_command(
+      {"/bin/sh", "-c",
+       "isoinfo -R -i '" + img.string() + "' -x '" + path + "' > '" + out.string() + "'"});
   REQUIRE_MESSAGE(r.exit_code == 0, r.output);
   return read_file(out);
 }
 
 }  // namespace
 
-TEST_CASE("cloud-init subcommand: NoCloud ISO from a VMI with base64 user data and a network secret") {
+TEST_CASE(
+    "cloud-init subcommand: NoCloud ISO from a VMI with base64 user data and a network secret") {
   if (!tool("isoinfo") || !tool("blkid")) {
     skip("needs isoinfo and blkid");
     return;
@@ -61,8 +64,8 @@ TEST_CASE("cloud-init subcommand: NoCloud ISO from a VMI with base64 user data a
   fs::create_directories(tmp / "secrets" / "cloudinitdisk");
   write_file(tmp / "secrets" / "cloudinitdisk" / "networkData", "version: 2\n");
   auto img = tmp / "ci.iso";
-  auto r = run_command({launcher_binary(), "cloud-init", "--vmi", (tmp / "vmi.yaml").string(), "--out", img.string(),
-                        "--secret-dir", (tmp / "secrets").string()});
+  auto r = run_command({launcher_binary(), "cloud-init", "--vmi", (tmp / "vmi.yaml").string(),
+                        "--out", img.string(), "--secret-dir", (tmp / "secrets").string()});
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK(r.output.find("NoCloud") != std::string::npos);
@@ -75,8 +78,8 @@ TEST_CASE("cloud-init subcommand: NoCloud ISO from a VMI with base64 user data a
 
   // Again onto the same file: refused, file untouched.
   auto before = read_file(img);
-  auto again = run_command({launcher_binary(), "cloud-init", "--vmi", (tmp / "vmi.yaml").string(), "--out",
-                            img.string(), "--secret-dir", (tmp / "secrets").string()});
+  auto again = run_command({launcher_binary(), "cloud-init", "--vmi", (tmp / "vmi.yaml").string(),
+                            "--out", img.string(), "--secret-dir", (tmp / "secrets").string()});
   CHECK(again.exit_code != 0);
   CHECK(again.output.find("exists") != std::string::npos);
   CHECK(read_file(img) == before);
@@ -85,19 +88,20 @@ TEST_CASE("cloud-init subcommand: NoCloud ISO from a VMI with base64 user data a
 TEST_CASE("cloud-init subcommand: vfat format, missing secret, unknown volume, bad format") {
   TempDir tmp("chlcli");
   write_file(tmp / "vmi.yaml", kVmi);
-  auto missing = run_command({launcher_binary(), "cloud-init", "--vmi", (tmp / "vmi.yaml").string(), "--out",
-                              (tmp / "a.img").string(), "--secret-dir", (tmp / "none").string()});
+  auto missing =
+      run_command({launcher_binary(), "cloud-init", "--vmi", (tmp / "vmi.yaml").string(), "--out",
+                   (tmp / "a.img").string(), "--secret-dir", (tmp / "none").string()});
   CHECK(missing.exit_code != 0);
   CHECK(missing.output.find("networkdata") != std::string::npos);
   CHECK_FALSE(fs::exists(tmp / "a.img"));
 
-  auto unknown = run_command({launcher_binary(), "cloud-init", "--vmi", (tmp / "vmi.yaml").string(), "--volume",
-                              "other", "--out", (tmp / "b.img").string()});
+  auto unknown = run_command({launcher_binary(), "cloud-init", "--vmi", (tmp / "vmi.yaml").string(),
+                              "--volume", "other", "--out", (tmp / "b.img").string()});
   CHECK(unknown.exit_code != 0);
   CHECK(unknown.output.find("cloudinitdisk") != std::string::npos);
 
-  auto badfmt = run_command({launcher_binary(), "cloud-init", "--vmi", (tmp / "vmi.yaml").string(), "--out",
-                             (tmp / "c.img").string(), "--format", "ext4"});
+  auto badfmt = run_command({launcher_binary(), "cloud-init", "--vmi", (tmp / "vmi.yaml").string(),
+                             "--out", (tmp / "c.img").string(), "--format", "ext4"});
   CHECK(badfmt.exit_code == 2);
 
   if (!tool("mtype")) {
@@ -106,19 +110,21 @@ TEST_CASE("cloud-init subcommand: vfat format, missing secret, unknown volume, b
   }
   fs::create_directories(tmp / "s" / "cloudinitdisk");
   write_file(tmp / "s" / "cloudinitdisk" / "networkdata", "version: 2\n");
-  auto ok = run_command({launcher_binary(), "cloud-init", "--vmi", (tmp / "vmi.yaml").string(), "--out",
-                         (tmp / "d.img").string(), "--format", "vfat", "--secret-dir", (tmp / "s").string()});
+  auto ok = run_command({launcher_binary(), "cloud-init", "--vmi", (tmp / "vmi.yaml").string(),
+                         "--out", (tmp / "d.img").string(), "--format", "vfat", "--secret-dir",
+                         (tmp / "s").string()});
   INFO(ok.output);
   REQUIRE(ok.exit_code == 0);
   auto t = run_command({*tool("mtype"), "-i", (tmp / "d.img").string(), "::user-data"});
   CHECK(t.output == "#cloud-config\npassword: x\n");
 }
 
-TEST_CASE("firmware subcommand: prints the firmware found, or names what is missing, and kernel boot") {
+TEST_CASE(
+    "firmware subcommand: prints the firmware found, or names what is missing, and kernel boot") {
   TempDir tmp("chlcli");
   write_file(tmp / "vmi.yaml", kVmi);
-  auto miss = run_command({launcher_binary(), "firmware", "--vmi", (tmp / "vmi.yaml").string(), "--firmware-dir",
-                           (tmp / "fw").string()});
+  auto miss = run_command({launcher_binary(), "firmware", "--vmi", (tmp / "vmi.yaml").string(),
+                           "--firmware-dir", (tmp / "fw").string()});
   CHECK(miss.exit_code != 0);
   CHECK(miss.output.find((tmp / "fw" / "hypervisor-fw").string()) != std::string::npos);
 
@@ -126,21 +132,23 @@ TEST_CASE("firmware subcommand: prints the firmware found, or names what is miss
   std::string elf(64 << 10, '\0');
   const unsigned char hdr[] = {0x7f, 'E', 'L', 'F', 2, 1, 1};
   for (std::size_t i = 0; i < sizeof hdr; ++i) elf[i] = static_cast<char>(hdr[i]);
-  elf[32] = 64;  // e_phoff
-  elf[54] = 56;  // e_phentsize
-  elf[56] = 1;   // e_phnum
-  elf[64] = 4;   // PT_NOTE
+  elf[32] = 64;        // e_phoff
+  elf[54] = 56;        // e_phentsize
+  elf[56] = 1;         // e_phnum
+  elf[64] = 4;         // PT_NOTE
   elf[64 + 9] = 0x02;  // p_offset 0x200
   elf[64 + 32] = 20;   // p_filesz
-  const unsigned char note[] = {4, 0, 0, 0, 4, 0, 0, 0, 18, 0, 0, 0, 'X', 'e', 'n', 0, 0, 0, 0x10, 0};
+  const unsigned char note[] = {4, 0, 0,   0,   4,   0, 0, 0, 18,   0,
+                                0, 0, 'X', 'e', 'n', 0, 0, 0, 0x10, 0};
   for (std::size_t i = 0; i < sizeof note; ++i) elf[0x200 + i] = static_cast<char>(note[i]);
   fs::create_directories(tmp / "fw");
   write_file(tmp / "fw" / "hypervisor-fw", elf);
-  auto ok = run_command({launcher_binary(), "firmware", "--vmi", (tmp / "vmi.yaml").string(), "--firmware-dir",
-                         (tmp / "fw").string()});
+  auto ok = run_command({launcher_binary(), "firmware", "--vmi", (tmp / "vmi.yaml").string(),
+                         "--firmware-dir", (tmp / "fw").string()});
   INFO(ok.output);
   CHECK(ok.exit_code == 0);
-  CHECK(ok.output.find("firmware: " + (tmp / "fw" / "hypervisor-fw").string()) != std::string::npos);
+  CHECK(ok.output.find("firmware: " + (tmp / "fw" / "hypervisor-fw").string()) !=
+        std::string::npos);
 
   std::string kvmi = kVmi;
   kvmi.replace(kvmi.find("      uuid:"), 0,
@@ -149,11 +157,12 @@ TEST_CASE("firmware subcommand: prints the firmware found, or names what is miss
   write_file(tmp / "kvmi.yaml", kvmi);
   fs::create_directories(tmp / "kb" / "boot");
   write_file(tmp / "kb" / "boot" / "vmlinux", elf);
-  auto kb = run_command({launcher_binary(), "firmware", "--vmi", (tmp / "kvmi.yaml").string(), "--volume",
-                         "kernel-boot=" + (tmp / "kb").string()});
+  auto kb = run_command({launcher_binary(), "firmware", "--vmi", (tmp / "kvmi.yaml").string(),
+                         "--volume", "kernel-boot=" + (tmp / "kb").string()});
   INFO(kb.output);
   CHECK(kb.exit_code == 0);
-  CHECK(kb.output.find("kernel: " + fs::canonical(tmp / "kb" / "boot" / "vmlinux").string()) != std::string::npos);
+  CHECK(kb.output.find("kernel: " + fs::canonical(tmp / "kb" / "boot" / "vmlinux").string()) !=
+        std::string::npos);
   CHECK(kb.output.find("cmdline: console=ttyS0") != std::string::npos);
   auto nodir = run_command({launcher_binary(), "firmware", "--vmi", (tmp / "kvmi.yaml").string()});
   CHECK(nodir.exit_code == 2);

@@ -55,10 +55,12 @@ std::string blkid(const fs::path& img, const std::string& tag) {
   return v;
 }
 
-std::string iso_extract(const fs::path& img, const std::string& path, const std::string& mode, const fs::path& out) {
+std::string iso_extract(const fs::path& img, const std::string& path, const std::string& mode,
+                        const fs::path& out) {
   // isoinfo writes the file to stdout; capture via a file to keep binary data intact.
   auto r = run_command({"/bin/sh", "-c",
-                        "isoinfo " + mode + " -i '" + img.string() + "' -x '" + path + "' > '" + out.string() + "'"});
+                        "isoinfo " + mode + " -i '" + img.string() + "' -x '" + path + "' > '" +
+                            out.string() + "'"});
   REQUIRE_MESSAGE(r.exit_code == 0, r.output);
   return read_file(out);
 }
@@ -99,7 +101,8 @@ d::CloudInitWriteOptions opts(d::CloudInitFormat f) {
 
 }  // namespace
 
-TEST_CASE("NoCloud ISO: blkid label and type, Joliet and Rock Ridge names, contents byte-identical") {
+TEST_CASE(
+    "NoCloud ISO: blkid label and type, Joliet and Rock Ridge names, contents byte-identical") {
   if (!have({"blkid", "isoinfo", "xorriso", "osirrox"})) return;
   TempDir tmp("chlci");
   d::NoCloudData data;
@@ -122,7 +125,8 @@ TEST_CASE("NoCloud ISO: blkid label and type, Joliet and Rock Ridge names, conte
   auto find = run_command({*tool("xorriso"), "-indev", img.string(), "-find", "/", "-type", "f"});
   INFO(find.output);
   CHECK(find.exit_code == 0);
-  for (const char* n : {"/user-data'", "/meta-data'", "/network-config'"}) CHECK(find.output.find(n) != std::string::npos);
+  for (const char* n : {"/user-data'", "/meta-data'", "/network-config'"})
+    CHECK(find.output.find(n) != std::string::npos);
 
   // Rock Ridge names (the primary tree) and Joliet names (the supplementary tree).
   CHECK(iso_extract(img, "/user-data", "-R", tmp / "u.rr") == data.user_data);
@@ -164,14 +168,17 @@ TEST_CASE("ISO: 1 MiB+ binary user-data and an empty file survive byte for byte"
   CHECK(iso_extract(img, "/user-data", "-J", tmp / "u.j") == files[0].data);
 }
 
-TEST_CASE("ISO: hundreds of entries, directories spanning sectors, clashing 8.3 names, deep nesting") {
+TEST_CASE(
+    "ISO: hundreds of entries, directories spanning sectors, clashing 8.3 names, deep nesting") {
   if (!have({"osirrox", "isoinfo"})) return;
   TempDir tmp("chlci");
   std::vector<d::MediaFile> files;
   // The same first eight characters everywhere: the level-1 names must be made unique.
   for (int i = 0; i < 300; ++i)
-    files.push_back({"openstack/latest/network_data_" + std::to_string(i) + ".json", "n" + std::to_string(i)});
-  for (int i = 0; i < 40; ++i) files.push_back({"dir" + std::to_string(i) + "/x", std::to_string(i)});
+    files.push_back(
+        {"openstack/latest/network_data_" + std::to_string(i) + ".json", "n" + std::to_string(i)});
+  for (int i = 0; i < 40; ++i)
+    files.push_back({"dir" + std::to_string(i) + "/x", std::to_string(i)});
   files.push_back({"a/b/c/d/e/f/g/deep-file", "deep"});
   d::Iso9660Options o;
   o.volume_id = "config-2";
@@ -197,7 +204,8 @@ TEST_CASE("ConfigDrive ISO: label config-2 and openstack/latest files") {
   TempDir tmp("chlci");
   d::ConfigDriveData data;
   data.user_data = "#!/bin/sh\necho hello\n";
-  data.meta_data_json = d::config_drive_meta_data("vm1", "default", "5d307ca9-b3ef-428c-8861-06e72d69f223", "vm1");
+  data.meta_data_json =
+      d::config_drive_meta_data("vm1", "default", "5d307ca9-b3ef-428c-8861-06e72d69f223", "vm1");
   data.network_data_json = R"({"links":[],"networks":[],"services":[]})";
   auto img = tmp / "cd.iso";
   REQUIRE(d::write_config_drive_image(img, data, opts(d::CloudInitFormat::iso9660)));
@@ -216,7 +224,8 @@ TEST_CASE("ConfigDrive ISO: label config-2 and openstack/latest files") {
   CHECK(iso_extract(img, "/openstack/latest/user_data", "-J", tmp / "u.j") == data.user_data);
 }
 
-TEST_CASE("NoCloud vfat: blkid label and type, fsck.fat clean, long names, contents byte-identical") {
+TEST_CASE(
+    "NoCloud vfat: blkid label and type, fsck.fat clean, long names, contents byte-identical") {
   if (!have({"blkid", "fsck.fat", "mcopy", "mdir"})) return;
   TempDir tmp("chlci");
   d::NoCloudData data;
@@ -231,7 +240,8 @@ TEST_CASE("NoCloud vfat: blkid label and type, fsck.fat clean, long names, conte
   check_fsck_clean(img);
   auto dir = run_command({*tool("mdir"), "-i", img.string(), "::"});
   INFO(dir.output);
-  for (const char* n : {"user-data", "meta-data", "network-config"}) CHECK(dir.output.find(n) != std::string::npos);
+  for (const char* n : {"user-data", "meta-data", "network-config"})
+    CHECK(dir.output.find(n) != std::string::npos);
   CHECK(fat_extract(img, "user-data", tmp / "u") == data.user_data);
   CHECK(fat_extract(img, "meta-data", tmp / "m") == data.meta_data);
   CHECK(fat_extract(img, "network-config", tmp / "n") == data.network_config);
@@ -258,9 +268,11 @@ TEST_CASE("vfat: many long and non-ASCII names in subdirectories, bigger cluster
   TempDir tmp("chlci");
   std::vector<d::MediaFile> files;
   for (int i = 0; i < 120; ++i)
-    files.push_back({"openstack/latest/a-rather-long-file-name-number-" + std::to_string(i) + ".json",
-                     "content " + std::to_string(i)});
-  files.push_back({"openstack/content/0000", random_bytes(40u << 20, 5)});  // 40 MiB: 2 sectors a cluster
+    files.push_back(
+        {"openstack/latest/a-rather-long-file-name-number-" + std::to_string(i) + ".json",
+         "content " + std::to_string(i)});
+  files.push_back(
+      {"openstack/content/0000", random_bytes(40u << 20, 5)});  // 40 MiB: 2 sectors a cluster
   files.push_back({"caf\xc3\xa9.txt", "unicode"});
   files.push_back({"EMPTY", ""});
   files.push_back({"UPPER.TXT", "plain 8.3"});
@@ -273,8 +285,10 @@ TEST_CASE("vfat: many long and non-ASCII names in subdirectories, bigger cluster
   REQUIRE(d::write_image_file(img, *plan, {false, 0644}));
   check_fsck_clean(img);
   CHECK(blkid(img, "LABEL") == "config-2");
-  CHECK(fat_extract(img, "openstack/latest/a-rather-long-file-name-number-119.json", tmp / "a") == "content 119");
-  CHECK(fat_extract(img, "openstack/latest/a-rather-long-file-name-number-0.json", tmp / "b") == "content 0");
+  CHECK(fat_extract(img, "openstack/latest/a-rather-long-file-name-number-119.json", tmp / "a") ==
+        "content 119");
+  CHECK(fat_extract(img, "openstack/latest/a-rather-long-file-name-number-0.json", tmp / "b") ==
+        "content 0");
   CHECK(fat_extract(img, "openstack/content/0000", tmp / "c") == files[120].data);
   CHECK(fat_extract(img, "caf\xc3\xa9.txt", tmp / "d") == "unicode");
   CHECK(fat_extract(img, "EMPTY", tmp / "e").empty());

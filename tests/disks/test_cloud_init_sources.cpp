@@ -27,7 +27,8 @@ TEST_CASE("base64: standard alphabet, whitespace ignored, padding optional, garb
   CHECK_FALSE(d::decode_base64("QQ==="));  // too much padding
 }
 
-TEST_CASE("inline data wins over base64, base64 is decoded, one of user or network data is needed") {
+TEST_CASE(
+    "inline data wins over base64, base64 is decoded, one of user or network data is needed") {
   d::CloudInitSource s;
   s.user_data = "#cloud-config\n";
   s.user_data_base64 = "aWdub3JlZA==";
@@ -59,7 +60,9 @@ TEST_CASE("inline data wins over base64, base64 is decoded, one of user or netwo
   CHECK(e.error().message().find("userDataBase64") != std::string::npos);
 }
 
-TEST_CASE("secrets are read from the files KubeVirt mounts: userdata or userData, networkdata or networkData") {
+TEST_CASE(
+    "secrets are read from the files KubeVirt mounts: userdata or userData, networkdata or "
+    "networkData") {
   TempDir tmp("chlci");
   auto dir = tmp / "cloudinitdisk";
   fs::create_directories(dir);
@@ -104,7 +107,9 @@ TEST_CASE("a referenced secret that is not mounted is an error naming the paths 
   CHECK(msg.find((tmp / "nothing-here" / "userData").string()) != std::string::npos);
 }
 
-TEST_CASE("size caps: 16 MiB of user data is fine, one byte more is a clear error, before and after base64") {
+TEST_CASE(
+    "size caps: 16 MiB of user data is fine, one byte more is a clear error, before and after "
+    "base64") {
   d::CloudInitSource s;
   s.user_data = std::string(d::kMaxUserDataBytes, 'a');
   CHECK(d::resolve_cloud_init_source(s));
@@ -130,7 +135,8 @@ TEST_CASE("size caps: 16 MiB of user data is fine, one byte more is a clear erro
 }
 
 TEST_CASE("meta-data as KubeVirt writes it, hostname and instance id rules") {
-  CHECK(d::nocloud_meta_data("1234-uid", "myvm") == R"({"instance-id":"1234-uid","local-hostname":"myvm"})");
+  CHECK(d::nocloud_meta_data("1234-uid", "myvm") ==
+        R"({"instance-id":"1234-uid","local-hostname":"myvm"})");
   CHECK(d::nocloud_meta_data("a\"b", "") == R"({"instance-id":"a\"b"})");
   CHECK(d::config_drive_meta_data("vm", "ns", "u-1", "vm") ==
         R"({"instance_id":"vm.ns","hostname":"vm","uuid":"u-1"})");

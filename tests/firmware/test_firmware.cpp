@@ -1,7 +1,6 @@
 // Firmware selection: the (hypervisor, mode, secureBoot) table, the checks on the files found,
 // clear errors for missing files, and kernel-boot paths that try to leave their directory.
 #include <doctest/doctest.h>
-
 #include <unistd.h>
 
 #include <filesystem>
@@ -20,11 +19,13 @@ using chl::test::write_file;
 namespace {
 
 void put(std::string& s, std::size_t at, std::uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) s[at + static_cast<std::size_t>(i)] = static_cast<char>((v >> (8 * i)) & 0xff);
+  for (int i = 0; i < bytes; ++i)
+    s[at + static_cast<std::size_t>(i)] = static_cast<char>((v >> (8 * i)) & 0xff);
 }
 
 // A minimal ELF64 with one PT_NOTE segment holding a note (owner, type), padded to `size`.
-std::string elf_with_note(const std::string& owner, std::uint32_t type, std::size_t size = 64 << 10) {
+std::string elf_with_note(const std::string& owner, std::uint32_t type,
+                          std::size_t size = 64 << 10) {
   std::string note;
   std::string name = owner + std::string(1, '\0');
   note.resize(12);
@@ -42,14 +43,14 @@ std::string elf_with_note(const std::string& owner, std::uint32_t type, std::siz
   f[4] = 2;  // 64-bit
   f[5] = 1;  // little endian
   f[6] = 1;
-  put(f, 16, 2, 2);     // ET_EXEC
-  put(f, 18, 62, 2);    // x86-64
-  put(f, 32, 64, 8);    // e_phoff
-  put(f, 52, 64, 2);    // e_ehsize
-  put(f, 54, 56, 2);    // e_phentsize
-  put(f, 56, 1, 2);     // e_phnum
-  put(f, 64, 4, 4);     // PT_NOTE
-  put(f, 64 + 8, 0x200, 8);        // p_offset
+  put(f, 16, 2, 2);                 // ET_EXEC
+  put(f, 18, 62, 2);                // x86-64
+  put(f, 32, 64, 8);                // e_phoff
+  put(f, 52, 64, 2);                // e_ehsize
+  put(f, 54, 56, 2);                // e_phentsize
+  put(f, 56, 1, 2);                 // e_phnum
+  put(f, 64, 4, 4);                 // PT_NOTE
+  put(f, 64 + 8, 0x200, 8);         // p_offset
   put(f, 64 + 32, note.size(), 8);  // p_filesz
   f.replace(0x200, note.size(), note);
   return f;
@@ -102,9 +103,12 @@ TEST_CASE("selection table: each hypervisor, mode and secureBoot picks its firmw
   };
   const Row rows[] = {
       {fw::Hypervisor::cloud_hypervisor, fw::BootMode::efi, false, "CLOUDHV.fd", "", ""},
-      {fw::Hypervisor::cloud_hypervisor, fw::BootMode::bios_or_none, false, "hypervisor-fw", "", ""},
-      {fw::Hypervisor::qemu_kvm, fw::BootMode::efi, false, "", "OVMF_CODE_4M.fd", "OVMF_VARS_4M.fd"},
-      {fw::Hypervisor::qemu_kvm, fw::BootMode::efi, true, "", "OVMF_CODE_4M.secboot.fd", "OVMF_VARS_4M.ms.fd"},
+      {fw::Hypervisor::cloud_hypervisor, fw::BootMode::bios_or_none, false, "hypervisor-fw", "",
+       ""},
+      {fw::Hypervisor::qemu_kvm, fw::BootMode::efi, false, "", "OVMF_CODE_4M.fd",
+       "OVMF_VARS_4M.fd"},
+      {fw::Hypervisor::qemu_kvm, fw::BootMode::efi, true, "", "OVMF_CODE_4M.secboot.fd",
+       "OVMF_VARS_4M.ms.fd"},
       {fw::Hypervisor::qemu_kvm, fw::BootMode::bios_or_none, false, "", "", ""},
   };
   for (const auto& row : rows) {
@@ -124,7 +128,8 @@ TEST_CASE("selection table: each hypervisor, mode and secureBoot picks its firmw
 TEST_CASE("Secure Boot on Cloud Hypervisor is refused with a clear reason") {
   TempDir tmp("chlfw");
   write_file(tmp / "CLOUDHV.fd", uefi_flash());
-  auto p = fw::select_payload(request(fw::Hypervisor::cloud_hypervisor, fw::BootMode::efi, true, tmp.path()));
+  auto p = fw::select_payload(
+      request(fw::Hypervisor::cloud_hypervisor, fw::BootMode::efi, true, tmp.path()));
   REQUIRE_FALSE(p);
   CHECK(p.error().message().find("Secure Boot") != std::string::npos);
   CHECK(p.error().message().find("secureBoot: false") != std::string::npos);
@@ -132,18 +137,21 @@ TEST_CASE("Secure Boot on Cloud Hypervisor is refused with a clear reason") {
 
 TEST_CASE("missing firmware names the files looked for and the directories") {
   TempDir tmp("chlfw");
-  auto p = fw::select_payload(request(fw::Hypervisor::cloud_hypervisor, fw::BootMode::efi, false, tmp.path()));
+  auto p = fw::select_payload(
+      request(fw::Hypervisor::cloud_hypervisor, fw::BootMode::efi, false, tmp.path()));
   REQUIRE_FALSE(p);
   const auto msg = p.error().message();
   CHECK(msg.find((tmp / "CLOUDHV.fd").string()) != std::string::npos);
   CHECK(msg.find("--firmware-dir") != std::string::npos);
-  auto q = fw::select_payload(request(fw::Hypervisor::qemu_kvm, fw::BootMode::efi, false, tmp.path()));
+  auto q =
+      fw::select_payload(request(fw::Hypervisor::qemu_kvm, fw::BootMode::efi, false, tmp.path()));
   REQUIRE_FALSE(q);
   CHECK(q.error().message().find("OVMF_CODE_4M.fd") != std::string::npos);
   CHECK(q.error().message().find("OVMF_CODE.fd") != std::string::npos);
 }
 
-TEST_CASE("search directories are tried in order, the first hit wins, defaults are the image's paths") {
+TEST_CASE(
+    "search directories are tried in order, the first hit wins, defaults are the image's paths") {
   TempDir a("chlfw"), b("chlfw");
   write_file(b / "hypervisor-fw", pvh_elf());
   auto r = request(fw::Hypervisor::cloud_hypervisor, fw::BootMode::bios_or_none, false, a.path());
@@ -153,18 +161,21 @@ TEST_CASE("search directories are tried in order, the first hit wins, defaults a
   CHECK(*p->firmware == b / "hypervisor-fw");
   CHECK(fw::default_search_dirs(fw::Hypervisor::cloud_hypervisor) ==
         std::vector<fs::path>{"/usr/share/cloud-hypervisor"});
-  CHECK(fw::default_search_dirs(fw::Hypervisor::qemu_kvm) == std::vector<fs::path>{"/usr/share/OVMF"});
+  CHECK(fw::default_search_dirs(fw::Hypervisor::qemu_kvm) ==
+        std::vector<fs::path>{"/usr/share/OVMF"});
 }
 
 TEST_CASE("OVMF falls back to the 2 MiB build, and a code file without its vars is an error") {
   TempDir tmp("chlfw");
   write_file(tmp / "OVMF_CODE.fd", uefi_flash(2 << 20));
   write_file(tmp / "OVMF_VARS.fd", uefi_flash(128 << 10));
-  auto p = fw::select_payload(request(fw::Hypervisor::qemu_kvm, fw::BootMode::efi, false, tmp.path()));
+  auto p =
+      fw::select_payload(request(fw::Hypervisor::qemu_kvm, fw::BootMode::efi, false, tmp.path()));
   REQUIRE(p);
   CHECK(p->ovmf_code->filename() == "OVMF_CODE.fd");
   write_file(tmp / "OVMF_CODE_4M.fd", uefi_flash());
-  auto q = fw::select_payload(request(fw::Hypervisor::qemu_kvm, fw::BootMode::efi, false, tmp.path()));
+  auto q =
+      fw::select_payload(request(fw::Hypervisor::qemu_kvm, fw::BootMode::efi, false, tmp.path()));
   REQUIRE_FALSE(q);
   CHECK(q.error().message().find("OVMF_VARS_4M.fd") != std::string::npos);
 }
@@ -172,21 +183,25 @@ TEST_CASE("OVMF falls back to the 2 MiB build, and a code file without its vars 
 TEST_CASE("implausible firmware files are refused, naming the file and the reason") {
   TempDir tmp("chlfw");
   write_file(tmp / "CLOUDHV.fd", "tiny");
-  auto p = fw::select_payload(request(fw::Hypervisor::cloud_hypervisor, fw::BootMode::efi, false, tmp.path()));
+  auto p = fw::select_payload(
+      request(fw::Hypervisor::cloud_hypervisor, fw::BootMode::efi, false, tmp.path()));
   REQUIRE_FALSE(p);
   CHECK(p.error().message().find("implausible size") != std::string::npos);
   write_file(tmp / "CLOUDHV.fd", std::string(1 << 20, 'x'));
-  p = fw::select_payload(request(fw::Hypervisor::cloud_hypervisor, fw::BootMode::efi, false, tmp.path()));
+  p = fw::select_payload(
+      request(fw::Hypervisor::cloud_hypervisor, fw::BootMode::efi, false, tmp.path()));
   REQUIRE_FALSE(p);
   CHECK(p.error().message().find("_FVH") != std::string::npos);
   write_file(tmp / "hypervisor-fw", elf_with_note("GNU", 3));
-  p = fw::select_payload(request(fw::Hypervisor::cloud_hypervisor, fw::BootMode::bios_or_none, false, tmp.path()));
+  p = fw::select_payload(
+      request(fw::Hypervisor::cloud_hypervisor, fw::BootMode::bios_or_none, false, tmp.path()));
   REQUIRE_FALSE(p);
   CHECK(p.error().message().find("PVH") != std::string::npos);
   if (::geteuid() != 0) {  // root reads anything
     write_file(tmp / "hypervisor-fw", pvh_elf());
     fs::permissions(tmp / "hypervisor-fw", fs::perms::none);
-    p = fw::select_payload(request(fw::Hypervisor::cloud_hypervisor, fw::BootMode::bios_or_none, false, tmp.path()));
+    p = fw::select_payload(
+        request(fw::Hypervisor::cloud_hypervisor, fw::BootMode::bios_or_none, false, tmp.path()));
     CHECK_FALSE(p);
   }
 }
@@ -208,7 +223,8 @@ TEST_CASE("kernel formats: PVH ELF and bzImage accepted, others refused with the
   CHECK_FALSE(fw::check_kernel(tmp / "missing"));
 }
 
-TEST_CASE("kernelBoot: kernel, initrd and cmdline from the directory, absolute paths taken inside it") {
+TEST_CASE(
+    "kernelBoot: kernel, initrd and cmdline from the directory, absolute paths taken inside it") {
   TempDir tmp("chlfw");
   fs::create_directories(tmp / "boot");
   write_file(tmp / "boot" / "vmlinuz", bzimage());
@@ -216,7 +232,8 @@ TEST_CASE("kernelBoot: kernel, initrd and cmdline from the directory, absolute p
   fs::create_symlink("boot/vmlinuz", tmp / "vmlinuz");  // relative links inside are fine
   fw::PayloadRequest r;
   r.mode = fw::BootMode::kernel_boot;
-  r.kernel_boot = fw::KernelBootRequest{tmp.path(), "/vmlinuz", "/boot/initrd.img", "console=ttyS0"};
+  r.kernel_boot =
+      fw::KernelBootRequest{tmp.path(), "/vmlinuz", "/boot/initrd.img", "console=ttyS0"};
   auto p = fw::select_payload(r);
   REQUIRE_MESSAGE(p, (p ? "" : p.error().message()));
   CHECK(*p->kernel == fs::canonical(tmp / "boot" / "vmlinuz"));
@@ -231,11 +248,12 @@ TEST_CASE("kernelBoot paths that try to leave the directory are refused") {
   TempDir outside("chlfw"), tmp("chlfw");
   write_file(outside / "secret", bzimage());
   fs::create_directories(tmp / "boot");
-  fs::create_symlink(outside / "secret", tmp / "abs-link");                // absolute, pointing out
+  fs::create_symlink(outside / "secret", tmp / "abs-link");  // absolute, pointing out
   fs::create_symlink("../" + outside.path().filename().string() + "/secret", tmp / "rel-link");
-  fs::create_symlink(outside.path(), tmp / "dir-link");                    // a directory outside
+  fs::create_symlink(outside.path(), tmp / "dir-link");  // a directory outside
   fs::create_symlink("/proc/self/root/etc/passwd", tmp / "magic");
-  for (const char* bad : {"../secret", "boot/../../secret", "/abs-link", "rel-link", "dir-link/secret", "magic"}) {
+  for (const char* bad :
+       {"../secret", "boot/../../secret", "/abs-link", "rel-link", "dir-link/secret", "magic"}) {
     CAPTURE(bad);
     auto r = fw::resolve_confined(tmp.path(), bad);
     REQUIRE_FALSE(r);
@@ -245,8 +263,8 @@ TEST_CASE("kernelBoot paths that try to leave the directory are refused") {
   CHECK(dotdot.error().message().find("'..' is not allowed") != std::string::npos);
   auto out = fw::resolve_confined(tmp.path(), "abs-link");
   CHECK(out.error().message().find("outside the directory") != std::string::npos);
-  CHECK_FALSE(fw::resolve_confined(tmp.path(), "boot"));     // a directory, not a file
-  CHECK_FALSE(fw::resolve_confined(tmp.path(), "/"));        // the directory itself
+  CHECK_FALSE(fw::resolve_confined(tmp.path(), "boot"));  // a directory, not a file
+  CHECK_FALSE(fw::resolve_confined(tmp.path(), "/"));     // the directory itself
   CHECK_FALSE(fw::resolve_confined(tmp.path(), "missing"));
   fw::PayloadRequest r;
   r.mode = fw::BootMode::kernel_boot;
