@@ -111,4 +111,12 @@ vmm_api::VmConfig to_ch_vm_config(const LaunchPlan& plan) {
   return c;
 }
 
+nlohmann::json ch_plan_json(const LaunchPlan& plan) {
+  nlohmann::json body = to_ch_vm_config(plan);
+  return {{"hypervisor", plan.hypervisor},
+          {"state_dir", plan.state_dir},
+          {"preparations", preparations_json(plan)},
+          {"vm_create", std::move(body)}};
+}
+
 }  // namespace chl::core

@@ -8,4 +8,8 @@ namespace chl::core {
 
 vmm_api::VmConfig to_ch_vm_config(const LaunchPlan& plan);
 
+// The whole plan for Cloud Hypervisor as JSON: {"hypervisor", "state_dir", "preparations",
+// "vm_create"} (what `render --plan` prints and the golden tests compare).
+nlohmann::json ch_plan_json(const LaunchPlan& plan);
+
 }  // namespace chl::core

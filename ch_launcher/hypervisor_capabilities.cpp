@@ -386,6 +386,29 @@ const HypervisorCapabilities* find_hypervisor(std::string_view name) {
   return nullptr;
 }
 
+std::string support_matrix_markdown() {
+  std::string s = "| VMI field (spec.domain. / spec.) |";
+  std::string rule = "|---|";
+  for (const auto* h : kAll) {
+    s += " " + std::string(h->name) + " |";
+    rule += "---|";
+  }
+  s += "\n" + rule + "\n";
+  for (std::size_t i = 0; i < static_cast<std::size_t>(F::kCount); ++i) {
+    const auto f = static_cast<Feature>(i);
+    s += "| `" + std::string(feature_name(f)) + "` |";
+    for (const auto* h : kAll) {
+      const FeatureSupport& r = h->support(f);
+      std::string cell = r.supported ? "yes" : "**no**";
+      if (!r.note.empty()) cell += ": " + std::string(r.note);
+      for (std::size_t p = 0; (p = cell.find('|', p)) != std::string::npos; p += 2) cell.replace(p, 1, "\\|");
+      s += " " + cell + " |";
+    }
+    s += "\n";
+  }
+  return s;
+}
+
 std::string hypervisor_names() {
   std::string s;
   for (const auto* h : kAll) {

@@ -145,6 +145,10 @@ struct HypervisorCapabilities {
 std::span<const HypervisorCapabilities* const> all_hypervisors();
 // The description named `name` ("cloud-hypervisor", "qemu-kvm"), or nullptr.
 const HypervisorCapabilities* find_hypervisor(std::string_view name);
+// The support matrix as a Markdown table (feature | each hypervisor), generated from the tables;
+// docs/vmi-support.md carries it verbatim (a test keeps them equal).
+std::string support_matrix_markdown();
+
 // "cloud-hypervisor, qemu-kvm" — for messages.
 std::string hypervisor_names();
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "ch_launcher/validator.hpp"
@@ -423,6 +424,11 @@ class Planner {
 
 }  // namespace
 
+tl::expected<LaunchPlan, Violations> plan_launch(const Vmi& vmi, const HypervisorCapabilities& caps,
+                                                 const PlanInputs& inputs) {
+  return Planner(vmi, caps, inputs).run();
+}
+
 const char* to_string(PreparationKind k) {
   switch (k) {
     case PreparationKind::CreateEmptyDisk: return "create-empty-disk";
@@ -486,6 +492,16 @@ std::optional<std::vector<std::uint32_t>> parse_cpu_list(std::string_view text) 
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
+}
+
+common::Result<std::vector<std::uint32_t>> read_cgroup_cpu_set(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return common::fail_errno("reading the pod's CPU set " + path);
+  std::string text;
+  std::getline(f, text);
+  auto cpus = parse_cpu_list(text);
+  if (!cpus) return common::fail(std::errc::invalid_argument, path + ": not a CPU list: \"" + text + "\"");
+  return *cpus;
 }
 
 nlohmann::json preparations_json(const LaunchPlan& plan) {

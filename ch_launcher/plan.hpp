@@ -18,6 +18,7 @@
 
 #include "ch_launcher/hypervisor_capabilities.hpp"
 #include "ch_launcher/vmi.hpp"
+#include "common/error.hpp"
 
 namespace chl::core {
 
@@ -147,6 +148,10 @@ std::string generated_mac(const Vmi& vmi, const std::string& interface_name);
 
 // "0-3,8,10-11" -> {0,1,2,3,8,10,11}; nullopt on a malformed list.
 std::optional<std::vector<std::uint32_t>> parse_cpu_list(std::string_view text);
+
+// The pod's CPU set from cgroup v2 (`path` = cpuset.cpus.effective).
+common::Result<std::vector<std::uint32_t>> read_cgroup_cpu_set(
+    const std::string& path = "/sys/fs/cgroup/cpuset.cpus.effective");
 
 // The plan's preparations as JSON (for `render --plan` and the preparers' logs).
 nlohmann::json preparations_json(const LaunchPlan& plan);

@@ -636,6 +636,41 @@ bool parse_mac(std::string_view text, unsigned char out[6]) {
   return true;
 }
 
+tl::expected<CheckedVmi, std::string> check_vmi_file(const std::string& path, std::string_view fallback_hypervisor,
+                                                     const HostFacts& host) {
+  auto text = read_manifest(path);
+  if (!text) return tl::unexpected(text.error().message() + "\n");
+  auto checked = check_vmi(*text, fallback_hypervisor, host);
+  if (!checked) return tl::unexpected(format_violations(checked.error(), path == "-" ? "<stdin>" : path));
+  return std::move(*checked);
+}
+
+std::string vmi_summary(const Vmi& vmi, const HypervisorCapabilities& caps) {
+  const CpuTopology t = cpu_topology(vmi);
+  const auto plural = [](std::size_t n, const char* one) {
+    return std::to_string(n) + " " + one + (n == 1 ? "" : "s");
+  };
+  const Firmware& fw = vmi.spec.domain.firmware;
+  std::string boot = fw.kernel_boot.present          ? "kernel"
+                     : fw.bootloader == Bootloader::Efi ? "efi"
+                                                        : "bios";
+  std::size_t nics = vmi.spec.domain.devices.interfaces.size();
+  if (nics == 0 && vmi.spec.networks.empty() &&
+      vmi.spec.domain.devices.autoattach_pod_interface.value_or(true)) {
+    nics = 1;  // KubeVirt's default pod interface
+  }
+  return vmi.metadata.namespace_ + "/" + vmi.metadata.name + " on " + std::string(caps.name) + ": " +
+         plural(t.vcpus(), "vCPU") + ", " + format_bytes_quantity(guest_memory_bytes(vmi).value_or(0)) +
+         " memory, " + plural(vmi.spec.domain.devices.disks.size(), "disk") + ", " + plural(nics, "interface") +
+         ", boot " + boot;
+}
+
+std::string format_violations(const Violations& v, const std::string& source) {
+  std::string s;
+  for (const auto& x : v) s += source + ": " + to_string(x) + "\n";
+  return s;
+}
+
 tl::expected<const HypervisorCapabilities*, Violation> select_hypervisor(const Vmi& vmi,
                                                                         std::string_view fallback) {
   const bool from_spec = !vmi.spec.hypervisor.empty();

@@ -39,6 +39,18 @@ struct CheckedVmi {
 tl::expected<CheckedVmi, Violations> check_vmi(std::string_view text, std::string_view fallback_hypervisor,
                                                const HostFacts& host = {});
 
+// check_vmi on a file ("-" = stdin): the VMI, or the text to print (every problem, one a line,
+// prefixed with the file name; or why the file could not be read).
+tl::expected<CheckedVmi, std::string> check_vmi_file(const std::string& path, std::string_view fallback_hypervisor,
+                                                     const HostFacts& host = {});
+
+// One line: "default/vmi-fedora on cloud-hypervisor: 2 vCPUs, 1Gi memory, 2 disks, 1 interface,
+// boot bios".
+std::string vmi_summary(const Vmi& vmi, const HypervisorCapabilities& caps);
+
+// Violations one a line, each prefixed with `source` ("vmi.yaml: spec.x: reason").
+std::string format_violations(const Violations& v, const std::string& source);
+
 // Name rules (Kubernetes): a DNS-1123 label (volumes, disks, interfaces, networks) and a DNS-1123
 // subdomain (metadata.name).
 bool is_dns1123_label(std::string_view s);

@@ -1,0 +1,76 @@
+// `ch-launcher render`: the exact vm.create body for a VMI (nothing started, nothing written).
+#include <cstdio>
+
+#include "ch_launcher/ch_translate.hpp"
+#include "ch_launcher/cli/args.hpp"
+#include "ch_launcher/cli/registry.hpp"
+#include "ch_launcher/plan.hpp"
+#include "ch_launcher/validator.hpp"
+
+namespace {
+
+int run(const std::vector<std::string>& argv) {
+  chl::cli::Args args({"--vmi", "--hypervisor", "--volume", "--state-dir", "--cpu-set", "--firmware"},
+                      {"--pod-layout", "--plan"});
+  if (!args.parse(argv)) return chl::cli::usage_error("render", args.error());
+  auto vmi = args.get("--vmi");
+  if (!vmi) return chl::cli::usage_error("render", "--vmi FILE is required");
+  chl::core::PlanInputs in;
+  for (const auto& v : args.all("--volume")) {
+    auto eq = v.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == v.size()) {
+      return chl::cli::usage_error("render", "--volume takes NAME=PATH, got \"" + v + "\"");
+    }
+    in.volume_paths[v.substr(0, eq)] = v.substr(eq + 1);
+  }
+  in.pod_layout = args.has("--pod-layout");
+  in.state_dir = args.get_or("--state-dir", "");
+  in.firmware_path = args.get_or("--firmware", "");
+  if (auto cs = args.get("--cpu-set")) {
+    in.cpu_set = chl::core::parse_cpu_list(*cs);
+    if (!in.cpu_set) return chl::cli::usage_error("render", "--cpu-set takes a CPU list such as 2-5,8, got \"" + *cs + "\"");
+  }
+  auto checked = chl::core::check_vmi_file(*vmi, args.get_or("--hypervisor", "cloud-hypervisor"),
+                                           chl::core::current_host());
+  if (!checked) {
+    std::fputs(checked.error().c_str(), stderr);
+    return 2;
+  }
+  if (!in.cpu_set && checked->vmi.spec.domain.cpu.dedicated_cpu_placement) {
+    if (auto cs = chl::core::read_cgroup_cpu_set()) in.cpu_set = std::move(*cs);
+  }
+  if (checked->caps->name != "cloud-hypervisor") {
+    std::fprintf(stderr, "ch-launcher render: rendering for %s is not yet implemented (the VMI is valid for it)\n",
+                 std::string(checked->caps->name).c_str());
+    return 1;
+  }
+  auto plan = chl::core::plan_launch(checked->vmi, *checked->caps, in);
+  if (!plan) {
+    std::fputs(chl::core::format_violations(plan.error(), *vmi == "-" ? "<stdin>" : *vmi).c_str(), stderr);
+    return 2;
+  }
+  if (args.has("--plan")) {
+    std::printf("%s\n", chl::core::ch_plan_json(*plan).dump(2).c_str());
+  } else {
+    nlohmann::json body = chl::core::to_ch_vm_config(*plan);
+    std::printf("%s\n", body.dump(2).c_str());
+  }
+  return 0;
+}
+
+chl::cli::Registrar reg({"render", "print the exact vm.create body for a VMI (nothing started or written)",
+                         "usage: ch-launcher render --vmi FILE [--hypervisor H] [--volume NAME=PATH]...\n"
+                         "                          [--pod-layout] [--state-dir DIR] [--cpu-set LIST]\n"
+                         "                          [--firmware PATH] [--plan]\n"
+                         "  --volume NAME=PATH  the file behind volume NAME (kernel-boot=DIR: the kernel-boot\n"
+                         "                      container's root)\n"
+                         "  --pod-layout        KubeVirt's virt-launcher paths for volumes without --volume\n"
+                         "  --state-dir DIR     the VM's state directory (default /run/ch-launcher/NS/NAME)\n"
+                         "  --cpu-set LIST      the pod's CPUs for dedicatedCpuPlacement (default: cgroup's\n"
+                         "                      cpuset.cpus.effective)\n"
+                         "  --firmware PATH     firmware file to use instead of finding one\n"
+                         "  --plan              print the whole plan: preparations and the vm.create body\n"
+                         "  exit 0: the body on stdout; 2: every problem; 1: hypervisor without a renderer yet.",
+                         run});
+
+}  // namespace
