@@ -45,7 +45,7 @@ TEST_CASE("VmmExit decodes waitpid statuses") {
   CHECK(k.describe().find("signal 9") != std::string::npos);
 }
 
-TEST_CASE("boot, pause, resume, reboot, shutdown") {
+TEST_CASE("boot - pause - resume - reboot - shutdown") {
   Run r;
   r.feed("vmm", "starting");
   r.expect(DomainState::NoState, StateReason::Unknown);
@@ -80,7 +80,7 @@ TEST_CASE("boot, pause, resume, reboot, shutdown") {
   CHECK(r.t.finished());
 }
 
-TEST_CASE("refused transitions emit …ing alone and change nothing") {
+TEST_CASE("refused transitions emit -ing events alone and change nothing") {
   Run r;
   r.feed("vm", "booting");  // no VM: refused
   r.expect(DomainState::NoState, StateReason::Unknown);
@@ -101,7 +101,7 @@ TEST_CASE("refused transitions emit …ing alone and change nothing") {
   CHECK(r.all.size() == 2);  // Started, Suspended
 }
 
-TEST_CASE("the whole observed session, parsed from CH's bytes") {
+TEST_CASE("the whole observed session - parsed from CH's bytes") {
   const std::string stream = fx::stream_of(fx::observed_session());
   EventStreamParser p;
   DomainStateTracker t;
@@ -132,7 +132,7 @@ TEST_CASE("the whole observed session, parsed from CH's bytes") {
   CHECK_FALSE(t.vm_defined());
 }
 
-TEST_CASE("guest power-off: vm/shutdown, vm/deleted, vmm/shutdown, exit 0 is Shutoff/Shutdown") {
+TEST_CASE("guest power-off: vm/shutdown - vm/deleted - vmm/shutdown - exit 0 is Shutoff/Shutdown") {
   Run r;
   r.feed("vmm", "starting");
   r.feed("vm", "booting");
@@ -156,7 +156,7 @@ TEST_CASE("a graceful stop request still ends as Shutoff/Shutdown when the guest
   r.expect(DomainState::Shutoff, StateReason::Shutdown);
 }
 
-TEST_CASE("VMM SIGKILLed while running, nobody asked: Crashed") {
+TEST_CASE("VMM SIGKILLed while running - nobody asked: Crashed") {
   Run r;
   r.feed("vmm", "starting");
   r.feed("vm", "booting");
@@ -176,7 +176,7 @@ TEST_CASE("VMM SIGKILLed while running, nobody asked: Crashed") {
   CHECK(r.exit(exited(0)).empty());
 }
 
-TEST_CASE("VMM exits non-zero while paused, without a shutdown event: Crashed") {
+TEST_CASE("VMM exits non-zero while paused - without a shutdown event: Crashed") {
   Run r;
   r.feed("vm", "booted");
   r.feed("vm", "paused");
@@ -199,7 +199,7 @@ TEST_CASE("VMM killed by the launcher after a forced stop: Shutoff/Destroyed") {
   r.expect(DomainState::Shutoff, StateReason::Destroyed);
 }
 
-TEST_CASE("forced stop through the API: vm/shutdown is Destroyed, the clean exit adds nothing") {
+TEST_CASE("forced stop through the API: vm/shutdown is Destroyed - the clean exit adds nothing") {
   Run r;
   r.feed("vm", "booted");
   r.t.on_stop_requested(StopRequest::Forced);
@@ -210,7 +210,7 @@ TEST_CASE("forced stop through the API: vm/shutdown is Destroyed, the clean exit
   r.expect(DomainState::Shutoff, StateReason::Destroyed);
 }
 
-TEST_CASE("guest panic: Crashed/Panicked, kept when the VMM dies afterwards") {
+TEST_CASE("guest panic: Crashed/Panicked - kept when the VMM dies afterwards") {
   Run r;
   r.feed("vm", "booted");
   auto out = r.feed("guest", "panic", {{"event", "panic"}});
@@ -224,7 +224,7 @@ TEST_CASE("guest panic: Crashed/Panicked, kept when the VMM dies afterwards") {
   CHECK(out[0].reason == StateReason::Panicked);
 }
 
-TEST_CASE("crash_loaded: the guest runs its crash kernel, still Running") {
+TEST_CASE("crash_loaded: the guest runs its crash kernel - still Running") {
   Run r;
   r.feed("vm", "booted");
   auto out = r.feed("guest", "panic", {{"event", "crash_loaded"}});
@@ -242,7 +242,7 @@ TEST_CASE("panic then reboot: running again") {
   r.expect(DomainState::Running, StateReason::Booted);
 }
 
-TEST_CASE("outgoing migration: paused for migration, then Shutoff/Migrated through the exit") {
+TEST_CASE("outgoing migration: paused for migration - then Shutoff/Migrated through the exit") {
   Run r;
   r.feed("vm", "booted");
   r.feed("vm", "migration-started");
@@ -276,7 +276,7 @@ TEST_CASE("outgoing migration that fails: running again") {
   CHECK_FALSE(r.t.migrating());
 }
 
-TEST_CASE("incoming migration: Paused/Migration until received, then Running/Migrated") {
+TEST_CASE("incoming migration: Paused/Migration until received - then Running/Migrated") {
   Run r;
   r.feed("vmm", "starting");
   r.feed("vm", "migration-receive-started");
@@ -292,7 +292,7 @@ TEST_CASE("incoming migration: Paused/Migration until received, then Running/Mig
   r.expect(DomainState::Running, StateReason::Migrated);
 }
 
-TEST_CASE("restore from a snapshot: Paused/FromSnapshot, then resumed") {
+TEST_CASE("restore from a snapshot: Paused/FromSnapshot - then resumed") {
   Run r;
   r.feed("vm", "restoring");
   r.feed("vm", "restored");

@@ -20,7 +20,7 @@ DomainEvent make(const char* cause) {
 }
 }  // namespace
 
-TEST_CASE("every subscriber gets every event, in order") {
+TEST_CASE("every subscriber gets every event - in order") {
   EventBus bus;
   std::vector<std::string> a, b;
   bus.subscribe([&](const DomainEvent& e) { a.push_back(e.cause); });
@@ -33,7 +33,7 @@ TEST_CASE("every subscriber gets every event, in order") {
   CHECK(bus.published() == 2);
 }
 
-TEST_CASE("unsubscribe stops delivery, also from inside a callback") {
+TEST_CASE("unsubscribe stops delivery - also from inside a callback") {
   EventBus bus;
   std::vector<std::string> a, b, c;
   EventBus::SubscriptionId idb = 0;

@@ -137,7 +137,7 @@ TEST_CASE("the launcher's synthesized rows are reached by the tracker") {
   }
 }
 
-TEST_CASE("state, reason, type and detail names are KubeVirt's spelling, unique and reversible") {
+TEST_CASE("state - reason - type and detail names are KubeVirt's spelling - unique and reversible") {
   const DomainState states[] = {DomainState::NoState, DomainState::Running, DomainState::Blocked,
                                 DomainState::Paused, DomainState::ShuttingDown, DomainState::Shutoff,
                                 DomainState::Crashed, DomainState::PMSuspended};

@@ -161,7 +161,7 @@ TEST_CASE("the PVH guest is an ELF64 with the Xen PHYS32_ENTRY note inside its l
   CHECK(load_lo == 0x100000);
 }
 
-TEST_CASE("PVH guest under QEMU (TCG): banner, command line, and power-off ends QEMU") {
+TEST_CASE("PVH guest under QEMU (TCG): banner - command line - and power-off ends QEMU") {
   if (!have_qemu()) return;
   Qemu q;
   REQUIRE(q.start("tcg", "hello poweroff"));
