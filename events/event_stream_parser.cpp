@@ -37,6 +37,7 @@ void EventStreamParser::start_object() {
   in_string_ = false;
   escape_ = false;
   line_blank_ = false;
+  line_start_ = false;
   skipped_ = 0;
 }
 
@@ -134,6 +135,15 @@ void EventStreamParser::feed(std::string_view bytes, const Sink& sink) {
         }
         continue;
       }
+      // CH pretty-prints: a '{' in column 0 only ever opens a top-level event (nested objects
+      // follow `": ` or are indented). One there while an object is open means that object
+      // was cut short: abandon it and start the new event at this brace.
+      if (c == '{' && line_start_ && depth_ > 0) {
+        broken = true;
+        why = "a new event began before the object closed";
+        break;
+      }
+      line_start_ = c == '\n';
       switch (c) {
         case '"':
           in_string_ = true;

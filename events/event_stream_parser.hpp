@@ -10,7 +10,10 @@
 // Recovery inside a broken object: JSON forbids raw control characters inside strings, and CH
 // never writes a blank line inside an object, so a raw newline inside a string, or (with
 // `resync_on_blank_line`) an empty line while an object is still open, abandons the object and
-// resynchronizes. A well-formed object split anywhere is never affected by this.
+// resynchronizes. So does a '{' in column 0 while an object is open: CH's pretty printer puts
+// a brace there only to open a top-level event, so the open object was cut short (an event
+// written after a truncated one is not lost). A well-formed object split anywhere is never
+// affected by this.
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -70,6 +73,7 @@ class EventStreamParser {
   bool in_string_ = false;
   bool escape_ = false;
   bool line_blank_ = false;    // only whitespace since the last newline (outside strings)
+  bool line_start_ = false;    // the last byte was a newline (outside strings)
   std::size_t skipped_ = 0;    // bytes of the oversized object skipped so far
   std::size_t garbage_run_ = 0;
   std::string garbage_preview_;

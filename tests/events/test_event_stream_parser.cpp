@@ -180,6 +180,14 @@ TEST_CASE("parser skips broken objects and recovers on the next event") {
     check_same(got, {good[0], good[1]});
     CHECK(st.invalid == 1);
   }
+  SUBCASE("a truncated object followed at once by the next event: that event is kept") {
+    // What the VMM double's garbage injection writes: an event-like object cut short, then
+    // the next real event on the following line with no blank line between them.
+    ParserStats st;
+    auto got = parse_all(e0 + "{\"source\":\"vm\",\"event\":\"booted\"\n" + e1, {}, &st);
+    check_same(got, {good[0], good[1]});
+    CHECK(st.invalid == 1);
+  }
   SUBCASE("balanced but not JSON") {
     ParserStats st;
     auto got = parse_all("{ not json }\n\n" + e0 + e1, {}, &st);
