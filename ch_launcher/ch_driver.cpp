@@ -174,6 +174,12 @@ Result<json> CloudHypervisorDriver::info() {
   return json(info);
 }
 
+Result<std::optional<std::string>> CloudHypervisorDriver::console_pty() {
+  CHL_TRY(auto info, client_.vm_info());
+  if (info.config.serial && info.config.serial->mode == vmm_api::ConsoleMode::Pty) return info.config.serial->file;
+  return std::optional<std::string>{};
+}
+
 Result<json> CloudHypervisorDriver::counters() {
   CHL_TRY(auto c, client_.vm_counters());
   return json(c);

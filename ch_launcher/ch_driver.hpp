@@ -46,6 +46,7 @@ class CloudHypervisorDriver final : public Driver {
   common::Status power_button() override;
   common::Status force_off() override;
   common::Result<nlohmann::json> info() override;
+  common::Result<std::optional<std::string>> console_pty() override;
   common::Result<nlohmann::json> counters() override;
   common::Status snapshot(const std::filesystem::path& dir) override;
   common::Status restore(const std::filesystem::path& dir) override;

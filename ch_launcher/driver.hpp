@@ -57,6 +57,9 @@ class Driver {
   // Stop the VM hard and end the VMM politely (CH: vm.shutdown then vmm.shutdown).
   virtual common::Status force_off() = 0;
   virtual common::Result<nlohmann::json> info() = 0;
+  // The console PTY now: Cloud Hypervisor makes a new one for every new VM run (reboot,
+  // restore), so the launcher asks again after those.
+  virtual common::Result<std::optional<std::string>> console_pty() = 0;
   virtual common::Result<nlohmann::json> counters() = 0;
   virtual common::Status snapshot(const std::filesystem::path& dir) = 0;
   virtual common::Status restore(const std::filesystem::path& dir) = 0;

@@ -127,7 +127,28 @@ void LauncherService::on_domain_event(const events::DomainEvent& e) {
   CHL_LOG_INFO("domain event {} ({}) -> state {} reason {}", events::to_string(e.type), e.cause,
                events::to_string(e.state), events::to_string(e.reason));
   bus_.publish(e);
+  // A new VM run (reboot, restore) comes with a new console PTY.
+  if (booted_ && (e.cause == "vm/rebooted" || e.cause == "vm/booted" || e.cause == "vm/restored")) refresh_console();
   check_finished();
+}
+
+void LauncherService::refresh_console() {
+  on_worker([this]() -> Result<json> {
+    CHL_TRY(auto pty, driver_->console_pty());
+    return pty ? json(*pty) : json();
+  }, [this](Result<json> r) {
+    if (!r) {
+      CHL_LOG_WARN("console: reading the PTY after a new VM run: {}", r.error().message());
+      return;
+    }
+    if (!r->is_string() || !bridge_ || torn_down_) return;
+    std::string pty = r->get<std::string>();
+    if (pty_ && *pty_ == pty) return;
+    CHL_LOG_INFO("console: the VM's PTY is now {}", pty);
+    pty_ = pty;
+    if (auto st = bridge_->attach_pty_path(pty); !st)
+      CHL_LOG_ERROR("console: attaching {}: {}", pty, st.error().message());
+  });
 }
 
 void LauncherService::check_finished() {

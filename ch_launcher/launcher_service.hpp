@@ -86,6 +86,7 @@ class LauncherService {
   template <typename F>
   void on_worker(F&& work, Reply reply);
   void on_domain_event(const events::DomainEvent& e);
+  void refresh_console();
   void begin_graceful_stop(std::chrono::seconds grace);
   void begin_forced_stop(const std::string& why);
   void check_finished();

@@ -1,0 +1,132 @@
+// The launcher under the VMM double's injected faults: each ends in the right state and reason,
+// with the right exit code, no orphan VMM and no socket left. These need the double's fault
+// injection, so they skip (saying why) against a real cloud-hypervisor.
+#include <signal.h>
+
+#include "tests/ch_launcher/launcher_harness.hpp"
+
+using chl::test::LauncherRun;
+using nlohmann::json;
+
+namespace {
+bool need_double() {
+  if (chl::test::using_real_vmm()) {
+    chl::test::skip("fault injection needs the VMM double (CLOUD_HYPERVISOR_BIN is set)");
+    return false;
+  }
+  return true;
+}
+long vmm_pid(const json& d) { return d.contains("vmm") && d["vmm"].contains("pid") ? d["vmm"]["pid"].get<long>() : -1; }
+}  // namespace
+
+TEST_CASE("fault: 500 on vm.boot fails the launch with CH's message, exit 1") {
+  if (!need_double()) return;
+  LauncherRun r;
+  r.write_vmi("console=ttyS0");
+  r.start({}, r.vmm_with_env({{"VMM_DOUBLE_FAIL", "vm.boot"}}));
+  auto exit = r.wait_exit();
+  REQUIRE(exit);
+  CHECK(exit->code == 1);
+  CHECK(r.output().find("booting the VM: PUT vm.boot: HTTP 500: Error from API: The VM could not boot") != std::string::npos);
+  r.check_clean(-1);
+}
+
+TEST_CASE("fault: the VMM crashing after create fails the launch, exit 1") {
+  if (!need_double()) return;
+  LauncherRun r;
+  r.write_vmi("console=ttyS0");
+  r.start({}, r.vmm_with_env({{"VMM_DOUBLE_CRASH_AT", "create"}}));
+  auto exit = r.wait_exit();
+  REQUIRE(exit);
+  CHECK(exit->code == 1);
+  CHECK(r.output().find("creating the VM") != std::string::npos);
+  r.check_clean(-1);
+}
+
+TEST_CASE("fault: the VMM dying while running is Crashed, exit 3") {
+  if (!need_double()) return;
+  LauncherRun r;
+  r.write_vmi("console=ttyS0");
+  r.start({}, r.vmm_with_env({{"VMM_DOUBLE_CRASH_AT", "running"}, {"VMM_DOUBLE_PHASE_DELAY_MS", "300"}}));
+  auto exit = r.wait_exit();
+  REQUIRE(exit);
+  CHECK_MESSAGE(exit->code == 3, r.output());
+  CHECK(r.output().find("VM ended: state Crashed") != std::string::npos);
+  r.check_clean(-1);
+}
+
+TEST_CASE("fault: the VMM dying while paused is Crashed, exit 3") {
+  if (!need_double()) return;
+  LauncherRun r;
+  r.write_vmi("console=ttyS0");
+  r.start({}, r.vmm_with_env({{"VMM_DOUBLE_CRASH_AT", "paused"}, {"VMM_DOUBLE_PHASE_DELAY_MS", "200"}}));
+  REQUIRE_MESSAGE(r.wait_state("Running"), r.output());
+  CHECK(r.cli({"pause"}).exit_code == 0);
+  auto exit = r.wait_exit();
+  REQUIRE(exit);
+  CHECK_MESSAGE(exit->code == 3, r.output());
+  r.check_clean(-1);
+}
+
+TEST_CASE("fault: a hung vm.create times out, the VMM is stopped, exit 1") {
+  if (!need_double()) return;
+  LauncherRun r;
+  r.write_vmi("console=ttyS0");
+  r.start({}, r.vmm_with_env({{"VMM_DOUBLE_HANG", "vm.create"}}));
+  auto exit = r.wait_exit(std::chrono::seconds(90));
+  REQUIRE(exit);
+  CHECK(exit->code == 1);
+  CHECK(r.output().find("creating the VM") != std::string::npos);
+  r.check_clean(-1);
+}
+
+TEST_CASE("fault: garbage in the event stream is skipped, states still right") {
+  if (!need_double()) return;
+  LauncherRun r;
+  r.write_vmi("console=ttyS0");
+  r.start({}, r.vmm_with_env({{"VMM_DOUBLE_GARBAGE_EVENTS", "1"}}));
+  REQUIRE_MESSAGE(r.wait_state("Running"), r.output());
+  CHECK(r.cli({"pause"}).exit_code == 0);
+  CHECK(r.wait_state("Paused"));
+  CHECK(r.cli({"resume"}).exit_code == 0);
+  CHECK(r.wait_state("Running"));
+  CHECK(r.cli({"stop"}).exit_code == 0);
+  auto exit = r.wait_exit();
+  REQUIRE(exit);
+  CHECK(exit->code == 0);
+}
+
+TEST_CASE("fault: the VMM exiting without any event is Crashed, exit 3") {
+  if (!need_double()) return;
+  LauncherRun r;
+  r.write_vmi("console=ttyS0");
+  r.start({}, r.vmm_with_env({{"VMM_DOUBLE_EXIT_WITHOUT_EVENTS", "running"}, {"VMM_DOUBLE_PHASE_DELAY_MS", "300"}}));
+  auto exit = r.wait_exit();
+  REQUIRE(exit);
+  CHECK_MESSAGE(exit->code == 3, r.output());
+  r.check_clean(-1);
+}
+
+TEST_CASE("fault: SIGKILL of the launcher takes the VMM with it, and a new launcher recovers the directory") {
+  if (!need_double()) return;
+  LauncherRun r;
+  r.write_vmi("console=ttyS0");
+  r.start();
+  REQUIRE_MESSAGE(r.wait_state("Running"), r.output());
+  long pid = vmm_pid(r.domain());
+  REQUIRE(pid > 0);
+  REQUIRE(r.child.signal(SIGKILL));
+  r.wait_exit();
+  // PR_SET_PDEATHSIG: the VMM dies with its launcher.
+  CHECK(chl::test::wait_until(std::chrono::seconds(5), [&] { return ::kill(static_cast<pid_t>(pid), 0) != 0; }));
+  CHECK(std::filesystem::exists(r.state_dir() / "vmm.pid"));  // left behind by the dead launcher
+  LauncherRun again;
+  // Same state directory and VMI: start the second launcher on r's files.
+  r.start();
+  REQUIRE_MESSAGE(r.wait_state("Running"), r.output());
+  CHECK(r.output().find("recovered state directory") != std::string::npos);
+  CHECK(r.cli({"stop"}).exit_code == 0);
+  auto exit = r.wait_exit();
+  REQUIRE(exit);
+  CHECK(exit->code == 0);
+}

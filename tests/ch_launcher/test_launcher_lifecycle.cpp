@@ -1,0 +1,218 @@
+// ch-launcher run, end to end through its CLI, against the VMM double (or a real cloud-hypervisor
+// with CLOUD_HYPERVISOR_BIN): lifecycle, states and reasons, exit codes, and that nothing is left
+// behind. Also the faults the double injects.
+#include <signal.h>
+
+#include "tests/ch_launcher/launcher_harness.hpp"
+
+using chl::test::LauncherRun;
+using nlohmann::json;
+
+namespace {
+long vmm_pid(const json& d) { return d.contains("vmm") && d["vmm"].contains("pid") ? d["vmm"]["pid"].get<long>() : -1; }
+}  // namespace
+
+TEST_CASE("run: full lifecycle through the CLI ends Shutoff with exit 0 and nothing left") {
+  LauncherRun r;
+  r.write_vmi("console=ttyS0");
+  r.start();
+  REQUIRE_MESSAGE(r.wait_state("Running"), r.output());
+  json d = r.domain();
+  CHECK(d["reason"] == "Booted");
+  CHECK(d["name"] == "testvm");
+  long pid = vmm_pid(d);
+  CHECK(pid > 0);
+
+  auto st = r.cli({"status"});
+  CHECK(st.exit_code == 0);
+  CHECK(st.output.find("default/testvm on cloud-hypervisor: Running (Booted)") != std::string::npos);
+
+  auto p = r.cli({"pause"});
+  CHECK_MESSAGE(p.exit_code == 0, p.output);
+  CHECK(r.wait_state("Paused"));
+  CHECK(r.domain()["reason"] == "User");
+
+  // Wrong state: a clear message and exit 1, never a hang.
+  auto again = r.cli({"pause"});
+  CHECK(again.exit_code == 1);
+  CHECK(again.output.find("cannot pause: the VM is Paused, not Running") != std::string::npos);
+
+  CHECK(r.cli({"resume"}).exit_code == 0);
+  CHECK(r.wait_state("Running"));
+  CHECK(r.domain()["reason"] == "Unpaused");
+
+  CHECK(r.cli({"reboot"}).exit_code == 0);
+  CHECK(r.wait_state("Running"));
+
+  auto stop = r.cli({"stop", "--grace-period", "10"});
+  CHECK_MESSAGE(stop.exit_code == 0, stop.output);
+  CHECK(stop.output.find("Shutoff (Shutdown)") != std::string::npos);
+  auto exit = r.wait_exit();
+  REQUIRE(exit);
+  CHECK_MESSAGE(exit->exited, r.output());
+  CHECK_MESSAGE(exit->code == 0, r.output());
+  r.check_clean(pid);
+}
+
+TEST_CASE("run: the guest powering itself off ends the launcher with exit 0") {
+  LauncherRun r;
+  r.write_vmi("console=ttyS0 poweroff");
+  r.start();
+  auto exit = r.wait_exit();
+  REQUIRE(exit);
+  CHECK_MESSAGE(exit->code == 0, r.output());
+  CHECK(r.output().find("VM ended: state Shutoff reason Shutdown") != std::string::npos);
+  r.check_clean(-1);
+}
+
+TEST_CASE("run: SIGTERM presses the power button and a cooperative guest stops cleanly") {
+  LauncherRun r;
+  r.write_vmi("console=ttyS0");
+  r.start();
+  REQUIRE_MESSAGE(r.wait_state("Running"), r.output());
+  long pid = vmm_pid(r.domain());
+  REQUIRE(r.child.signal(SIGTERM));
+  auto exit = r.wait_exit();
+  REQUIRE(exit);
+  CHECK_MESSAGE(exit->code == 0, r.output());
+  r.check_clean(pid);
+}
+
+TEST_CASE("run: SIGTERM with a guest that ignores the power button forces it off after the grace period") {
+  LauncherRun r;
+  r.write_vmi("console=ttyS0 ignore-acpi", 1);
+  r.start();
+  REQUIRE_MESSAGE(r.wait_state("Running"), r.output());
+  long pid = vmm_pid(r.domain());
+  REQUIRE(r.child.signal(SIGTERM));
+  auto exit = r.wait_exit();
+  REQUIRE(exit);
+  CHECK_MESSAGE(exit->code == 4, r.output());
+  CHECK(r.output().find("did not power off within the grace period") != std::string::npos);
+  CHECK(r.output().find("VM ended: state Shutoff reason Destroyed") != std::string::npos);
+  r.check_clean(pid);
+}
+
+TEST_CASE("run: kill forces the VM off at once") {
+  LauncherRun r;
+  r.write_vmi("console=ttyS0 ignore-acpi");
+  r.start();
+  REQUIRE_MESSAGE(r.wait_state("Running"), r.output());
+  long pid = vmm_pid(r.domain());
+  auto k = r.cli({"kill"});
+  CHECK_MESSAGE(k.exit_code == 0, k.output);
+  CHECK(k.output.find("Shutoff (Destroyed)") != std::string::npos);
+  auto exit = r.wait_exit();
+  REQUIRE(exit);
+  CHECK(exit->code == 4);
+  r.check_clean(pid);
+}
+
+TEST_CASE("run: a guest panic is reported Crashed (Panicked), exit 3") {
+  LauncherRun r;
+  r.write_vmi("console=ttyS0");
+  r.start();
+  REQUIRE_MESSAGE(r.wait_state("Running"), r.output());
+  // Typed on the console, as a person would: the guest panics through pvpanic.
+  r.console("panic\r", "panic", std::chrono::seconds(3));
+  auto exit = r.wait_exit(std::chrono::seconds(5));
+  if (!exit) {
+    // The guest panicked and the VMM stays up (as Cloud Hypervisor does): the state says so.
+    CHECK(r.wait_state("Crashed"));
+    CHECK(r.domain()["reason"] == "Panicked");
+    CHECK(r.cli({"kill"}).exit_code == 0);
+    exit = r.wait_exit();
+    REQUIRE(exit);
+    CHECK(exit->code == 3);
+  } else {
+    CHECK_MESSAGE(exit->code == 3, r.output());
+  }
+}
+
+TEST_CASE("run: the console echoes typed input, and still does after a reboot (a new PTY)") {
+  LauncherRun r;
+  r.write_vmi("console=ttyS0");
+  r.start();
+  REQUIRE_MESSAGE(r.wait_state("Running"), r.output());
+  auto first = r.console("hello-before\r", "hello-before");
+  CHECK_MESSAGE(first.find("cmdline: console=ttyS0") != std::string::npos, first);  // the boot banner, from scrollback
+  CHECK(first.find("hello-before") != std::string::npos);
+  CHECK(r.cli({"reboot"}).exit_code == 0);
+  // The VMM gives the rebooted VM a new PTY (maybe under the same /dev/pts number); the
+  // launcher follows it, so typing reaches the guest again.
+  std::string after;
+  CHECK(chl::test::wait_until(std::chrono::seconds(15), [&] {
+    after = r.console("hello-after\r", "hello-after", std::chrono::milliseconds(500));
+    return after.find("hello-after") != std::string::npos;
+  }, std::chrono::milliseconds(100)));
+  CHECK(r.cli({"stop"}).exit_code == 0);
+  auto exit = r.wait_exit();
+  REQUIRE(exit);
+  CHECK(exit->code == 0);
+  // The console log kept the guest's output across both PTYs.
+  auto log = chl::test::read_file(r.state_dir() / "virt-serial0-log");
+  CHECK(log.find("hello-before") != std::string::npos);
+  CHECK(log.find("hello-after") != std::string::npos);
+}
+
+TEST_CASE("run: events stream starts with the current state and follows pause and resume") {
+  LauncherRun r;
+  r.write_vmi("console=ttyS0");
+  r.start();
+  REQUIRE_MESSAGE(r.wait_state("Running"), r.output());
+  std::vector<json> seen;
+  std::thread reader([&] {
+    (void)chl::core::command_stream(r.socket(), "/v1/events", [&](const std::string& line) {
+      seen.push_back(json::parse(line));
+      return seen.size() < 5;
+    });
+  });
+  // Give the stream a moment to subscribe before acting (the first line proves it).
+  CHECK(chl::test::wait_until(std::chrono::seconds(5), [&] { return !seen.empty(); }));
+  CHECK(r.cli({"pause"}).exit_code == 0);
+  CHECK(r.wait_state("Paused"));
+  CHECK(r.cli({"resume"}).exit_code == 0);
+  CHECK(r.wait_state("Running"));
+  CHECK(r.cli({"stop"}).exit_code == 0);
+  reader.join();
+  REQUIRE(seen.size() >= 4);
+  CHECK(seen[0]["type"] == "Current");
+  CHECK(seen[0]["state"] == "Running");
+  CHECK(seen[1]["type"] == "Suspended");
+  CHECK(seen[1]["state"] == "Paused");
+  CHECK(seen[2]["type"] == "Resumed");
+  CHECK(seen[2]["state"] == "Running");
+  CHECK(seen.back()["state"] == "Shutoff");
+  r.wait_exit();
+}
+
+TEST_CASE("run: a second launcher for the same VMI refuses to start") {
+  LauncherRun r;
+  r.write_vmi("console=ttyS0");
+  r.start();
+  REQUIRE_MESSAGE(r.wait_state("Running"), r.output());
+  auto second = chl::test::run_command({chl::test::launcher_binary(), "run", "--vmi", r.vmi_file().string(),
+                                        "--state-dir", r.state_dir().string(), "--vmm-binary",
+                                        chl::test::vmm_binary(), "--volume",
+                                        "kernel-boot=" + (r.dir.path() / "kernel").string()});
+  CHECK(second.exit_code == 1);
+  CHECK(second.output.find("another launcher is already running for this VMI") != std::string::npos);
+  // The first one is untouched.
+  CHECK(r.domain()["state"] == "Running");
+  CHECK(r.cli({"stop"}).exit_code == 0);
+  r.wait_exit();
+}
+
+TEST_CASE("run: an invalid VMI is refused with exit 2 and nothing started") {
+  LauncherRun r;
+  r.write_vmi("console=ttyS0");
+  {
+    std::ofstream f(r.vmi_file(), std::ios::app);
+    f << "    devices:\n      disks:\n      - name: cd\n        cdrom: {bus: sata}\n";
+  }
+  auto out = chl::test::run_command({chl::test::launcher_binary(), "run", "--vmi", r.vmi_file().string(),
+                                     "--state-dir", r.state_dir().string(), "--vmm-binary",
+                                     chl::test::vmm_binary()});
+  CHECK(out.exit_code == 2);
+  CHECK_FALSE(std::filesystem::exists(r.socket()));
+}
