@@ -479,22 +479,25 @@ TEST_CASE("API socket created by the VMM (path=): lifecycle, vmm.shutdown remove
 }
 
 TEST_CASE("snapshot then restore into a fresh VMM: the VM comes back paused") {
-  if (chl::test::using_real_vmm()) {
-    chl::test::skip("snapshot fails on nested-KVM hosts with real CH (GetNestedState EINVAL)");
-    return;
-  }
   TempDir keep("chl-snap");
   const auto snap = keep / "snap";
   fs::create_directories(snap);
+  auto kernel = guest_kernel(keep);  // outlives the source VMM: restore reopens it
+  if (!kernel) return;
   {
     Vmm source(ApiSocket::fd);
     INFO("vmm log:\n" << source.log());
-    auto kernel = guest_kernel(keep);  // outlives the source VMM: restore reopens it
-    REQUIRE(kernel);
     REQUIRE(source.api().vm_create(boot_config(*kernel)));
     REQUIRE(source.api().vm_boot());
     REQUIRE(source.api().vm_pause());
-    REQUIRE(source.api().vm_snapshot(VmSnapshotConfig{"file://" + snap.string(), Json::object()}));
+    auto taken =
+        source.api().vm_snapshot(VmSnapshotConfig{"file://" + snap.string(), Json::object()});
+    if (!taken && chl::test::using_real_vmm()) {
+      // e.g. nested KVM: "Could not get vCPU state GetNestedState(Invalid argument)".
+      chl::test::skip("this host's CH cannot snapshot: " + taken.error().message());
+      return;
+    }
+    REQUIRE_MESSAGE(taken, (taken ? "" : taken.error().message()));
   }
   Vmm target(ApiSocket::fd);
   INFO("vmm log:\n" << target.log());
