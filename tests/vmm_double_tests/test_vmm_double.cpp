@@ -510,6 +510,23 @@ TEST_CASE("SIGTERM: shutdown events / exit 0 / socket removed") {
   CHECK(join(names(vmm.events())) == "vmm/starting vm/deleted vmm/shutdown");
 }
 
+TEST_CASE("SIGINT while running: vm/shutdown / vm/deleted / vmm/shutdown and exit 0") {
+  Vmm vmm;
+  auto kernel = guest_kernel(vmm.dir());
+  if (!kernel) {
+    chl::test::skip("real VMM without CHL_TEST_GUEST_KERNEL");
+    return;
+  }
+  REQUIRE(vmm.put("vm.create", vm_config(*kernel, "console=ttyS0")).status == 204);
+  REQUIRE(vmm.put("vm.boot").status == 204);
+  REQUIRE(vmm.child().signal(SIGINT));
+  auto st = vmm.wait_exit();
+  REQUIRE(st);
+  CHECK_MESSAGE(st->success(), st->describe());
+  CHECK_FALSE(std::filesystem::exists(vmm.sock()));
+  CHECK(join(names(vmm.events())) == "vmm/starting vm/booting vm/booted vm/shutdown vm/deleted vmm/shutdown");
+}
+
 TEST_CASE(
     "serial PTY exists from vm.create - the guest echoes and powers off on a `poweroff` line") {
   Vmm vmm;
