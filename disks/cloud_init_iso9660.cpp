@@ -291,7 +291,7 @@ class IsoBuilder {
     write_descriptor(meta, 16, false, opts_.volume_id, total, ppt_size, ppt_l, ppt_m,
                      *primary_root_);
     write_descriptor(meta, 17, true, jvol, total, jpt_size, jpt_l, jpt_m, *joliet_root_);
-    std::size_t term = 18 * kSector;
+    const std::size_t term = std::size_t{18} * kSector;
     meta[term] = static_cast<char>(0xff);
     std::memcpy(meta.data() + term + 1, "CD001", 5);
     meta[term + 6] = 1;
@@ -322,10 +322,12 @@ class IsoBuilder {
     std::set<std::string> used;
     auto unique = [&](std::string base, const std::string& ext, bool is_dir) {
       for (int k = 1;; ++k) {
-        std::string id = is_dir ? base : base + "." + ext + ";1";
+        std::string id = base;
+        if (!is_dir) id.append(".").append(ext).append(";1");
         if (used.insert(id).second) return id;
         std::string suffix = std::to_string(k);
-        base = base.substr(0, std::min(base.size(), 8 - suffix.size())) + suffix;
+        base.resize(std::min(base.size(), 8 - suffix.size()));
+        base += suffix;
       }
     };
     for (const auto& d : src.dirs) {
