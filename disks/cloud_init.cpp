@@ -234,7 +234,9 @@ std::string nocloud_meta_data(std::string_view instance_id, std::string_view hos
 std::string config_drive_meta_data(std::string_view name, std::string_view namespace_,
                                    std::string_view uuid, std::string_view hostname) {
   std::string out = "{\"instance_id\":";
-  append_json_string(out, std::string(name) + "." + std::string(namespace_));
+  // "<name>.<namespace>"; a caller that already joined them passes an empty namespace.
+  append_json_string(out, namespace_.empty() ? std::string(name)
+                                             : std::string(name) + "." + std::string(namespace_));
   if (!hostname.empty()) {
     out += ",\"hostname\":";
     append_json_string(out, hostname);

@@ -69,7 +69,7 @@ std::string kubevirt_instance_id(std::string_view firmware_uuid, std::string_vie
 // NoCloud meta-data as KubeVirt writes it: JSON (valid YAML) {"instance-id":…,"local-hostname":…}.
 std::string nocloud_meta_data(std::string_view instance_id, std::string_view hostname);
 // ConfigDrive meta_data.json as KubeVirt writes it: {"instance_id":"<name>.<namespace>",
-// "hostname":…,"uuid":…}.
+// "hostname":…,"uuid":…} (instance_id is `name` alone when `namespace_` is empty).
 std::string config_drive_meta_data(std::string_view name, std::string_view namespace_,
                                    std::string_view uuid, std::string_view hostname);
 

@@ -140,6 +140,7 @@ TEST_CASE("meta-data as KubeVirt writes it, hostname and instance id rules") {
   CHECK(d::nocloud_meta_data("a\"b", "") == R"({"instance-id":"a\"b"})");
   CHECK(d::config_drive_meta_data("vm", "ns", "u-1", "vm") ==
         R"({"instance_id":"vm.ns","hostname":"vm","uuid":"u-1"})");
+  CHECK(d::config_drive_meta_data("vm.ns", "", "", "") == R"({"instance_id":"vm.ns"})");
   CHECK(d::kubevirt_hostname("web.example") == "web");
   CHECK(d::kubevirt_hostname(std::string(80, 'a')) == std::string(63, 'a'));
   CHECK(d::kubevirt_hostname("web", "custom-host") == "custom-host");
