@@ -645,6 +645,17 @@ tl::expected<CheckedVmi, std::string> check_vmi_file(const std::string& path, st
   return std::move(*checked);
 }
 
+namespace {
+// The guest memory as the user wrote it ("1024M"), from where KubeVirt takes it.
+std::string memory_text(const Vmi& vmi) {
+  const Domain& d = vmi.spec.domain;
+  if (d.memory.guest) return d.memory.guest->text;
+  if (d.resources.limit_memory) return d.resources.limit_memory->text;
+  if (d.resources.request_memory) return d.resources.request_memory->text;
+  return "no";
+}
+}  // namespace
+
 std::string vmi_summary(const Vmi& vmi, const HypervisorCapabilities& caps) {
   const CpuTopology t = cpu_topology(vmi);
   const auto plural = [](std::size_t n, const char* one) {
@@ -660,7 +671,7 @@ std::string vmi_summary(const Vmi& vmi, const HypervisorCapabilities& caps) {
     nics = 1;  // KubeVirt's default pod interface
   }
   return vmi.metadata.namespace_ + "/" + vmi.metadata.name + " on " + std::string(caps.name) + ": " +
-         plural(t.vcpus(), "vCPU") + ", " + format_bytes_quantity(guest_memory_bytes(vmi).value_or(0)) +
+         plural(t.vcpus(), "vCPU") + ", " + memory_text(vmi) +
          " memory, " + plural(vmi.spec.domain.devices.disks.size(), "disk") + ", " + plural(nics, "interface") +
          ", boot " + boot;
 }
