@@ -8,9 +8,12 @@
 #include <functional>
 #include <sstream>
 
+#include <spdlog/sinks/ostream_sink.h>
+
 #include "ch_launcher/hypervisor_capabilities.hpp"
 #include "ch_launcher/validator.hpp"
 #include "ch_launcher/vmi_parser.hpp"
+#include "common/log.hpp"
 #include "tests/support/test_support.hpp"
 
 using namespace chl::core;
@@ -244,6 +247,24 @@ TEST_CASE("unknown fields are ignored") {
     n["spec"]["volumes"][0]["containerDisk"]["futureField"] = 1;
   }), "cloud-hypervisor");
   CHECK(r.has_value());
+}
+
+TEST_CASE("each ignored unknown field gets a debug log line naming its path") {
+  std::ostringstream out;
+  auto& logger = chl::common::log::logger();
+  auto saved = logger;
+  logger = std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::ostream_sink_mt>(out));
+  logger->set_level(spdlog::level::debug);
+  logger->set_pattern("%l %v");
+  auto r = parse_vmi(vmi_with([](YAML::Node& n) {
+    n["spec"]["domain"]["devices"]["fancyNewDevice"] = YAML::Load("{on: true}");
+    n["spec"]["volumes"][0]["containerDisk"]["futureField"] = 1;
+  }));
+  logger->flush();
+  logger = saved;
+  CHECK(r.problems.empty());
+  CHECK_MESSAGE(out.str().find("debug ignoring unknown field spec.domain.devices.fancyNewDevice\n") != std::string::npos, out.str());
+  CHECK(out.str().find("debug ignoring unknown field spec.volumes[0].containerDisk.futureField\n") != std::string::npos);
 }
 
 TEST_CASE("every problem is listed at once") {
