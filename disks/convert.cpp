@@ -74,6 +74,7 @@ struct Job {
   const ImageLayer* top = nullptr;
   int out_fd = -1;
   std::uint64_t size = 0;
+  bool sync = true;
   std::atomic<std::uint64_t> next_chunk{0};
   std::atomic<std::uint64_t> done{0};
   std::atomic<std::uint64_t> written{0};
@@ -102,7 +103,7 @@ common::Status convert_chunk(Job& job, ReadContext& ctx, std::uint8_t* buf, std:
     pos += e.length;
   }
   // Start writing this chunk back now, so the final fdatasync has little left to wait for.
-  ::sync_file_range(job.out_fd, static_cast<off_t>(a), static_cast<off_t>(b - a), SYNC_FILE_RANGE_WRITE);
+  if (job.sync) ::sync_file_range(job.out_fd, static_cast<off_t>(a), static_cast<off_t>(b - a), SYNC_FILE_RANGE_WRITE);
   return {};
 }
 
@@ -181,6 +182,7 @@ common::Result<ConvertStats> convert_chain(const ImageLayer& top, const std::fil
   job.top = &top;
   job.out_fd = out.fd();
   job.size = stats.virtual_size;
+  job.sync = opts.sync;
   const std::uint64_t chunks = (job.size + kChunk - 1) / kChunk;
   stats.threads = worker_count(opts, chunks);
   CHL_TRY_VOID(run_workers(job, stats.threads, opts));

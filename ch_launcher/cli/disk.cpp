@@ -55,13 +55,14 @@ class ProgressLine {
 
 int run_convert(const std::vector<std::string>& argv) {
   const std::string cmd = "disk convert";
-  chl::cli::Args args({"--threads"}, {"--allow-backing", "--copy-raw", "--quiet"});
+  chl::cli::Args args({"--threads"}, {"--allow-backing", "--copy-raw", "--quiet", "--no-sync"});
   if (!args.parse(argv)) return chl::cli::usage_error(cmd, args.error());
   if (args.positionals().size() != 2) return chl::cli::usage_error(cmd, "expected SRC and DST (see --help)");
   const std::string src = args.positionals()[0], dst = args.positionals()[1];
   chl::disks::ConvertOptions opts;
   opts.allow_backing = args.has("--allow-backing");
   opts.copy_raw = args.has("--copy-raw");
+  opts.sync = !args.has("--no-sync");
   if (auto t = args.get("--threads")) {
     char* end = nullptr;
     unsigned long n = std::strtoul(t->c_str(), &end, 10);
@@ -113,12 +114,14 @@ int run_create_empty(const std::vector<std::string>& argv) {
 chl::cli::Registrar convert_reg({
     "disk convert",
     "convert a qcow2 image to a sparse raw image (like qemu-img convert -O raw)",
-    "usage: ch-launcher disk convert SRC DST [--allow-backing] [--copy-raw] [--threads N] [--quiet]\n\n"
+    "usage: ch-launcher disk convert SRC DST [--allow-backing] [--copy-raw] [--threads N] [--no-sync]\n"
+    "                                 [--quiet]\n\n"
     "Converts SRC (format detected by content) to a raw image at DST. DST must not exist: it is\n"
     "written under a temporary name in its directory and renamed when complete.\n"
     "  --allow-backing  resolve SRC's backing chain (refused by default)\n"
     "  --copy-raw       when SRC is already raw, copy it (sparse); by default nothing is written\n"
     "  --threads N      worker threads (default: one per core, at most 4)\n"
+    "  --no-sync        skip the fdatasync before the rename (as qemu-img does)\n"
     "  --quiet          no progress line, no summary\n"
     "Exit status: 0 done (or SRC already raw), 1 conversion failed, 2 usage error.",
     run_convert,
