@@ -127,6 +127,13 @@ void LauncherService::on_domain_event(const events::DomainEvent& e) {
   CHL_LOG_INFO("domain event {} ({}) -> state {} reason {}", events::to_string(e.type), e.cause,
                events::to_string(e.state), events::to_string(e.reason));
   bus_.publish(e);
+  // A panicked guest is dead: end its VMM, as libvirt's default on_crash=destroy does, so the
+  // VMI's owner sees Crashed (Panicked) and can restart it. No stop is requested, so the
+  // domain keeps its Crashed state and reason through the VMM's exit.
+  if (e.state == DomainState::Crashed && !torn_down_ && !forced_) {
+    CHL_LOG_WARN("the guest crashed ({}): ending the VMM", events::to_string(e.reason));
+    driver_->kill_vmm();
+  }
   // A new VM run (reboot, restore) comes with a new console PTY.
   if (booted_ && (e.cause == "vm/rebooted" || e.cause == "vm/booted" || e.cause == "vm/restored")) refresh_console();
   check_finished();

@@ -45,7 +45,7 @@ void set_disk_path(LaunchPlan& plan, const std::string& volume, const fs::path& 
   }
 }
 
-Status write_cloud_init(const Preparation& p) {
+Status write_cloud_init(const LaunchPlan& plan, const Preparation& p) {
   std::string user = p.user_data, network = p.network_data;
   if (!p.user_data_file.empty()) {
     CHL_TRY(user, read_secret(p.user_data_file));
@@ -62,14 +62,18 @@ Status write_cloud_init(const Preparation& p) {
     disks::ConfigDriveData cd;
     cd.user_data = user;
     cd.network_data_json = network;
-    cd.meta_data_json = disks::config_drive_meta_data(p.instance_id, "", p.uuid, p.hostname);
+    // plan.name is "<namespace>/<name>".
+    const auto slash = plan.name.find('/');
+    const std::string ns = slash == std::string::npos ? "default" : plan.name.substr(0, slash);
+    const std::string name = slash == std::string::npos ? plan.name : plan.name.substr(slash + 1);
+    cd.meta_data_json = disks::config_drive_meta_data(name, ns, p.uuid, p.hostname);
     return disks::write_config_drive_image(p.target, std::move(cd), wo);
   }
   disks::NoCloudData nd;
   nd.user_data = user;
   nd.network_config = network;
-  // KubeVirt's NoCloud instance-id is the VMI's uid.
-  nd.meta_data = disks::nocloud_meta_data(p.uuid.empty() ? p.instance_id : p.uuid, p.hostname);
+  // As KubeVirt writes it: the firmware UUID (stable across restarts of the VM), else the uid.
+  nd.meta_data = disks::nocloud_meta_data(disks::kubevirt_instance_id(plan.platform_uuid, p.uuid), p.hostname);
   return disks::write_nocloud_image(p.target, std::move(nd), wo);
 }
 
@@ -104,7 +108,7 @@ Status run_one(LaunchPlan& plan, const Preparation& p, const PrepareOptions& opt
       return {};
     }
     case PreparationKind::WriteCloudInit:
-      CHL_TRY_VOID(write_cloud_init(p));
+      CHL_TRY_VOID(write_cloud_init(plan, p));
       CHL_LOG_INFO("cloud-init {} media written: {}", p.datasource, p.target);
       return {};
     case PreparationKind::FindFirmware: {

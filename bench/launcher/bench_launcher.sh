@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Launcher figures (issue 4), against the VMM double or a real cloud-hypervisor
+# (CLOUD_HYPERVISOR_BIN), with the PVH test guest:
+#   - launch overhead: `ch-launcher run` start -> Running (seen on the command socket), minus the
+#     same create+boot done with bare curl calls against the same VMM; median of N runs;
+#   - launcher RSS with the VM running (steady state);
+#   - idle wake-ups: context switches of all launcher threads over 10 s with nothing happening.
+# Usage: bench/launcher/bench_launcher.sh [BUILD_DIR] [N]
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${1:-$ROOT/build}
+N=${2:-20}
+CHL=$BUILD/ch_launcher/ch-launcher
+VMM=${CLOUD_HYPERVISOR_BIN:-$BUILD/tests/vmm_double/vmm-double}
+GUEST=$BUILD/guests/pvh-guest.elf
+W=$(mktemp -d /tmp/chl-bench-XXXXXX)
+trap 'pkill -P $$ 2>/dev/null || true; rm -rf "$W"' EXIT
+mkdir -p "$W/kernel" && cp "$GUEST" "$W/kernel/guest.elf"
+sed -e 's/name: pvh-demo/name: bench/' "$ROOT/examples/vmi-pvh-demo.yaml" > "$W/vmi.yaml"
+now_us() { echo $(( $(date +%s%N) / 1000 )); }
+median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+
+# The same vm.create body the launcher sends.
+"$CHL" render --vmi "$W/vmi.yaml" --volume "kernel-boot=$W/kernel" --state-dir "$W/state" > "$W/create.json"
+
+bare=()
+for i in $(seq 1 "$N"); do
+  rm -f "$W/api.sock"
+  t0=$(now_us)
+  "$VMM" --api-socket "path=$W/api.sock" > /dev/null 2>&1 &
+  pid=$!
+  while [ ! -S "$W/api.sock" ]; do sleep 0.001; done
+  curl -s --unix-socket "$W/api.sock" -X PUT -H 'Content-Type: application/json' \
+    --data-binary @"$W/create.json" http://localhost/api/v1/vm.create > /dev/null
+  curl -s --unix-socket "$W/api.sock" -X PUT http://localhost/api/v1/vm.boot > /dev/null
+  t1=$(now_us)
+  bare+=($((t1 - t0)))
+  curl -s --unix-socket "$W/api.sock" -X PUT http://localhost/api/v1/vmm.shutdown > /dev/null || true
+  wait "$pid" 2>/dev/null || true
+done
+
+ours=()
+for i in $(seq 1 "$N"); do
+  rm -rf "$W/state"
+  t0=$(now_us)
+  "$CHL" run --vmi "$W/vmi.yaml" --state-dir "$W/state" --vmm-binary "$VMM" \
+    --volume "kernel-boot=$W/kernel" --log-level warning 2> "$W/run.log" &
+  lp=$!
+  until "$CHL" status --state-dir "$W/state" --json 2>/dev/null | grep -q '"state":"Running"'; do sleep 0.001; done
+  t1=$(now_us)
+  ours+=($((t1 - t0)))
+  if [ "$i" -eq "$N" ]; then
+    sleep 2
+    rss=$(awk '/VmRSS/ {print $2}' /proc/$lp/status)
+    cs0=$(cat /proc/$lp/task/*/status | awk '/ctxt_switches/ {s+=$2} END {print s}')
+    sleep 10
+    cs1=$(cat /proc/$lp/task/*/status | awk '/ctxt_switches/ {s+=$2} END {print s}')
+    threads=$(ls /proc/$lp/task | wc -l)
+  fi
+  "$CHL" kill --state-dir "$W/state" > /dev/null
+  wait "$lp" 2>/dev/null || true
+done
+
+b=$(printf '%s\n' "${bare[@]}" | median)
+o=$(printf '%s\n' "${ours[@]}" | median)
+echo "VMM: $VMM"
+echo "bare curl create+boot (VMM start included), median of $N: $((b / 1000)).$(( (b % 1000) / 100 )) ms"
+echo "ch-launcher run -> Running (VMM start, state dir, checks, status polling included), median of $N: $((o / 1000)).$(( (o % 1000) / 100 )) ms"
+echo "launch overhead (median difference): $(( (o - b) / 1000 )).$(( ((o - b) % 1000 + 1000) % 1000 / 100 )) ms"
+echo "launcher RSS with a running VM: $((rss / 1024)).$(( (rss % 1024) * 10 / 1024 )) MiB ($threads threads)"
+echo "launcher context switches in 10 s idle: $((cs1 - cs0))"
