@@ -49,7 +49,7 @@ common::Result<ConvertStats> convert_qcow2_to_raw(const std::filesystem::path& s
                                                   const std::filesystem::path& dst,
                                                   const ConvertOptions& opts = {});
 
-// Copy a raw image keeping its holes (SEEK_DATA/SEEK_HOLE, copy_file_range; all-zero blocks
+// Copy a raw image keeping its holes (data extents found with SEEK_DATA/SEEK_HOLE; all-zero blocks
 // are not written). Same destination rules as convert_qcow2_to_raw().
 common::Result<ConvertStats> copy_raw_image(const std::filesystem::path& src,
                                             const std::filesystem::path& dst,
