@@ -35,7 +35,8 @@ vmm_api::VmConfig to_ch_vm_config(const LaunchPlan& plan) {
 
   vmm_api::MemoryConfig mem;
   mem.size = static_cast<std::uint64_t>(plan.memory.size);
-  if (plan.memory.hotplug_size > 0) mem.hotplug_size = static_cast<std::uint64_t>(plan.memory.hotplug_size);
+  if (plan.memory.hotplug_size > 0)
+    mem.hotplug_size = static_cast<std::uint64_t>(plan.memory.hotplug_size);
   if (plan.memory.shared) mem.shared = true;
   if (plan.memory.hugepage_size > 0) {
     mem.hugepages = true;

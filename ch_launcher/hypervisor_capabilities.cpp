@@ -22,12 +22,13 @@ constexpr std::array<FeatureSupport, static_cast<std::size_t>(F::kCount)> kChFea
      "cloud-hypervisor has no floppy device; attach the volume as a disk with bus virtio"},
     {F::DiskBusVirtio, true, "virtio-blk"},
     {F::DiskBusSata, false,
-     "cloud-hypervisor has no SATA controller; use bus virtio (the guest needs virtio-blk drivers)"},
+     "cloud-hypervisor has no SATA controller; use bus virtio (the guest needs virtio-blk "
+     "drivers)"},
     {F::DiskBusScsi, false,
-     "cloud-hypervisor has no SCSI controller; use bus virtio (the guest needs virtio-blk drivers)"},
+     "cloud-hypervisor has no SCSI controller; use bus virtio (the guest needs virtio-blk "
+     "drivers)"},
     {F::DiskBusUsb, false, "cloud-hypervisor has no USB controller; use bus virtio"},
-    {F::DiskPciAddress, false,
-     "cloud-hypervisor assigns PCI addresses itself; remove pciAddress"},
+    {F::DiskPciAddress, false, "cloud-hypervisor assigns PCI addresses itself; remove pciAddress"},
     {F::DiskCustomBlockSize, false,
      "cloud-hypervisor cannot set a disk's block size; remove blockSize"},
     {F::DiskShareable, false, "cloud-hypervisor cannot share a disk between VMs; remove shareable"},
@@ -35,7 +36,8 @@ constexpr std::array<FeatureSupport, static_cast<std::size_t>(F::kCount)> kChFea
     {F::NicModelOther, false, "cloud-hypervisor has only virtio-net NICs; use model virtio"},
     {F::NicPciAddress, false, "cloud-hypervisor assigns PCI addresses itself; remove pciAddress"},
     {F::NicBootOrder, false,
-     "cloud-hypervisor's firmware cannot boot from the network; remove bootOrder from the interface"},
+     "cloud-hypervisor's firmware cannot boot from the network; remove bootOrder from the "
+     "interface"},
     {F::BindingBridge, true, "tap device bridged to the pod interface"},
     {F::BindingMasquerade, true, "tap device behind NAT on the pod interface"},
     {F::BindingSriov, false,
@@ -45,8 +47,7 @@ constexpr std::array<FeatureSupport, static_cast<std::size_t>(F::kCount)> kChFea
     {F::BindingPasst, false,
      "passt needs vhost-user networking, which ch-launcher does not set up for cloud-hypervisor "
      "yet; use masquerade"},
-    {F::BindingMacvtap, false,
-     "macvtap is not supported with cloud-hypervisor; use bridge"},
+    {F::BindingMacvtap, false, "macvtap is not supported with cloud-hypervisor; use bridge"},
     {F::BindingPlugin, false,
      "network binding plugins are not supported with cloud-hypervisor; use bridge or masquerade"},
     {F::NetworkMultus, true, "the tap device of the Multus pod interface"},
@@ -85,7 +86,8 @@ constexpr std::array<FeatureSupport, static_cast<std::size_t>(F::kCount)> kChFea
     {F::NumaPassthrough, false,
      "ch-launcher does not map guest NUMA nodes for cloud-hypervisor yet; remove "
      "numa.guestMappingPassthrough"},
-    {F::Realtime, false, "ch-launcher does not tune cloud-hypervisor for realtime; remove realtime"},
+    {F::Realtime, false,
+     "ch-launcher does not tune cloud-hypervisor for realtime; remove realtime"},
     {F::Hugepages, true, "memory backed by hugetlbfs pages of the given size"},
     {F::MemoryHotplug, true, "ACPI memory hotplug up to maxGuest"},
     {F::BiosBoot, true,
@@ -99,12 +101,14 @@ constexpr std::array<FeatureSupport, static_cast<std::size_t>(F::kCount)> kChFea
      "cloud-hypervisor keeps no persistent EFI variable store; remove efi.persistent"},
     {F::KernelBoot, true, "direct kernel boot: kernel, initramfs and command line"},
     {F::FeatureAcpi, true, "always on in cloud-hypervisor"},
-    {F::FeatureAcpiDisabled, false, "cloud-hypervisor always exposes ACPI; remove acpi.enabled: false"},
+    {F::FeatureAcpiDisabled, false,
+     "cloud-hypervisor always exposes ACPI; remove acpi.enabled: false"},
     {F::FeatureApic, true, "always on in cloud-hypervisor"},
     {F::FeatureSmm, false, "cloud-hypervisor has no System Management Mode; remove features.smm"},
     {F::FeatureHyperv, true, "KVM Hyper-V enlightenments (kvm_hyperv) as one set"},
     {F::FeatureHypervPassthrough, true, "KVM Hyper-V enlightenments (kvm_hyperv)"},
-    {F::FeatureKvmHidden, false, "cloud-hypervisor cannot hide KVM from the guest; remove features.kvm"},
+    {F::FeatureKvmHidden, false,
+     "cloud-hypervisor cannot hide KVM from the guest; remove features.kvm"},
     {F::FeaturePvspinlock, false,
      "cloud-hypervisor does not let the paravirtual spinlock hint be chosen; remove "
      "features.pvspinlock"},
@@ -401,7 +405,8 @@ std::string support_matrix_markdown() {
       const FeatureSupport& r = h->support(f);
       std::string cell = r.supported ? "yes" : "**no**";
       if (!r.note.empty()) cell += ": " + std::string(r.note);
-      for (std::size_t p = 0; (p = cell.find('|', p)) != std::string::npos; p += 2) cell.replace(p, 1, "\\|");
+      for (std::size_t p = 0; (p = cell.find('|', p)) != std::string::npos; p += 2)
+        cell.replace(p, 1, "\\|");
       s += " " + cell + " |";
     }
     s += "\n";

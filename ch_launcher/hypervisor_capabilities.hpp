@@ -14,10 +14,10 @@ namespace chl::core {
 
 // VMI features a hypervisor may or may not serve. Each has a row in every description.
 enum class Feature {
-  DiskDevice,          // devices.disks[].disk
-  CdromDevice,         // devices.disks[].cdrom
-  LunDevice,           // devices.disks[].lun
-  FloppyDevice,        // devices.disks[].floppy
+  DiskDevice,    // devices.disks[].disk
+  CdromDevice,   // devices.disks[].cdrom
+  LunDevice,     // devices.disks[].lun
+  FloppyDevice,  // devices.disks[].floppy
   DiskBusVirtio,
   DiskBusSata,
   DiskBusScsi,
@@ -26,9 +26,9 @@ enum class Feature {
   DiskCustomBlockSize,
   DiskShareable,
   NicModelVirtio,
-  NicModelOther,       // e1000, e1000e, rtl8139, ne2k_pci, pcnet...
+  NicModelOther,  // e1000, e1000e, rtl8139, ne2k_pci, pcnet...
   NicPciAddress,
-  NicBootOrder,        // PXE boot from a NIC
+  NicBootOrder,  // PXE boot from a NIC
   BindingBridge,
   BindingMasquerade,
   BindingSriov,
@@ -37,10 +37,10 @@ enum class Feature {
   BindingMacvtap,
   BindingPlugin,
   NetworkMultus,
-  Graphics,            // autoattachGraphicsDevice true (VNC)
+  Graphics,  // autoattachGraphicsDevice true (VNC)
   InputDevices,
   Sound,
-  UsbRedirection,      // clientPassthrough
+  UsbRedirection,  // clientPassthrough
   Watchdog,
   Tpm,
   DownwardMetrics,
@@ -49,23 +49,23 @@ enum class Feature {
   Gpus,
   Virtiofs,
   CpuModelHostPassthrough,
-  CpuModelHostModel,   // also "absent": KubeVirt's default
-  CpuModelNamed,       // Haswell, Skylake-Server...
-  CpuFeatureFlags,     // cpu.features
-  CpuHotplug,          // cpu.maxSockets
+  CpuModelHostModel,  // also "absent": KubeVirt's default
+  CpuModelNamed,      // Haswell, Skylake-Server...
+  CpuFeatureFlags,    // cpu.features
+  CpuHotplug,         // cpu.maxSockets
   DedicatedCpus,
   IsolateEmulatorThread,
   NumaPassthrough,
   Realtime,
   Hugepages,
-  MemoryHotplug,       // memory.maxGuest
+  MemoryHotplug,  // memory.maxGuest
   BiosBoot,
   EfiBoot,
   SecureBoot,
   EfiPersistentVars,
   KernelBoot,
-  FeatureAcpi,         // features.acpi enabled
-  FeatureAcpiDisabled, // features.acpi.enabled false
+  FeatureAcpi,          // features.acpi enabled
+  FeatureAcpiDisabled,  // features.acpi.enabled false
   FeatureApic,
   FeatureSmm,
   FeatureHyperv,
@@ -73,11 +73,11 @@ enum class Feature {
   FeatureKvmHidden,
   FeaturePvspinlock,
   FeatureOther,
-  ClockUtc,            // clock.utc without offset
-  ClockOffset,         // clock.utc.offsetSeconds
+  ClockUtc,     // clock.utc without offset
+  ClockOffset,  // clock.utc.offsetSeconds
   ClockTimezone,
   ClockTimer,
-  LaunchSecurity,      // SEV / TDX
+  LaunchSecurity,  // SEV / TDX
   IoThreadsPolicy,
   VolumeContainerDisk,
   VolumeEmptyDisk,
@@ -91,7 +91,7 @@ enum class Feature {
   VolumeConfigMap,
   VolumeServiceAccount,
   VolumeDownwardApi,
-  VolumeOther,         // sysprep, downwardMetrics, memoryDump
+  VolumeOther,  // sysprep, downwardMetrics, memoryDump
   kCount,
 };
 
@@ -115,26 +115,26 @@ struct ProcessOverhead {
 };
 
 struct HypervisorCapabilities {
-  std::string_view name;                // "cloud-hypervisor", "qemu-kvm"
-  std::string_view display_name;        // "Cloud Hypervisor"
-  std::string_view vmm_binary;          // the VMM executable
-  bool supports_iso;                    // CD-ROM media
-  std::string_view disk_driver;         // libvirt driver name / CH block implementation
-  bool requires_boot_order;             // boot order must be expressed to the hypervisor
+  std::string_view name;          // "cloud-hypervisor", "qemu-kvm"
+  std::string_view display_name;  // "Cloud Hypervisor"
+  std::string_view vmm_binary;    // the VMM executable
+  bool supports_iso;              // CD-ROM media
+  std::string_view disk_driver;   // libvirt driver name / CH block implementation
+  bool requires_boot_order;       // boot order must be expressed to the hypervisor
   bool supports_memory_ballooning;
-  std::string_view device_resource;     // extended resource the pod requests
-  bool launcher_privileged;             // the launcher container must be privileged
-  std::string_view vcpu_thread_pattern; // ECMAScript regex on /proc/<pid>/task/*/comm
-  std::uint32_t max_vcpus;              // most vCPUs one VM may have
-  bool kernel_boot_with_bootloader;     // kernelBoot may be combined with a bootloader
-  std::string_view bios_firmware;       // file to find for BIOS boot ("" = built into the VMM)
-  std::string_view efi_firmware;        // file to find for EFI boot
+  std::string_view device_resource;      // extended resource the pod requests
+  bool launcher_privileged;              // the launcher container must be privileged
+  std::string_view vcpu_thread_pattern;  // ECMAScript regex on /proc/<pid>/task/*/comm
+  std::uint32_t max_vcpus;               // most vCPUs one VM may have
+  bool kernel_boot_with_bootloader;      // kernelBoot may be combined with a bootloader
+  std::string_view bios_firmware;        // file to find for BIOS boot ("" = built into the VMM)
+  std::string_view efi_firmware;         // file to find for EFI boot
   std::span<const ProcessOverhead> process_overheads;
-  std::int64_t per_vcpu_overhead;       // bytes per vCPU (thread stacks, vCPU state)
-  std::int64_t pagetable_divisor;       // guest memory / this = page-table overhead
-  std::int64_t per_filesystem_overhead; // bytes per virtiofs filesystem (one virtiofsd each)
-  std::int64_t graphics_overhead;       // video RAM when a display is attached
-  std::int64_t vfio_overhead;           // locked memory margin with host devices
+  std::int64_t per_vcpu_overhead;            // bytes per vCPU (thread stacks, vCPU state)
+  std::int64_t pagetable_divisor;            // guest memory / this = page-table overhead
+  std::int64_t per_filesystem_overhead;      // bytes per virtiofs filesystem (one virtiofsd each)
+  std::int64_t graphics_overhead;            // video RAM when a display is attached
+  std::int64_t vfio_overhead;                // locked memory margin with host devices
   std::span<const FeatureSupport> features;  // one row per Feature, in Feature order
 
   [[nodiscard]] const FeatureSupport& support(Feature f) const;

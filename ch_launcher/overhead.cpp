@@ -13,20 +13,26 @@ MemoryOverhead memory_overhead(const Vmi& vmi, const HypervisorCapabilities& cap
     o.items.push_back({std::string(p.process), p.bytes, std::string(p.role)});
   }
   const std::int64_t guest = guest_memory_bytes(vmi).value_or(0);
-  const std::int64_t pt = caps.pagetable_divisor > 0 ? (guest + caps.pagetable_divisor - 1) / caps.pagetable_divisor : 0;
+  const std::int64_t pt = caps.pagetable_divisor > 0
+                              ? (guest + caps.pagetable_divisor - 1) / caps.pagetable_divisor
+                              : 0;
   o.items.push_back({"page tables", pt,
-                     "guest memory " + format_bytes_quantity(guest) + " / " + std::to_string(caps.pagetable_divisor)});
+                     "guest memory " + format_bytes_quantity(guest) + " / " +
+                         std::to_string(caps.pagetable_divisor)});
   const Cpu& c = vmi.spec.domain.cpu;
   CpuTopology t = cpu_topology(vmi);
   std::uint64_t vcpus = t.vcpus();
   if (c.max_sockets > t.sockets) vcpus = std::uint64_t{c.max_sockets} * t.cores * t.threads;
-  o.items.push_back({"vCPUs", static_cast<std::int64_t>(vcpus) * caps.per_vcpu_overhead,
-                     std::to_string(vcpus) + " x " + format_bytes_quantity(caps.per_vcpu_overhead)});
+  o.items.push_back(
+      {"vCPUs", static_cast<std::int64_t>(vcpus) * caps.per_vcpu_overhead,
+       std::to_string(vcpus) + " x " + format_bytes_quantity(caps.per_vcpu_overhead)});
   const Devices& d = vmi.spec.domain.devices;
-  const auto fss = std::count_if(d.filesystems.begin(), d.filesystems.end(), [](const Filesystem& f) { return f.virtiofs; });
+  const auto fss = std::count_if(d.filesystems.begin(), d.filesystems.end(),
+                                 [](const Filesystem& f) { return f.virtiofs; });
   if (fss > 0) {
-    o.items.push_back({"virtiofsd", fss * caps.per_filesystem_overhead,
-                       std::to_string(fss) + " x " + format_bytes_quantity(caps.per_filesystem_overhead)});
+    o.items.push_back(
+        {"virtiofsd", fss * caps.per_filesystem_overhead,
+         std::to_string(fss) + " x " + format_bytes_quantity(caps.per_filesystem_overhead)});
   }
   if (caps.graphics_overhead > 0 && d.autoattach_graphics_device.value_or(true)) {
     o.items.push_back({"video RAM", caps.graphics_overhead, "graphics device attached"});
@@ -45,12 +51,12 @@ std::string format_overhead(const MemoryOverhead& o) {
   std::string s;
   char line[512];
   for (const auto& i : o.items) {
-    std::snprintf(line, sizeof line, "  %-18s %10s  %s\n", i.what.c_str(), format_bytes_quantity(i.bytes).c_str(),
-                  i.note.c_str());
+    std::snprintf(line, sizeof line, "  %-18s %10s  %s\n", i.what.c_str(),
+                  format_bytes_quantity(i.bytes).c_str(), i.note.c_str());
     s += line;
   }
-  std::snprintf(line, sizeof line, "  %-18s %10s  %s\n", "total", format_bytes_quantity(o.total).c_str(),
-                "rounded up to a whole Mi");
+  std::snprintf(line, sizeof line, "  %-18s %10s  %s\n", "total",
+                format_bytes_quantity(o.total).c_str(), "rounded up to a whole Mi");
   s += line;
   return s;
 }
@@ -58,7 +64,10 @@ std::string format_overhead(const MemoryOverhead& o) {
 nlohmann::json overhead_json(const MemoryOverhead& o) {
   nlohmann::json items = nlohmann::json::array();
   for (const auto& i : o.items) {
-    items.push_back({{"what", i.what}, {"bytes", i.bytes}, {"quantity", format_bytes_quantity(i.bytes)}, {"note", i.note}});
+    items.push_back({{"what", i.what},
+                     {"bytes", i.bytes},
+                     {"quantity", format_bytes_quantity(i.bytes)},
+                     {"note", i.note}});
   }
   return {{"items", items}, {"total_bytes", o.total}, {"total", format_bytes_quantity(o.total)}};
 }

@@ -3,10 +3,9 @@
 // KubeVirt's GetMemoryOverhead is (fixed per-process costs, page tables, per-vCPU state,
 // extras), with the figures from the hypervisor's capability description.
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "ch_launcher/hypervisor_capabilities.hpp"
 #include "ch_launcher/vmi.hpp"
@@ -14,9 +13,9 @@
 namespace chl::core {
 
 struct OverheadItem {
-  std::string what;   // "launcher", "page tables", "vCPUs"
+  std::string what;  // "launcher", "page tables", "vCPUs"
   std::int64_t bytes = 0;
-  std::string note;   // how it was computed
+  std::string note;  // how it was computed
 };
 
 struct MemoryOverhead {

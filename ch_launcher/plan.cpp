@@ -25,7 +25,8 @@ constexpr const char* kKernelBootVolume = "kernel-boot";
 
 std::string hex_mac(const unsigned char b[6]) {
   char buf[18];
-  std::snprintf(buf, sizeof buf, "%02x:%02x:%02x:%02x:%02x:%02x", b[0], b[1], b[2], b[3], b[4], b[5]);
+  std::snprintf(buf, sizeof buf, "%02x:%02x:%02x:%02x:%02x:%02x", b[0], b[1], b[2], b[3], b[4],
+                b[5]);
   return buf;
 }
 
@@ -61,7 +62,9 @@ class Planner {
   }
 
  private:
-  void add(std::string path, std::string msg) { problems_.push_back({std::move(path), std::move(msg)}); }
+  void add(std::string path, std::string msg) {
+    problems_.push_back({std::move(path), std::move(msg)});
+  }
 
   std::string state(const std::string& rel) const { return plan_.state_dir + "/" + rel; }
 
@@ -71,8 +74,8 @@ class Planner {
     if (it != in_.volume_paths.end()) return it->second;
     if (in_.pod_layout && !pod_path.empty()) return pod_path;
     add("spec.volumes[" + std::to_string(volume_index(vmi_, v)) + "]",
-        "no file for volume \"" + v.name + "\" (" + to_string(v.kind) + "): pass --volume " + v.name +
-            "=PATH, or --pod-layout inside a virt-launcher pod");
+        "no file for volume \"" + v.name + "\" (" + to_string(v.kind) + "): pass --volume " +
+            v.name + "=PATH, or --pod-layout inside a virt-launcher pod");
     return std::nullopt;
   }
 
@@ -89,8 +92,9 @@ class Planner {
     if (!c.dedicated_cpu_placement) return;
     const std::string path = "spec.domain.cpu.dedicatedCpuPlacement";
     if (!in_.cpu_set || in_.cpu_set->empty()) {
-      add(path, "needs the pod's CPU set: pass --cpu-set (e.g. 2-5) or run where "
-                "/sys/fs/cgroup/cpuset.cpus.effective is readable");
+      add(path,
+          "needs the pod's CPU set: pass --cpu-set (e.g. 2-5) or run where "
+          "/sys/fs/cgroup/cpuset.cpus.effective is readable");
       return;
     }
     const std::size_t need = p.max_vcpus + (c.isolate_emulator_thread ? 1u : 0u);
@@ -217,7 +221,8 @@ class Planner {
     prep.volume = v.name;
     switch (v.kind) {
       case VolumeKind::ContainerDisk: {
-        auto src = source_of(v, std::string(kPodContainerDisks) + "/disk_" + std::to_string(vi) + ".img");
+        auto src =
+            source_of(v, std::string(kPodContainerDisks) + "/disk_" + std::to_string(vi) + ".img");
         if (!src) return false;
         prep.kind = PreparationKind::ConvertContainerDisk;
         prep.source = *src;
@@ -292,10 +297,14 @@ class Planner {
       case VolumeKind::ServiceAccount:
       case VolumeKind::DownwardApi: {
         std::string pod;
-        if (v.kind == VolumeKind::Secret) pod = std::string(kPodSecrets) + "/" + v.name;
-        else if (v.kind == VolumeKind::ConfigMap) pod = std::string(kPodConfigMaps) + "/" + v.name;
-        else if (v.kind == VolumeKind::ServiceAccount) pod = kPodServiceAccount;
-        else pod = std::string(kPodDownwardApi) + "/" + v.name;
+        if (v.kind == VolumeKind::Secret)
+          pod = std::string(kPodSecrets) + "/" + v.name;
+        else if (v.kind == VolumeKind::ConfigMap)
+          pod = std::string(kPodConfigMaps) + "/" + v.name;
+        else if (v.kind == VolumeKind::ServiceAccount)
+          pod = kPodServiceAccount;
+        else
+          pod = std::string(kPodDownwardApi) + "/" + v.name;
         auto src = source_of(v, pod);
         if (!src) return false;
         prep.kind = PreparationKind::WriteConfigDisk;
@@ -321,15 +330,26 @@ class Planner {
       std::string pod;
       switch (v->kind) {
         case VolumeKind::PersistentVolumeClaim:
-        case VolumeKind::DataVolume: pod = std::string(kPodVmiDisks) + "/" + v->name; break;
-        case VolumeKind::ConfigMap: pod = std::string(kPodConfigMaps) + "/" + v->name; break;
-        case VolumeKind::Secret: pod = std::string(kPodSecrets) + "/" + v->name; break;
-        case VolumeKind::ServiceAccount: pod = kPodServiceAccount; break;
-        case VolumeKind::DownwardApi: pod = std::string(kPodDownwardApi) + "/" + v->name; break;
+        case VolumeKind::DataVolume:
+          pod = std::string(kPodVmiDisks) + "/" + v->name;
+          break;
+        case VolumeKind::ConfigMap:
+          pod = std::string(kPodConfigMaps) + "/" + v->name;
+          break;
+        case VolumeKind::Secret:
+          pod = std::string(kPodSecrets) + "/" + v->name;
+          break;
+        case VolumeKind::ServiceAccount:
+          pod = kPodServiceAccount;
+          break;
+        case VolumeKind::DownwardApi:
+          pod = std::string(kPodDownwardApi) + "/" + v->name;
+          break;
         default:
-          add("spec.domain.devices.filesystems", "volume \"" + v->name + "\" (" + to_string(v->kind) +
-                                                     ") cannot be shared with virtiofs; use a PVC, "
-                                                     "configMap, secret, serviceAccount or downwardAPI");
+          add("spec.domain.devices.filesystems",
+              "volume \"" + v->name + "\" (" + to_string(v->kind) +
+                  ") cannot be shared with virtiofs; use a PVC, "
+                  "configMap, secret, serviceAccount or downwardAPI");
           continue;
       }
       auto src = source_of(*v, pod);
@@ -367,7 +387,8 @@ class Planner {
     const bool multiqueue = dev.network_interface_multiqueue.value_or(false);
     int next_secondary = 1;
     for (const auto& iface : ifaces) {
-      auto net = std::find_if(nets.begin(), nets.end(), [&](const Network& n) { return n.name == iface.name; });
+      auto net = std::find_if(nets.begin(), nets.end(),
+                              [&](const Network& n) { return n.name == iface.name; });
       if (net == nets.end()) continue;  // reported by the validator
       PlannedNic nic;
       nic.name = iface.name;
@@ -399,18 +420,21 @@ class Planner {
     auto note = [&](const std::string& id, const std::string& what, const std::string& path) {
       auto [it, inserted] = seen.emplace(id, what);
       if (!inserted) {
-        add(path, "\"" + id + "\" is also the name of " + it->second + "; " + std::string(caps_.name) +
-                      " needs a distinct name for every device");
+        add(path, "\"" + id + "\" is also the name of " + it->second + "; " +
+                      std::string(caps_.name) + " needs a distinct name for every device");
       }
     };
     for (const auto& d : plan_.disks) {
-      note(d.name, "a disk", "spec.domain.devices.disks[" + std::to_string(d.spec_index) + "].name");
+      note(d.name, "a disk",
+           "spec.domain.devices.disks[" + std::to_string(d.spec_index) + "].name");
     }
     for (std::size_t i = 0; i < plan_.filesystems.size(); ++i) {
-      note(plan_.filesystems[i].name, "a filesystem", "spec.domain.devices.filesystems[" + std::to_string(i) + "].name");
+      note(plan_.filesystems[i].name, "a filesystem",
+           "spec.domain.devices.filesystems[" + std::to_string(i) + "].name");
     }
     for (std::size_t i = 0; i < plan_.nics.size(); ++i) {
-      note(plan_.nics[i].name, "an interface", "spec.domain.devices.interfaces[" + std::to_string(i) + "].name");
+      note(plan_.nics[i].name, "an interface",
+           "spec.domain.devices.interfaces[" + std::to_string(i) + "].name");
     }
   }
 
@@ -431,14 +455,22 @@ tl::expected<LaunchPlan, Violations> plan_launch(const Vmi& vmi, const Hyperviso
 
 const char* to_string(PreparationKind k) {
   switch (k) {
-    case PreparationKind::CreateEmptyDisk: return "create-empty-disk";
-    case PreparationKind::ConvertContainerDisk: return "convert-container-disk";
-    case PreparationKind::CreateOverlay: return "create-overlay";
-    case PreparationKind::CreateHostDisk: return "create-host-disk";
-    case PreparationKind::WriteCloudInit: return "write-cloud-init";
-    case PreparationKind::WriteConfigDisk: return "write-config-disk";
-    case PreparationKind::FindFirmware: return "find-firmware";
-    case PreparationKind::StartVirtiofsd: return "start-virtiofsd";
+    case PreparationKind::CreateEmptyDisk:
+      return "create-empty-disk";
+    case PreparationKind::ConvertContainerDisk:
+      return "convert-container-disk";
+    case PreparationKind::CreateOverlay:
+      return "create-overlay";
+    case PreparationKind::CreateHostDisk:
+      return "create-host-disk";
+    case PreparationKind::WriteCloudInit:
+      return "write-cloud-init";
+    case PreparationKind::WriteConfigDisk:
+      return "write-config-disk";
+    case PreparationKind::FindFirmware:
+      return "find-firmware";
+    case PreparationKind::StartVirtiofsd:
+      return "start-virtiofsd";
   }
   return "?";
 }
@@ -500,7 +532,8 @@ common::Result<std::vector<std::uint32_t>> read_cgroup_cpu_set(const std::string
   std::string text;
   std::getline(f, text);
   auto cpus = parse_cpu_list(text);
-  if (!cpus) return common::fail(std::errc::invalid_argument, path + ": not a CPU list: \"" + text + "\"");
+  if (!cpus)
+    return common::fail(std::errc::invalid_argument, path + ": not a CPU list: \"" + text + "\"");
   return *cpus;
 }
 

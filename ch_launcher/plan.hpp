@@ -9,12 +9,11 @@
 // driver will turn it into domain XML.
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-#include <vector>
-
-#include <nlohmann/json.hpp>
 #include <tl/expected.hpp>
+#include <vector>
 
 #include "ch_launcher/hypervisor_capabilities.hpp"
 #include "ch_launcher/vmi.hpp"
@@ -51,29 +50,29 @@ const char* to_string(PreparationKind k);
 
 struct Preparation {
   PreparationKind kind = PreparationKind::CreateEmptyDisk;
-  std::string volume;         // the volume it serves ("" for firmware)
-  std::string source;         // input file or directory
-  std::string target;         // what to produce
+  std::string volume;  // the volume it serves ("" for firmware)
+  std::string source;  // input file or directory
+  std::string target;  // what to produce
   std::int64_t size_bytes = 0;
-  std::string format;         // raw, qcow2, iso9660
-  std::string volume_label;   // ISO label: cidata, config-2, ...
+  std::string format;        // raw, qcow2, iso9660
+  std::string volume_label;  // ISO label: cidata, config-2, ...
   // Cloud-init: the data (decoded), or files holding it (from a secret).
-  std::string datasource;     // nocloud, configdrive
+  std::string datasource;  // nocloud, configdrive
   std::string user_data;
   std::string network_data;
   std::string user_data_file;
   std::string network_data_file;
-  std::string instance_id;    // meta-data instance-id
-  std::string hostname;       // meta-data local-hostname
-  std::string uuid;           // config drive meta_data.json uuid
-  std::string firmware;       // FindFirmware: the file name wanted (CLOUDHV.fd, hypervisor-fw)
+  std::string instance_id;  // meta-data instance-id
+  std::string hostname;     // meta-data local-hostname
+  std::string uuid;         // config drive meta_data.json uuid
+  std::string firmware;     // FindFirmware: the file name wanted (CLOUDHV.fd, hypervisor-fw)
 };
 
 struct PlannedDisk {
-  std::string name;           // disk = volume name (the CH device id)
+  std::string name;  // disk = volume name (the CH device id)
   std::string path;
   bool readonly = false;
-  bool direct = false;        // cache: none
+  bool direct = false;  // cache: none
   std::string serial;
   std::uint32_t num_queues = 0;  // 0 = hypervisor default
   bool qcow2_overlay = false;    // a qcow2 with a backing file
@@ -81,7 +80,7 @@ struct PlannedDisk {
 };
 
 struct PlannedNic {
-  std::string name;           // interface = network name (the CH device id)
+  std::string name;  // interface = network name (the CH device id)
   Binding binding = Binding::None;
   NetworkKind network = NetworkKind::None;
   std::string pod_interface;  // eth0, net1...: the pod-side interface it is connected to
@@ -92,12 +91,12 @@ struct PlannedNic {
 };
 
 struct PlannedFilesystem {
-  std::string name;           // tag and device id
-  std::string socket;         // virtiofsd's vhost-user socket
+  std::string name;    // tag and device id
+  std::string socket;  // virtiofsd's vhost-user socket
 };
 
 struct Payload {
-  std::string firmware;       // firmware file, or "" with kernel boot
+  std::string firmware;  // firmware file, or "" with kernel boot
   std::string kernel;
   std::string initramfs;
   std::string cmdline;
@@ -106,7 +105,7 @@ struct Payload {
 struct PlannedCpus {
   std::uint32_t boot_vcpus = 1;
   std::uint32_t max_vcpus = 1;
-  CpuTopology topology;       // packages = max sockets
+  CpuTopology topology;                // packages = max sockets
   std::vector<std::uint32_t> pinning;  // vCPU i -> host CPU pinning[i]; empty = not pinned
   bool kvm_hyperv = false;
 };
@@ -119,8 +118,8 @@ struct PlannedMemory {
 };
 
 struct LaunchPlan {
-  std::string hypervisor;     // caps name
-  std::string name;           // namespace/name of the VMI
+  std::string hypervisor;  // caps name
+  std::string name;        // namespace/name of the VMI
   std::string uid;
   std::string state_dir;
   std::vector<Preparation> preparations;  // in the order they should run

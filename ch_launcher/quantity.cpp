@@ -14,8 +14,8 @@ struct Exact {
   i128 den = 1;
 };
 
-constexpr int kMaxDigits = 19;    // keeps num * 2^60 and num * 10^18 inside 128 bits
-constexpr int kMaxScale = 36;     // 10^36 still fits in a signed 128-bit integer
+constexpr int kMaxDigits = 19;  // keeps num * 2^60 and num * 10^18 inside 128 bits
+constexpr int kMaxScale = 36;   // 10^36 still fits in a signed 128-bit integer
 constexpr i128 kMax128 = static_cast<i128>((~static_cast<unsigned __int128>(0)) >> 1);
 
 i128 pow10(int n) {
@@ -70,9 +70,23 @@ common::Result<Exact> parse_exact(std::string_view text) {
     int exp10;
   };
   static constexpr std::array<Suffix, 17> kSuffixes{{
-      {"", 0, 0},    {"Ki", 10, 0}, {"Mi", 20, 0}, {"Gi", 30, 0}, {"Ti", 40, 0}, {"Pi", 50, 0},
-      {"Ei", 60, 0}, {"n", 0, -9},  {"u", 0, -6},  {"m", 0, -3},  {"k", 0, 3},   {"M", 0, 6},
-      {"G", 0, 9},   {"T", 0, 12},  {"P", 0, 15},  {"E", 0, 18},  {"K", -1, 0},
+      {"", 0, 0},
+      {"Ki", 10, 0},
+      {"Mi", 20, 0},
+      {"Gi", 30, 0},
+      {"Ti", 40, 0},
+      {"Pi", 50, 0},
+      {"Ei", 60, 0},
+      {"n", 0, -9},
+      {"u", 0, -6},
+      {"m", 0, -3},
+      {"k", 0, 3},
+      {"M", 0, 6},
+      {"G", 0, 9},
+      {"T", 0, 12},
+      {"P", 0, 15},
+      {"E", 0, 18},
+      {"K", -1, 0},
   }};
   bool matched = false;
   for (const auto& s : kSuffixes) {
@@ -93,7 +107,8 @@ common::Result<Exact> parse_exact(std::string_view text) {
       if (j >= suffix.size()) return bad("exponent without digits");
       int e = 0;
       for (; j < suffix.size(); ++j) {
-        if (suffix[j] < '0' || suffix[j] > '9') return bad("unknown suffix \"" + std::string(suffix) + "\"");
+        if (suffix[j] < '0' || suffix[j] > '9')
+          return bad("unknown suffix \"" + std::string(suffix) + "\"");
         e = e * 10 + (suffix[j] - '0');
         if (e > 1000) return bad("exponent out of range");
       }
@@ -123,17 +138,21 @@ common::Result<Exact> parse_exact(std::string_view text) {
 }
 
 // ceil(num * mul / den) as int64, or an error when it does not fit.
-common::Result<std::int64_t> ceil_to_int64(const Exact& q, std::int64_t mul, std::string_view text) {
+common::Result<std::int64_t> ceil_to_int64(const Exact& q, std::int64_t mul,
+                                           std::string_view text) {
   i128 num = q.num;
   if (num > kMax128 / mul || num < -kMax128 / mul) {
-    return common::fail(std::errc::value_too_large, "quantity \"" + std::string(text) + "\": too large");
+    return common::fail(std::errc::value_too_large,
+                        "quantity \"" + std::string(text) + "\": too large");
   }
   num *= mul;
   i128 quot = num / q.den;
   i128 rem = num % q.den;
   if (rem > 0) ++quot;  // toward +infinity; C++ truncates toward zero
-  if (quot > std::numeric_limits<std::int64_t>::max() || quot < std::numeric_limits<std::int64_t>::min()) {
-    return common::fail(std::errc::value_too_large, "quantity \"" + std::string(text) + "\": too large");
+  if (quot > std::numeric_limits<std::int64_t>::max() ||
+      quot < std::numeric_limits<std::int64_t>::min()) {
+    return common::fail(std::errc::value_too_large,
+                        "quantity \"" + std::string(text) + "\": too large");
   }
   return static_cast<std::int64_t>(quot);
 }

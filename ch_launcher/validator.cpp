@@ -43,7 +43,8 @@ class Checker {
     check_metadata();
     const VmiSpec& s = vmi_.spec;
     if (!s.has_domain) {
-      add("spec.domain", "missing; a VirtualMachineInstance needs spec.domain (cpu, memory, devices)");
+      add("spec.domain",
+          "missing; a VirtualMachineInstance needs spec.domain (cpu, memory, devices)");
     } else {
       check_arch();
       check_cpu();
@@ -55,7 +56,8 @@ class Checker {
       check_features();
       check_clock();
       if (s.domain.launch_security) require(Feature::LaunchSecurity, "spec.domain.launchSecurity");
-      if (s.domain.io_threads_policy) require(Feature::IoThreadsPolicy, "spec.domain.ioThreadsPolicy");
+      if (s.domain.io_threads_policy)
+        require(Feature::IoThreadsPolicy, "spec.domain.ioThreadsPolicy");
     }
     check_volumes();
     check_networks();
@@ -96,8 +98,8 @@ class Checker {
   }
 
   // Record `name` at `path` in `seen`; report a duplicate.
-  void unique(std::map<std::string, std::string>& seen, const std::string& name, const std::string& path,
-              const std::string& field_path) {
+  void unique(std::map<std::string, std::string>& seen, const std::string& name,
+              const std::string& path, const std::string& field_path) {
     if (name.empty()) return;
     auto [it, inserted] = seen.emplace(name, path);
     if (!inserted) add(field_path, "duplicate name \"" + name + "\" (also " + it->second + ")");
@@ -115,7 +117,8 @@ class Checker {
                                "starting and ending with a letter or digit, at most 253");
     }
     if (!m.namespace_.empty() && !is_dns1123_label(m.namespace_)) {
-      add("metadata.namespace", "\"" + m.namespace_ + "\" is not a valid namespace (a DNS-1123 label)");
+      add("metadata.namespace",
+          "\"" + m.namespace_ + "\" is not a valid namespace (a DNS-1123 label)");
     }
   }
 
@@ -136,8 +139,9 @@ class Checker {
                                                            {"ppce500", "ppc64le"}}};
     for (const auto& m : kMachines) {
       if (mt.rfind(m.prefix, 0) == 0 && host != m.arch) {
-        add("spec.domain.machine.type",
-            "\"" + mt + "\" is a machine type for " + std::string(m.arch) + ", not for this " + host + " host");
+        add("spec.domain.machine.type", "\"" + mt + "\" is a machine type for " +
+                                            std::string(m.arch) + ", not for this " + host +
+                                            " host");
       }
     }
   }
@@ -158,26 +162,33 @@ class Checker {
       if (c.max_sockets < t.sockets) {
         add(p + ".maxSockets", "must be at least sockets (" + std::to_string(t.sockets) + ")");
       } else if (std::uint64_t{c.max_sockets} * t.cores * t.threads > caps_.max_vcpus) {
-        add(p + ".maxSockets", "maxSockets x cores x threads is more than " + std::string(caps_.name) +
-                                   "'s maximum of " + std::to_string(caps_.max_vcpus) + " vCPUs");
+        add(p + ".maxSockets", "maxSockets x cores x threads is more than " +
+                                   std::string(caps_.name) + "'s maximum of " +
+                                   std::to_string(caps_.max_vcpus) + " vCPUs");
       }
       require(Feature::CpuHotplug, p + ".maxSockets");
     }
     const Resources& r = d.resources;
-    if (r.request_cpu && r.request_cpu->milli <= 0) add("spec.domain.resources.requests.cpu", "must be positive");
-    if (r.limit_cpu && r.limit_cpu->milli <= 0) add("spec.domain.resources.limits.cpu", "must be positive");
+    if (r.request_cpu && r.request_cpu->milli <= 0)
+      add("spec.domain.resources.requests.cpu", "must be positive");
+    if (r.limit_cpu && r.limit_cpu->milli <= 0)
+      add("spec.domain.resources.limits.cpu", "must be positive");
     if (r.request_cpu && r.limit_cpu && r.request_cpu->milli > r.limit_cpu->milli) {
-      add("spec.domain.resources.requests.cpu", "must not exceed limits.cpu (" + r.limit_cpu->text + ")");
+      add("spec.domain.resources.requests.cpu",
+          "must not exceed limits.cpu (" + r.limit_cpu->text + ")");
     }
     if (!c.model.empty()) {
-      if (c.model == "host-passthrough") require(Feature::CpuModelHostPassthrough, p + ".model");
-      else if (c.model == "host-model") require(Feature::CpuModelHostModel, p + ".model");
-      else require(Feature::CpuModelNamed, p + ".model");
+      if (c.model == "host-passthrough")
+        require(Feature::CpuModelHostPassthrough, p + ".model");
+      else if (c.model == "host-model")
+        require(Feature::CpuModelHostModel, p + ".model");
+      else
+        require(Feature::CpuModelNamed, p + ".model");
     }
     if (!c.features.empty()) require(Feature::CpuFeatureFlags, p + ".features");
     for (std::size_t i = 0; i < c.features.size(); ++i) {
-      static constexpr std::array<std::string_view, 5> kPolicies{"force", "require", "optional", "disable",
-                                                                 "forbid"};
+      static constexpr std::array<std::string_view, 5> kPolicies{"force", "require", "optional",
+                                                                 "disable", "forbid"};
       const std::string fp = p + ".features[" + std::to_string(i) + "]";
       if (c.features[i].name.empty()) add(fp + ".name", "required");
       if (std::find(kPolicies.begin(), kPolicies.end(), c.features[i].policy) == kPolicies.end()) {
@@ -221,16 +232,20 @@ class Checker {
       return;
     }
     if (r.request_memory && r.limit_memory && r.request_memory->value > r.limit_memory->value) {
-      add("spec.domain.resources.requests.memory", "must not exceed limits.memory (" + r.limit_memory->text + ")");
+      add("spec.domain.resources.requests.memory",
+          "must not exceed limits.memory (" + r.limit_memory->text + ")");
     }
     if (d.memory.guest && r.limit_memory && d.memory.guest->value > r.limit_memory->value) {
-      add("spec.domain.memory.guest", "must not exceed limits.memory (" + r.limit_memory->text + ")");
+      add("spec.domain.memory.guest",
+          "must not exceed limits.memory (" + r.limit_memory->text + ")");
     }
     const std::int64_t guest = *guest_memory_bytes(vmi_);
     if (d.memory.max_guest) {
       const std::string mp = "spec.domain.memory.maxGuest";
-      if (d.memory.max_guest->value < guest) add(mp, "must be at least the guest memory");
-      else if (d.memory.max_guest->value > kMaxGuestMemory) add(mp, d.memory.max_guest->text + " is more than 16Ti");
+      if (d.memory.max_guest->value < guest)
+        add(mp, "must be at least the guest memory");
+      else if (d.memory.max_guest->value > kMaxGuestMemory)
+        add(mp, d.memory.max_guest->text + " is more than 16Ti");
       require(Feature::MemoryHotplug, mp);
     }
     if (d.memory.hugepages_page_size) {
@@ -238,7 +253,8 @@ class Checker {
       const std::int64_t page = d.memory.hugepages_page_size->value;
       require(Feature::Hugepages, "spec.domain.memory.hugepages");
       if (page != (std::int64_t{2} << 20) && page != (std::int64_t{1} << 30)) {
-        add(hp, "\"" + d.memory.hugepages_page_size->text + "\" is not a hugepage size of this host; use 2Mi or 1Gi");
+        add(hp, "\"" + d.memory.hugepages_page_size->text +
+                    "\" is not a hugepage size of this host; use 2Mi or 1Gi");
       } else if (guest > 0 && guest % page != 0) {
         add(hp, "guest memory " + format_bytes_quantity(guest) + " is not a multiple of the " +
                     d.memory.hugepages_page_size->text + " page size");
@@ -257,7 +273,8 @@ class Checker {
       if (fw.efi_secure_boot.value_or(true)) {
         require(Feature::SecureBoot, p + ".bootloader.efi.secureBoot");
         if (caps_.supports(Feature::SecureBoot) && !vmi_.spec.domain.features.smm.value_or(false)) {
-          add(p + ".bootloader.efi.secureBoot", "requires spec.domain.features.smm (KubeVirt's rule)");
+          add(p + ".bootloader.efi.secureBoot",
+              "requires spec.domain.features.smm (KubeVirt's rule)");
         }
       }
       if (fw.efi_persistent) require(Feature::EfiPersistentVars, p + ".bootloader.efi.persistent");
@@ -275,16 +292,18 @@ class Checker {
         if (kb.kernel_path.empty() && kb.initrd_path.empty()) {
           add(kp + ".container", "set kernelPath, initrdPath or both");
         }
-        for (const auto& [field, value] : {std::pair{"kernelPath", &kb.kernel_path},
-                                           std::pair{"initrdPath", &kb.initrd_path}}) {
+        for (const auto& [field, value] :
+             {std::pair{"kernelPath", &kb.kernel_path}, std::pair{"initrdPath", &kb.initrd_path}}) {
           if (has_dotdot_component(*value)) {
-            add(kp + ".container." + field, "\"" + *value + "\" must stay inside the container image (no '..')");
+            add(kp + ".container." + field,
+                "\"" + *value + "\" must stay inside the container image (no '..')");
           }
         }
       }
       if (fw.bootloader != Bootloader::None && !caps_.kernel_boot_with_bootloader) {
-        add(p + ".bootloader", std::string(caps_.name) +
-                                   " boots the kernel directly; remove bootloader when kernelBoot is set");
+        add(p + ".bootloader",
+            std::string(caps_.name) +
+                " boots the kernel directly; remove bootloader when kernelBoot is set");
       }
     }
   }
@@ -302,35 +321,53 @@ class Checker {
       if (d.device_count > 1) add(p, "set only one of disk, cdrom, lun and floppy");
       const std::string dp = p + "." + to_string(d.device);
       switch (d.device) {
-        case DiskDevice::Disk: require(Feature::DiskDevice, dp); break;
-        case DiskDevice::Cdrom: require(Feature::CdromDevice, dp); break;
-        case DiskDevice::Lun: require(Feature::LunDevice, dp); break;
-        case DiskDevice::Floppy: require(Feature::FloppyDevice, dp); break;
-        case DiskDevice::None: break;
+        case DiskDevice::Disk:
+          require(Feature::DiskDevice, dp);
+          break;
+        case DiskDevice::Cdrom:
+          require(Feature::CdromDevice, dp);
+          break;
+        case DiskDevice::Lun:
+          require(Feature::LunDevice, dp);
+          break;
+        case DiskDevice::Floppy:
+          require(Feature::FloppyDevice, dp);
+          break;
+        case DiskDevice::None:
+          break;
       }
       if (!d.bus.empty()) {
-        if (d.bus == "virtio") require(Feature::DiskBusVirtio, dp + ".bus");
-        else if (d.bus == "sata") require(Feature::DiskBusSata, dp + ".bus");
-        else if (d.bus == "scsi") require(Feature::DiskBusScsi, dp + ".bus");
-        else if (d.bus == "usb") require(Feature::DiskBusUsb, dp + ".bus");
-        else add(dp + ".bus", "unknown bus \"" + d.bus + "\"; expected virtio, sata, scsi or usb");
+        if (d.bus == "virtio")
+          require(Feature::DiskBusVirtio, dp + ".bus");
+        else if (d.bus == "sata")
+          require(Feature::DiskBusSata, dp + ".bus");
+        else if (d.bus == "scsi")
+          require(Feature::DiskBusScsi, dp + ".bus");
+        else if (d.bus == "usb")
+          require(Feature::DiskBusUsb, dp + ".bus");
+        else
+          add(dp + ".bus", "unknown bus \"" + d.bus + "\"; expected virtio, sata, scsi or usb");
       }
       if (!d.pci_address.empty()) require(Feature::DiskPciAddress, dp + ".pciAddress");
       if (d.block_size_logical) require(Feature::DiskCustomBlockSize, p + ".blockSize");
       if (d.shareable) require(Feature::DiskShareable, p + ".shareable");
-      if (!d.cache.empty() && d.cache != "none" && d.cache != "writethrough" && d.cache != "writeback") {
-        add(p + ".cache", "unknown cache mode \"" + d.cache + "\"; expected none, writethrough or writeback");
+      if (!d.cache.empty() && d.cache != "none" && d.cache != "writethrough" &&
+          d.cache != "writeback") {
+        add(p + ".cache",
+            "unknown cache mode \"" + d.cache + "\"; expected none, writethrough or writeback");
       }
       if (!d.io.empty() && d.io != "native" && d.io != "threads" && d.io != "default") {
         add(p + ".io", "unknown io mode \"" + d.io + "\"; expected native, threads or default");
       }
       if (!d.serial.empty()) {
-        bool ok = d.serial.size() <= 20 &&
-                  std::all_of(d.serial.begin(), d.serial.end(), [](char c) {
-                    return (c >= 'A' && c <= 'Z') || is_alnum_lower(c) || c == '-' || c == '_' ||
-                           c == '.' || c == '+';
-                  });
-        if (!ok) add(p + ".serial", "\"" + d.serial + "\" must be at most 20 letters, digits, '-', '_', '.' or '+'");
+        bool ok =
+            d.serial.size() <= 20 && std::all_of(d.serial.begin(), d.serial.end(), [](char c) {
+              return (c >= 'A' && c <= 'Z') || is_alnum_lower(c) || c == '-' || c == '_' ||
+                     c == '.' || c == '+';
+            });
+        if (!ok)
+          add(p + ".serial",
+              "\"" + d.serial + "\" must be at most 20 letters, digits, '-', '_', '.' or '+'");
       }
       if (d.boot_order) boot_order(*d.boot_order, short_p, p + ".bootOrder");
       if (!d.name.empty()) {
@@ -345,8 +382,10 @@ class Checker {
       const Filesystem& f = dev.filesystems[i];
       const std::string p = "spec.domain.devices.filesystems[" + std::to_string(i) + "]";
       check_label(f.name, p + ".name");
-      if (!f.virtiofs) add(p + ".virtiofs", "required: virtiofs is the only filesystem type");
-      else require(Feature::Virtiofs, p + ".virtiofs");
+      if (!f.virtiofs)
+        add(p + ".virtiofs", "required: virtiofs is the only filesystem type");
+      else
+        require(Feature::Virtiofs, p + ".virtiofs");
       if (!f.name.empty() && !find_volume(vmi_, f.name)) {
         add(p + ".name", "no volume named \"" + f.name + "\" in spec.volumes");
       } else {
@@ -364,8 +403,8 @@ class Checker {
     const Devices& dev = vmi_.spec.domain.devices;
     std::map<std::string, std::string> names;
     std::map<std::string, std::string> networks_used;
-    static constexpr std::array<std::string_view, 7> kOtherModels{"e1000", "e1000e", "igb", "rtl8139",
-                                                                  "ne2k_pci", "pcnet", "virtio-transitional"};
+    static constexpr std::array<std::string_view, 7> kOtherModels{
+        "e1000", "e1000e", "igb", "rtl8139", "ne2k_pci", "pcnet", "virtio-transitional"};
     for (std::size_t i = 0; i < dev.interfaces.size(); ++i) {
       const Interface& n = dev.interfaces[i];
       const std::string p = "spec.domain.devices.interfaces[" + std::to_string(i) + "]";
@@ -377,24 +416,29 @@ class Checker {
       } else if (n.binding_count > 1) {
         add(p, "set only one binding (bridge, masquerade, sriov, slirp, passt, macvtap, binding)");
       } else {
-        static constexpr std::array<Feature, 7> kFeature{Feature::BindingBridge, Feature::BindingMasquerade,
-                                                         Feature::BindingSriov,  Feature::BindingSlirp,
-                                                         Feature::BindingPasst,  Feature::BindingMacvtap,
-                                                         Feature::BindingPlugin};
+        static constexpr std::array<Feature, 7> kFeature{
+            Feature::BindingBridge, Feature::BindingMasquerade, Feature::BindingSriov,
+            Feature::BindingSlirp,  Feature::BindingPasst,      Feature::BindingMacvtap,
+            Feature::BindingPlugin};
         require(kFeature[static_cast<std::size_t>(n.binding)], p + "." + to_string(n.binding));
       }
       if (!n.model.empty()) {
-        if (n.model == "virtio") require(Feature::NicModelVirtio, p + ".model");
+        if (n.model == "virtio")
+          require(Feature::NicModelVirtio, p + ".model");
         else if (std::find(kOtherModels.begin(), kOtherModels.end(), n.model) != kOtherModels.end())
           require(Feature::NicModelOther, p + ".model");
-        else add(p + ".model", "unknown model \"" + n.model + "\"");
+        else
+          add(p + ".model", "unknown model \"" + n.model + "\"");
       }
       if (!n.mac_address.empty()) {
         unsigned char mac[6];
         if (!parse_mac(n.mac_address, mac)) {
-          add(p + ".macAddress", "\"" + n.mac_address + "\" is not a MAC address (six hex pairs, e.g. 02:00:00:00:00:01)");
+          add(p + ".macAddress",
+              "\"" + n.mac_address +
+                  "\" is not a MAC address (six hex pairs, e.g. 02:00:00:00:00:01)");
         } else if (mac[0] & 1) {
-          add(p + ".macAddress", "\"" + n.mac_address + "\" is a multicast address; a NIC needs a unicast one");
+          add(p + ".macAddress",
+              "\"" + n.mac_address + "\" is a multicast address; a NIC needs a unicast one");
         }
       }
       if (!n.pci_address.empty()) require(Feature::NicPciAddress, p + ".pciAddress");
@@ -423,7 +467,9 @@ class Checker {
       check_label(n.name, p + ".name");
       unique(names, n.name, "networks[" + std::to_string(i) + "]", p + ".name");
       switch (n.kind) {
-        case NetworkKind::None: add(p, "missing source: set pod or multus"); break;
+        case NetworkKind::None:
+          add(p, "missing source: set pod or multus");
+          break;
         case NetworkKind::Pod:
           if (++pods == 2) add(p + ".pod", "only one pod network is allowed");
           break;
@@ -446,8 +492,9 @@ class Checker {
       const HostDevice& h = dev.host_devices[i];
       std::size_t idx = i;
       if (h.gpu) {
-        idx = static_cast<std::size_t>(std::count_if(dev.host_devices.begin(), dev.host_devices.begin() + static_cast<long>(i),
-                                                     [](const HostDevice& x) { return x.gpu; }));
+        idx = static_cast<std::size_t>(
+            std::count_if(dev.host_devices.begin(), dev.host_devices.begin() + static_cast<long>(i),
+                          [](const HostDevice& x) { return x.gpu; }));
       }
       const std::string hp = p + (h.gpu ? ".gpus[" : ".hostDevices[") + std::to_string(idx) + "]";
       require(h.gpu ? Feature::Gpus : Feature::HostDevices, hp);
@@ -485,8 +532,10 @@ class Checker {
     const Clock& c = vmi_.spec.domain.clock;
     const std::string p = "spec.domain.clock";
     if (!c.present) return;
-    if (c.utc && c.utc_offset_seconds.value_or(0) != 0) require(Feature::ClockOffset, p + ".utc.offsetSeconds");
-    else if (c.utc) require(Feature::ClockUtc, p + ".utc");
+    if (c.utc && c.utc_offset_seconds.value_or(0) != 0)
+      require(Feature::ClockOffset, p + ".utc.offsetSeconds");
+    else if (c.utc)
+      require(Feature::ClockUtc, p + ".utc");
     if (!c.timezone.empty()) require(Feature::ClockTimezone, p + ".timezone");
     if (c.utc && !c.timezone.empty()) add(p, "set either utc or timezone, not both");
     if (c.timer) require(Feature::ClockTimer, p + ".timer");
@@ -494,48 +543,69 @@ class Checker {
 
   void check_volumes() {
     std::map<std::string, std::string> names;
-    static constexpr std::array<Feature, 13> kFeature{
-        Feature::VolumeContainerDisk,        Feature::VolumeEmptyDisk, Feature::VolumePvc,
-        Feature::VolumeDataVolume,           Feature::VolumeEphemeral, Feature::VolumeHostDisk,
-        Feature::VolumeCloudInitNoCloud,     Feature::VolumeCloudInitConfigDrive,
-        Feature::VolumeSecret,               Feature::VolumeConfigMap, Feature::VolumeServiceAccount,
-        Feature::VolumeDownwardApi,          Feature::VolumeOther};
+    static constexpr std::array<Feature, 13> kFeature{Feature::VolumeContainerDisk,
+                                                      Feature::VolumeEmptyDisk,
+                                                      Feature::VolumePvc,
+                                                      Feature::VolumeDataVolume,
+                                                      Feature::VolumeEphemeral,
+                                                      Feature::VolumeHostDisk,
+                                                      Feature::VolumeCloudInitNoCloud,
+                                                      Feature::VolumeCloudInitConfigDrive,
+                                                      Feature::VolumeSecret,
+                                                      Feature::VolumeConfigMap,
+                                                      Feature::VolumeServiceAccount,
+                                                      Feature::VolumeDownwardApi,
+                                                      Feature::VolumeOther};
     for (std::size_t i = 0; i < vmi_.spec.volumes.size(); ++i) {
       const Volume& v = vmi_.spec.volumes[i];
       const std::string p = "spec.volumes[" + std::to_string(i) + "]";
       check_label(v.name, p + ".name");
       unique(names, v.name, "volumes[" + std::to_string(i) + "]", p + ".name");
       if (v.kind_count == 0) {
-        add(p, "missing source: set one of containerDisk, emptyDisk, persistentVolumeClaim, dataVolume, "
-               "hostDisk, cloudInitNoCloud, cloudInitConfigDrive, secret, configMap, serviceAccount");
+        add(p,
+            "missing source: set one of containerDisk, emptyDisk, persistentVolumeClaim, "
+            "dataVolume, "
+            "hostDisk, cloudInitNoCloud, cloudInitConfigDrive, secret, configMap, serviceAccount");
         continue;
       }
       if (v.kind_count > 1) {
         add(p, "set only one volume source");
         continue;
       }
-      const std::string sp = p + "." + (v.kind == VolumeKind::Other ? v.other_kind : to_string(v.kind));
+      const std::string sp =
+          p + "." + (v.kind == VolumeKind::Other ? v.other_kind : to_string(v.kind));
       require(kFeature[static_cast<std::size_t>(v.kind)], sp);
       switch (v.kind) {
         case VolumeKind::ContainerDisk:
           if (v.image.empty()) add(sp + ".image", "required");
-          if (has_dotdot_component(v.image_path)) add(sp + ".path", "must stay inside the image (no '..')");
+          if (has_dotdot_component(v.image_path))
+            add(sp + ".path", "must stay inside the image (no '..')");
           break;
-        case VolumeKind::EmptyDisk: disk_size(v.capacity, sp + ".capacity", true); break;
+        case VolumeKind::EmptyDisk:
+          disk_size(v.capacity, sp + ".capacity", true);
+          break;
         case VolumeKind::PersistentVolumeClaim:
         case VolumeKind::Ephemeral:
-          if (v.claim_name.empty()) add(sp + (v.kind == VolumeKind::Ephemeral ? ".persistentVolumeClaim" : "") + ".claimName", "required");
+          if (v.claim_name.empty())
+            add(sp + (v.kind == VolumeKind::Ephemeral ? ".persistentVolumeClaim" : "") +
+                    ".claimName",
+                "required");
           break;
         case VolumeKind::DataVolume:
           if (v.claim_name.empty()) add(sp + ".name", "required");
           break;
         case VolumeKind::HostDisk:
-          if (v.host_path.empty()) add(sp + ".path", "required");
-          else if (v.host_path[0] != '/') add(sp + ".path", "\"" + v.host_path + "\" must be an absolute path");
-          else if (has_dotdot_component(v.host_path)) add(sp + ".path", "\"" + v.host_path + "\" must not contain '..'");
+          if (v.host_path.empty())
+            add(sp + ".path", "required");
+          else if (v.host_path[0] != '/')
+            add(sp + ".path", "\"" + v.host_path + "\" must be an absolute path");
+          else if (has_dotdot_component(v.host_path))
+            add(sp + ".path", "\"" + v.host_path + "\" must not contain '..'");
           if (v.host_disk_type != "Disk" && v.host_disk_type != "DiskOrCreate") {
-            add(sp + ".type", (v.host_disk_type.empty() ? std::string("required") : "unknown type \"" + v.host_disk_type + "\"") +
-                                  "; expected Disk or DiskOrCreate");
+            add(sp + ".type",
+                (v.host_disk_type.empty() ? std::string("required")
+                                          : "unknown type \"" + v.host_disk_type + "\"") +
+                    "; expected Disk or DiskOrCreate");
           }
           disk_size(v.capacity, sp + ".capacity", v.host_disk_type == "DiskOrCreate");
           break;
@@ -552,7 +622,8 @@ class Checker {
         case VolumeKind::ConfigMap:
           if (v.ref_name.empty()) add(sp + ".name", "required");
           break;
-        default: break;
+        default:
+          break;
       }
     }
   }
@@ -562,8 +633,10 @@ class Checker {
       if (required) add(path, "required, e.g. 10Gi");
       return;
     }
-    if (q->value <= 0) add(path, "must be positive, got " + q->text);
-    else if (q->value > kMaxDiskSize) add(path, q->text + " is more than the 256Ti a disk may have");
+    if (q->value <= 0)
+      add(path, "must be positive, got " + q->text);
+    else if (q->value > kMaxDiskSize)
+      add(path, q->text + " is more than the 256Ti a disk may have");
   }
 
   static bool is_uuid(std::string_view s) {
@@ -586,7 +659,9 @@ class Checker {
   Violations out_;
 };
 
-bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
+bool starts_with(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
 
 }  // namespace
 
@@ -608,9 +683,13 @@ bool is_dns1123_subdomain(std::string_view s) {
   std::size_t start = 0;
   while (true) {
     std::size_t dot = s.find('.', start);
-    std::string_view label = s.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
-    if (label.empty() || !is_alnum_lower(label.front()) || !is_alnum_lower(label.back())) return false;
-    if (!std::all_of(label.begin(), label.end(), [](char c) { return is_alnum_lower(c) || c == '-'; })) return false;
+    std::string_view label =
+        s.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
+    if (label.empty() || !is_alnum_lower(label.front()) || !is_alnum_lower(label.back()))
+      return false;
+    if (!std::all_of(label.begin(), label.end(),
+                     [](char c) { return is_alnum_lower(c) || c == '-'; }))
+      return false;
     if (dot == std::string_view::npos) return true;
     start = dot + 1;
   }
@@ -636,12 +715,14 @@ bool parse_mac(std::string_view text, unsigned char out[6]) {
   return true;
 }
 
-tl::expected<CheckedVmi, std::string> check_vmi_file(const std::string& path, std::string_view fallback_hypervisor,
+tl::expected<CheckedVmi, std::string> check_vmi_file(const std::string& path,
+                                                     std::string_view fallback_hypervisor,
                                                      const HostFacts& host) {
   auto text = read_manifest(path);
   if (!text) return tl::unexpected(text.error().message() + "\n");
   auto checked = check_vmi(*text, fallback_hypervisor, host);
-  if (!checked) return tl::unexpected(format_violations(checked.error(), path == "-" ? "<stdin>" : path));
+  if (!checked)
+    return tl::unexpected(format_violations(checked.error(), path == "-" ? "<stdin>" : path));
   return std::move(*checked);
 }
 
@@ -662,7 +743,7 @@ std::string vmi_summary(const Vmi& vmi, const HypervisorCapabilities& caps) {
     return std::to_string(n) + " " + one + (n == 1 ? "" : "s");
   };
   const Firmware& fw = vmi.spec.domain.firmware;
-  std::string boot = fw.kernel_boot.present          ? "kernel"
+  std::string boot = fw.kernel_boot.present             ? "kernel"
                      : fw.bootloader == Bootloader::Efi ? "efi"
                                                         : "bios";
   std::size_t nics = vmi.spec.domain.devices.interfaces.size();
@@ -670,9 +751,9 @@ std::string vmi_summary(const Vmi& vmi, const HypervisorCapabilities& caps) {
       vmi.spec.domain.devices.autoattach_pod_interface.value_or(true)) {
     nics = 1;  // KubeVirt's default pod interface
   }
-  return vmi.metadata.namespace_ + "/" + vmi.metadata.name + " on " + std::string(caps.name) + ": " +
-         plural(t.vcpus(), "vCPU") + ", " + memory_text(vmi) +
-         " memory, " + plural(vmi.spec.domain.devices.disks.size(), "disk") + ", " + plural(nics, "interface") +
+  return vmi.metadata.namespace_ + "/" + vmi.metadata.name + " on " + std::string(caps.name) +
+         ": " + plural(t.vcpus(), "vCPU") + ", " + memory_text(vmi) + " memory, " +
+         plural(vmi.spec.domain.devices.disks.size(), "disk") + ", " + plural(nics, "interface") +
          ", boot " + boot;
 }
 
@@ -682,20 +763,22 @@ std::string format_violations(const Violations& v, const std::string& source) {
   return s;
 }
 
-tl::expected<const HypervisorCapabilities*, Violation> select_hypervisor(const Vmi& vmi,
-                                                                        std::string_view fallback) {
+tl::expected<const HypervisorCapabilities*, Violation> select_hypervisor(
+    const Vmi& vmi, std::string_view fallback) {
   const bool from_spec = !vmi.spec.hypervisor.empty();
   const std::string name = from_spec ? vmi.spec.hypervisor : std::string(fallback);
   if (const auto* caps = find_hypervisor(name)) return caps;
-  return tl::unexpected(Violation{from_spec ? "spec.hypervisor" : "--hypervisor",
-                                  "unknown hypervisor \"" + name + "\"; expected one of " + hypervisor_names()});
+  return tl::unexpected(
+      Violation{from_spec ? "spec.hypervisor" : "--hypervisor",
+                "unknown hypervisor \"" + name + "\"; expected one of " + hypervisor_names()});
 }
 
 Violations validate(const Vmi& vmi, const HypervisorCapabilities& caps, const HostFacts& host) {
   return Checker(vmi, caps, host).run();
 }
 
-tl::expected<CheckedVmi, Violations> check_vmi(std::string_view text, std::string_view fallback_hypervisor,
+tl::expected<CheckedVmi, Violations> check_vmi(std::string_view text,
+                                               std::string_view fallback_hypervisor,
                                                const HostFacts& host) {
   ParseOutcome parsed = parse_vmi(text);
   if (parsed.fatal) return tl::unexpected(std::move(parsed.problems));
@@ -712,10 +795,12 @@ tl::expected<CheckedVmi, Violations> check_vmi(std::string_view text, std::strin
     bool duplicate = false;
     for (std::size_t i = 0; i < parse_count && !duplicate; ++i) {
       const std::string& pp = all[i].path;
-      duplicate = pp == v.path ||
-                  (starts_with(v.message, "missing") &&
-                   (starts_with(pp, "spec.domain.memory") || starts_with(pp, "spec.domain.resources")) &&
-                   (starts_with(v.path, "spec.domain.memory") || starts_with(v.path, "spec.domain.resources")));
+      duplicate =
+          pp == v.path ||
+          (starts_with(v.message, "missing") &&
+           (starts_with(pp, "spec.domain.memory") || starts_with(pp, "spec.domain.resources")) &&
+           (starts_with(v.path, "spec.domain.memory") ||
+            starts_with(v.path, "spec.domain.resources")));
     }
     if (!duplicate) all.push_back(std::move(v));
   }

@@ -4,7 +4,6 @@
 // once, each "spec.<path>: <reason>".
 #include <string>
 #include <string_view>
-
 #include <tl/expected.hpp>
 
 #include "ch_launcher/hypervisor_capabilities.hpp"
@@ -25,7 +24,7 @@ inline constexpr std::int64_t kMaxDiskSize = std::int64_t{256} << 40;
 // Which hypervisor serves `vmi`: spec.hypervisor when set, else `fallback` (the launcher's
 // --hypervisor). A name no description has is a violation.
 tl::expected<const HypervisorCapabilities*, Violation> select_hypervisor(const Vmi& vmi,
-                                                                        std::string_view fallback);
+                                                                         std::string_view fallback);
 
 // Every violation of `vmi` for `caps` on `host`; empty when the VMI can run.
 Violations validate(const Vmi& vmi, const HypervisorCapabilities& caps, const HostFacts& host = {});
@@ -36,12 +35,14 @@ struct CheckedVmi {
   Vmi vmi;
   const HypervisorCapabilities* caps = nullptr;
 };
-tl::expected<CheckedVmi, Violations> check_vmi(std::string_view text, std::string_view fallback_hypervisor,
+tl::expected<CheckedVmi, Violations> check_vmi(std::string_view text,
+                                               std::string_view fallback_hypervisor,
                                                const HostFacts& host = {});
 
 // check_vmi on a file ("-" = stdin): the VMI, or the text to print (every problem, one a line,
 // prefixed with the file name; or why the file could not be read).
-tl::expected<CheckedVmi, std::string> check_vmi_file(const std::string& path, std::string_view fallback_hypervisor,
+tl::expected<CheckedVmi, std::string> check_vmi_file(const std::string& path,
+                                                     std::string_view fallback_hypervisor,
                                                      const HostFacts& host = {});
 
 // One line: "default/vmi-fedora on cloud-hypervisor: 2 vCPUs, 1Gi memory, 2 disks, 1 interface,

@@ -9,45 +9,72 @@ std::string to_string(const Violation& v) {
 
 const char* to_string(DiskDevice d) {
   switch (d) {
-    case DiskDevice::Disk: return "disk";
-    case DiskDevice::Cdrom: return "cdrom";
-    case DiskDevice::Lun: return "lun";
-    case DiskDevice::Floppy: return "floppy";
-    case DiskDevice::None: return "none";
+    case DiskDevice::Disk:
+      return "disk";
+    case DiskDevice::Cdrom:
+      return "cdrom";
+    case DiskDevice::Lun:
+      return "lun";
+    case DiskDevice::Floppy:
+      return "floppy";
+    case DiskDevice::None:
+      return "none";
   }
   return "none";
 }
 
 const char* to_string(VolumeKind k) {
   switch (k) {
-    case VolumeKind::ContainerDisk: return "containerDisk";
-    case VolumeKind::EmptyDisk: return "emptyDisk";
-    case VolumeKind::PersistentVolumeClaim: return "persistentVolumeClaim";
-    case VolumeKind::DataVolume: return "dataVolume";
-    case VolumeKind::Ephemeral: return "ephemeral";
-    case VolumeKind::HostDisk: return "hostDisk";
-    case VolumeKind::CloudInitNoCloud: return "cloudInitNoCloud";
-    case VolumeKind::CloudInitConfigDrive: return "cloudInitConfigDrive";
-    case VolumeKind::Secret: return "secret";
-    case VolumeKind::ConfigMap: return "configMap";
-    case VolumeKind::ServiceAccount: return "serviceAccount";
-    case VolumeKind::DownwardApi: return "downwardAPI";
-    case VolumeKind::Other: return "other";
-    case VolumeKind::None: return "none";
+    case VolumeKind::ContainerDisk:
+      return "containerDisk";
+    case VolumeKind::EmptyDisk:
+      return "emptyDisk";
+    case VolumeKind::PersistentVolumeClaim:
+      return "persistentVolumeClaim";
+    case VolumeKind::DataVolume:
+      return "dataVolume";
+    case VolumeKind::Ephemeral:
+      return "ephemeral";
+    case VolumeKind::HostDisk:
+      return "hostDisk";
+    case VolumeKind::CloudInitNoCloud:
+      return "cloudInitNoCloud";
+    case VolumeKind::CloudInitConfigDrive:
+      return "cloudInitConfigDrive";
+    case VolumeKind::Secret:
+      return "secret";
+    case VolumeKind::ConfigMap:
+      return "configMap";
+    case VolumeKind::ServiceAccount:
+      return "serviceAccount";
+    case VolumeKind::DownwardApi:
+      return "downwardAPI";
+    case VolumeKind::Other:
+      return "other";
+    case VolumeKind::None:
+      return "none";
   }
   return "none";
 }
 
 const char* to_string(Binding b) {
   switch (b) {
-    case Binding::Bridge: return "bridge";
-    case Binding::Masquerade: return "masquerade";
-    case Binding::Sriov: return "sriov";
-    case Binding::Slirp: return "slirp";
-    case Binding::Passt: return "passt";
-    case Binding::Macvtap: return "macvtap";
-    case Binding::Plugin: return "binding";
-    case Binding::None: return "none";
+    case Binding::Bridge:
+      return "bridge";
+    case Binding::Masquerade:
+      return "masquerade";
+    case Binding::Sriov:
+      return "sriov";
+    case Binding::Slirp:
+      return "slirp";
+    case Binding::Passt:
+      return "passt";
+    case Binding::Macvtap:
+      return "macvtap";
+    case Binding::Plugin:
+      return "binding";
+    case Binding::None:
+      return "none";
   }
   return "none";
 }
@@ -61,7 +88,8 @@ CpuTopology cpu_topology(const Vmi& vmi) {
   if (!cpu.cores && !cpu.sockets && !cpu.threads) {
     const Resources& r = vmi.spec.domain.resources;
     const auto& q = r.limit_cpu ? r.limit_cpu : r.request_cpu;
-    if (q && q->value > 0 && q->value <= 0xffffffffLL) t.sockets = static_cast<std::uint32_t>(q->value);
+    if (q && q->value > 0 && q->value <= 0xffffffffLL)
+      t.sockets = static_cast<std::uint32_t>(q->value);
   }
   return t;
 }

@@ -45,7 +45,7 @@ struct Cpu {
   std::uint32_t sockets = 0;  // 0 = not set
   std::uint32_t threads = 0;  // 0 = not set
   std::uint32_t max_sockets = 0;
-  std::string model;          // "" = not set (KubeVirt: host-model)
+  std::string model;  // "" = not set (KubeVirt: host-model)
   bool dedicated_cpu_placement = false;
   bool isolate_emulator_thread = false;
   bool numa_guest_mapping_passthrough = false;
@@ -125,25 +125,25 @@ enum class VolumeKind {
 const char* to_string(VolumeKind k);
 
 struct CloudInitData {
-  std::string user_data;          // decoded from userDataBase64 when given so
-  std::string network_data;       // decoded from networkDataBase64 when given so
-  std::string user_data_secret;   // secretRef.name: read from the mounted secret
+  std::string user_data;         // decoded from userDataBase64 when given so
+  std::string network_data;      // decoded from networkDataBase64 when given so
+  std::string user_data_secret;  // secretRef.name: read from the mounted secret
   std::string network_data_secret;
 };
 
 struct Volume {
   std::string name;
   VolumeKind kind = VolumeKind::None;
-  int kind_count = 0;       // how many sources were given (must be 1)
-  std::string other_kind;   // the key when kind == Other
-  std::string image;        // containerDisk.image
-  std::string image_path;   // containerDisk.path (inside the image)
-  std::string claim_name;   // persistentVolumeClaim.claimName, dataVolume.name, ephemeral pvc
-  bool read_only = false;   // persistentVolumeClaim.readOnly
+  int kind_count = 0;      // how many sources were given (must be 1)
+  std::string other_kind;  // the key when kind == Other
+  std::string image;       // containerDisk.image
+  std::string image_path;  // containerDisk.path (inside the image)
+  std::string claim_name;  // persistentVolumeClaim.claimName, dataVolume.name, ephemeral pvc
+  bool read_only = false;  // persistentVolumeClaim.readOnly
   std::optional<Quantity> capacity;  // emptyDisk / hostDisk
-  std::string host_path;    // hostDisk.path
-  std::string host_disk_type;  // Disk, DiskOrCreate
-  std::string ref_name;     // secretName / configMap name / serviceAccountName
+  std::string host_path;             // hostDisk.path
+  std::string host_disk_type;        // Disk, DiskOrCreate
+  std::string ref_name;              // secretName / configMap name / serviceAccountName
   std::string volume_label;
   CloudInitData cloud_init;
 };
@@ -249,8 +249,8 @@ struct VmiSpec {
   Domain domain;
   std::vector<Volume> volumes;
   std::vector<Network> networks;
-  std::string hypervisor;     // new field spec.hypervisor; "" = launcher default
-  std::string architecture;   // spec.architecture; "" = host
+  std::string hypervisor;    // new field spec.hypervisor; "" = launcher default
+  std::string architecture;  // spec.architecture; "" = host
   std::string hostname;
   std::string subdomain;
   std::optional<std::int64_t> termination_grace_period_seconds;
@@ -268,9 +268,7 @@ struct CpuTopology {
   std::uint32_t sockets = 1;
   std::uint32_t cores = 1;
   std::uint32_t threads = 1;
-  [[nodiscard]] std::uint64_t vcpus() const {
-    return std::uint64_t{sockets} * cores * threads;
-  }
+  [[nodiscard]] std::uint64_t vcpus() const { return std::uint64_t{sockets} * cores * threads; }
 };
 // cores/sockets/threads default to 1; when none is set, sockets come from the CPU limit (or
 // request), rounded up — KubeVirt's GetCPUTopology.

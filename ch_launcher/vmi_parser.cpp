@@ -2,13 +2,12 @@
 
 #include <fcntl.h>
 #include <unistd.h>
+#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <array>
 #include <initializer_list>
 #include <limits>
-
-#include <yaml-cpp/yaml.h>
 
 #include "ch_launcher/quantity.hpp"
 #include "common/log.hpp"
@@ -26,11 +25,16 @@ std::string where(const YAML::Node& n) {
 
 std::string describe(const YAML::Node& n) {
   switch (n.Type()) {
-    case YAML::NodeType::Map: return "an object";
-    case YAML::NodeType::Sequence: return "a list";
-    case YAML::NodeType::Null: return "null";
-    case YAML::NodeType::Scalar: return "\"" + n.Scalar() + "\"";
-    default: return "nothing";
+    case YAML::NodeType::Map:
+      return "an object";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Null:
+      return "null";
+    case YAML::NodeType::Scalar:
+      return "\"" + n.Scalar() + "\"";
+    default:
+      return "nothing";
   }
 }
 
@@ -132,8 +136,8 @@ class Reader {
     return std::nullopt;
   }
 
-  std::optional<std::int64_t> integer(const YAML::Node& map, const char* key, const std::string& path,
-                                      std::int64_t min, std::int64_t max) {
+  std::optional<std::int64_t> integer(const YAML::Node& map, const char* key,
+                                      const std::string& path, std::int64_t min, std::int64_t max) {
     YAML::Node n = child(map, key);
     if (!n.IsDefined()) return std::nullopt;
     const std::string p = join(path, key);
@@ -146,8 +150,10 @@ class Reader {
       if (digits) {
         std::int64_t v = std::stoll(s);
         if (v < min || v > max) {
-          problem(p, "must be between " + std::to_string(min) + " and " + std::to_string(max) +
-                         ", got " + s, n);
+          problem(p,
+                  "must be between " + std::to_string(min) + " and " + std::to_string(max) +
+                      ", got " + s,
+                  n);
           return std::nullopt;
         }
         return v;
@@ -157,13 +163,15 @@ class Reader {
     return std::nullopt;
   }
 
-  std::optional<std::uint32_t> count(const YAML::Node& map, const char* key, const std::string& path) {
+  std::optional<std::uint32_t> count(const YAML::Node& map, const char* key,
+                                     const std::string& path) {
     auto v = integer(map, key, path, 0, std::numeric_limits<std::uint32_t>::max());
     if (!v) return std::nullopt;
     return static_cast<std::uint32_t>(*v);
   }
 
-  std::optional<Quantity> quantity(const YAML::Node& map, const char* key, const std::string& path) {
+  std::optional<Quantity> quantity(const YAML::Node& map, const char* key,
+                                   const std::string& path) {
     YAML::Node n = child(map, key);
     if (!n.IsDefined()) return std::nullopt;
     const std::string p = join(path, key);
@@ -181,13 +189,15 @@ class Reader {
     q.text = n.Scalar();
     q.value = *value;
     // Bytes beyond ~9.2e15 have no milli form; memory never needs it.
-    q.milli = milli ? *milli : (q.value >= 0 ? std::numeric_limits<std::int64_t>::max()
-                                             : std::numeric_limits<std::int64_t>::min());
+    q.milli = milli ? *milli
+                    : (q.value >= 0 ? std::numeric_limits<std::int64_t>::max()
+                                    : std::numeric_limits<std::int64_t>::min());
     return q;
   }
 
   // A present object (possibly empty) at map[key]; `present` false when absent or null.
-  YAML::Node object(const YAML::Node& map, const char* key, const std::string& path, bool& present) {
+  YAML::Node object(const YAML::Node& map, const char* key, const std::string& path,
+                    bool& present) {
     YAML::Node n = child(map, key);
     present = false;
     if (!n.IsDefined()) return n;
@@ -204,7 +214,8 @@ class Reader {
     if (!expect_map(n, p)) return;
     for (const auto& kv : n) {
       if (!kv.second.IsScalar() && !kv.second.IsNull()) {
-        problem(p + "." + kv.first.Scalar(), "expected a string, got " + describe(kv.second), kv.second);
+        problem(p + "." + kv.first.Scalar(), "expected a string, got " + describe(kv.second),
+                kv.second);
         continue;
       }
       out[kv.first.Scalar()] = kv.second.IsNull() ? "" : kv.second.Scalar();
@@ -225,10 +236,11 @@ class Reader {
 void parse_metadata(Reader& r, const YAML::Node& n, ObjectMeta& m) {
   const std::string p = "metadata";
   if (!r.expect_map(n, p)) return;
-  r.unknown_keys(n, p, {"name", "namespace", "uid", "labels", "annotations", "generateName",
-                        "creationTimestamp", "resourceVersion", "generation", "finalizers",
-                        "ownerReferences", "managedFields", "selfLink", "deletionTimestamp",
-                        "deletionGracePeriodSeconds"});
+  r.unknown_keys(
+      n, p,
+      {"name", "namespace", "uid", "labels", "annotations", "generateName", "creationTimestamp",
+       "resourceVersion", "generation", "finalizers", "ownerReferences", "managedFields",
+       "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds"});
   m.name = r.str(n, "name", p).value_or("");
   m.namespace_ = r.str(n, "namespace", p).value_or("default");
   if (m.namespace_.empty()) m.namespace_ = "default";
@@ -238,8 +250,9 @@ void parse_metadata(Reader& r, const YAML::Node& n, ObjectMeta& m) {
 }
 
 void parse_cpu(Reader& r, const YAML::Node& n, const std::string& p, Cpu& cpu) {
-  r.unknown_keys(n, p, {"cores", "sockets", "threads", "maxSockets", "model", "features",
-                        "dedicatedCpuPlacement", "isolateEmulatorThread", "numa", "realtime"});
+  r.unknown_keys(n, p,
+                 {"cores", "sockets", "threads", "maxSockets", "model", "features",
+                  "dedicatedCpuPlacement", "isolateEmulatorThread", "numa", "realtime"});
   cpu.cores = r.count(n, "cores", p).value_or(0);
   cpu.sockets = r.count(n, "sockets", p).value_or(0);
   cpu.threads = r.count(n, "threads", p).value_or(0);
@@ -334,7 +347,8 @@ void parse_firmware(Reader& r, const YAML::Node& n, const std::string& p, Firmwa
     YAML::Node c = r.object(kb, "container", kp, fw.kernel_boot.has_container);
     if (fw.kernel_boot.has_container) {
       const std::string cp = kp + ".container";
-      r.unknown_keys(c, cp, {"image", "kernelPath", "initrdPath", "imagePullPolicy", "imagePullSecret"});
+      r.unknown_keys(c, cp,
+                     {"image", "kernelPath", "initrdPath", "imagePullPolicy", "imagePullSecret"});
       fw.kernel_boot.image = r.str(c, "image", cp).value_or("");
       fw.kernel_boot.kernel_path = r.str(c, "kernelPath", cp).value_or("");
       fw.kernel_boot.initrd_path = r.str(c, "initrdPath", cp).value_or("");
@@ -343,8 +357,9 @@ void parse_firmware(Reader& r, const YAML::Node& n, const std::string& p, Firmwa
 }
 
 void parse_disk(Reader& r, const YAML::Node& n, const std::string& p, Disk& d) {
-  r.unknown_keys(n, p, {"name", "disk", "cdrom", "lun", "floppy", "bootOrder", "serial", "cache",
-                        "io", "dedicatedIOThread", "blockSize", "shareable", "errorPolicy", "tag"});
+  r.unknown_keys(n, p,
+                 {"name", "disk", "cdrom", "lun", "floppy", "bootOrder", "serial", "cache", "io",
+                  "dedicatedIOThread", "blockSize", "shareable", "errorPolicy", "tag"});
   d.name = r.str(n, "name", p).value_or("");
   struct Kind {
     const char* key;
@@ -387,15 +402,18 @@ void parse_disk(Reader& r, const YAML::Node& n, const std::string& p, Disk& d) {
   if (present) {
     bool custom = false;
     YAML::Node c = r.object(bs, "custom", p + ".blockSize", custom);
-    if (custom) d.block_size_logical = r.integer(c, "logical", p + ".blockSize.custom", 512, 65536);
-    else d.block_size_logical = 0;  // matchVolume
+    if (custom)
+      d.block_size_logical = r.integer(c, "logical", p + ".blockSize.custom", 512, 65536);
+    else
+      d.block_size_logical = 0;  // matchVolume
   }
 }
 
 void parse_interface(Reader& r, const YAML::Node& n, const std::string& p, Interface& i) {
-  r.unknown_keys(n, p, {"name", "bridge", "masquerade", "sriov", "slirp", "passt", "macvtap",
-                        "binding", "model", "macAddress", "bootOrder", "pciAddress", "ports",
-                        "dhcpOptions", "tag", "acpiIndex", "state"});
+  r.unknown_keys(n, p,
+                 {"name", "bridge", "masquerade", "sriov", "slirp", "passt", "macvtap", "binding",
+                  "model", "macAddress", "bootOrder", "pciAddress", "ports", "dhcpOptions", "tag",
+                  "acpiIndex", "state"});
   i.name = r.str(n, "name", p).value_or("");
   struct Kind {
     const char* key;
@@ -422,12 +440,30 @@ void parse_interface(Reader& r, const YAML::Node& n, const std::string& p, Inter
 }
 
 void parse_devices(Reader& r, const YAML::Node& n, const std::string& p, Devices& dev) {
-  r.unknown_keys(n, p, {"disks", "interfaces", "filesystems", "hostDevices", "gpus", "inputs",
-                        "rng", "autoattachSerialConsole", "autoattachGraphicsDevice",
-                        "autoattachPodInterface", "autoattachMemBalloon", "autoattachInputDevice",
-                        "networkInterfaceMultiqueue", "blockMultiQueue", "useVirtioTransitional",
-                        "sound", "watchdog", "tpm", "clientPassthrough", "downwardMetrics",
-                        "logSerialConsole", "disableHotplug", "autoattachVSOCK"});
+  r.unknown_keys(n, p,
+                 {"disks",
+                  "interfaces",
+                  "filesystems",
+                  "hostDevices",
+                  "gpus",
+                  "inputs",
+                  "rng",
+                  "autoattachSerialConsole",
+                  "autoattachGraphicsDevice",
+                  "autoattachPodInterface",
+                  "autoattachMemBalloon",
+                  "autoattachInputDevice",
+                  "networkInterfaceMultiqueue",
+                  "blockMultiQueue",
+                  "useVirtioTransitional",
+                  "sound",
+                  "watchdog",
+                  "tpm",
+                  "clientPassthrough",
+                  "downwardMetrics",
+                  "logSerialConsole",
+                  "disableHotplug",
+                  "autoattachVSOCK"});
   YAML::Node disks = Reader::child(n, "disks");
   if (disks.IsDefined() && r.expect_list(disks, p + ".disks")) {
     for (std::size_t i = 0; i < disks.size(); ++i) {
@@ -465,7 +501,9 @@ void parse_devices(Reader& r, const YAML::Node& n, const std::string& p, Devices
     for (std::size_t i = 0; i < hds.size(); ++i) {
       const std::string ip = Reader::index(hp, i);
       if (!r.expect_map(hds[i], ip)) continue;
-      r.unknown_keys(hds[i], ip, {"name", "deviceName", "tag", "virtualGPUOptions", "claimName", "requestName"});
+      r.unknown_keys(
+          hds[i], ip,
+          {"name", "deviceName", "tag", "virtualGPUOptions", "claimName", "requestName"});
       HostDevice h;
       h.name = r.str(hds[i], "name", ip).value_or("");
       h.device_name = r.str(hds[i], "deviceName", ip).value_or("");
@@ -513,17 +551,23 @@ void parse_features(Reader& r, const YAML::Node& n, const std::string& p, Featur
       if (!r.expect_map(kv.second, fp)) return;
       out = r.boolean(kv.second, "enabled", fp).value_or(true);
     };
-    if (key == "acpi") enabled(f.acpi);
-    else if (key == "apic") enabled(f.apic);
-    else if (key == "smm") enabled(f.smm);
-    else if (key == "pvspinlock") enabled(f.pvspinlock);
-    else if (key == "hyperv") f.hyperv = r.expect_map(kv.second, fp);
+    if (key == "acpi")
+      enabled(f.acpi);
+    else if (key == "apic")
+      enabled(f.apic);
+    else if (key == "smm")
+      enabled(f.smm);
+    else if (key == "pvspinlock")
+      enabled(f.pvspinlock);
+    else if (key == "hyperv")
+      f.hyperv = r.expect_map(kv.second, fp);
     else if (key == "hypervPassthrough") {
       std::optional<bool> e;
       enabled(e);
       f.hyperv_passthrough = e.value_or(false);
     } else if (key == "kvm") {
-      if (r.expect_map(kv.second, fp)) f.kvm_hidden = r.boolean(kv.second, "hidden", fp).value_or(false);
+      if (r.expect_map(kv.second, fp))
+        f.kvm_hidden = r.boolean(kv.second, "hidden", fp).value_or(false);
     } else {
       f.others.push_back(key);
     }
@@ -537,9 +581,9 @@ void parse_clock(Reader& r, const YAML::Node& n, const std::string& p, Clock& c)
   YAML::Node u = r.object(n, "utc", p, utc);
   if (utc) {
     c.utc = true;
-    c.utc_offset_seconds = r.integer(u, "offsetSeconds", p + ".utc",
-                                     std::numeric_limits<std::int32_t>::min(),
-                                     std::numeric_limits<std::int32_t>::max());
+    c.utc_offset_seconds =
+        r.integer(u, "offsetSeconds", p + ".utc", std::numeric_limits<std::int32_t>::min(),
+                  std::numeric_limits<std::int32_t>::max());
   } else if (n.IsMap() && n["utc"].IsDefined()) {
     c.utc = true;
   }
@@ -549,8 +593,9 @@ void parse_clock(Reader& r, const YAML::Node& n, const std::string& p, Clock& c)
 
 void parse_domain(Reader& r, const YAML::Node& n, Domain& d) {
   const std::string p = "spec.domain";
-  r.unknown_keys(n, p, {"cpu", "memory", "resources", "firmware", "devices", "features", "clock",
-                        "machine", "launchSecurity", "ioThreadsPolicy", "ioThreads", "chassis"});
+  r.unknown_keys(n, p,
+                 {"cpu", "memory", "resources", "firmware", "devices", "features", "clock",
+                  "machine", "launchSecurity", "ioThreadsPolicy", "ioThreads", "chassis"});
   bool present = false;
   YAML::Node x = r.object(n, "cpu", p, present);
   if (present) parse_cpu(r, x, p + ".cpu", d.cpu);
@@ -577,8 +622,9 @@ void parse_domain(Reader& r, const YAML::Node& n, Domain& d) {
 }
 
 void parse_cloud_init(Reader& r, const YAML::Node& n, const std::string& p, CloudInitData& c) {
-  r.unknown_keys(n, p, {"userData", "userDataBase64", "secretRef", "networkData",
-                        "networkDataBase64", "networkDataSecretRef"});
+  r.unknown_keys(n, p,
+                 {"userData", "userDataBase64", "secretRef", "networkData", "networkDataBase64",
+                  "networkDataSecretRef"});
   auto text = [&](const char* plain, const char* b64, std::string& out) {
     auto a = r.str(n, plain, p);
     auto b = r.str(n, b64, p);
@@ -623,7 +669,8 @@ void parse_volume(Reader& r, const YAML::Node& n, const std::string& p, Volume& 
   for (const auto& kv : n) {
     const std::string key = kv.first.Scalar();
     if (key == "name") continue;
-    auto it = std::find_if(kKinds.begin(), kKinds.end(), [&](const Kind& k) { return key == k.key; });
+    auto it =
+        std::find_if(kKinds.begin(), kKinds.end(), [&](const Kind& k) { return key == k.key; });
     if (it == kKinds.end()) {
       CHL_LOG_DEBUG("ignoring unknown field {}.{}", p, key);
       continue;
@@ -718,11 +765,28 @@ void parse_network(Reader& r, const YAML::Node& n, const std::string& p, Network
 
 void parse_spec(Reader& r, const YAML::Node& n, VmiSpec& s) {
   const std::string p = "spec";
-  r.unknown_keys(n, p, {"domain", "volumes", "networks", "hypervisor", "architecture", "hostname",
-                        "subdomain", "terminationGracePeriodSeconds", "nodeSelector", "affinity",
-                        "tolerations", "evictionStrategy", "accessCredentials", "readinessProbe",
-                        "livenessProbe", "dnsPolicy", "dnsConfig", "priorityClassName",
-                        "schedulerName", "startStrategy", "topologySpreadConstraints"});
+  r.unknown_keys(n, p,
+                 {"domain",
+                  "volumes",
+                  "networks",
+                  "hypervisor",
+                  "architecture",
+                  "hostname",
+                  "subdomain",
+                  "terminationGracePeriodSeconds",
+                  "nodeSelector",
+                  "affinity",
+                  "tolerations",
+                  "evictionStrategy",
+                  "accessCredentials",
+                  "readinessProbe",
+                  "livenessProbe",
+                  "dnsPolicy",
+                  "dnsConfig",
+                  "priorityClassName",
+                  "schedulerName",
+                  "startStrategy",
+                  "topologySpreadConstraints"});
   bool present = false;
   YAML::Node d = r.object(n, "domain", p, present);
   if (present) {
@@ -768,7 +832,8 @@ ParseOutcome parse_vmi(std::string_view text) {
   } catch (const YAML::ParserException& e) {
     out.fatal = true;
     out.problems.push_back({"", "not valid YAML or JSON: line " + std::to_string(e.mark.line + 1) +
-                                    ", column " + std::to_string(e.mark.column + 1) + ": " + e.msg});
+                                    ", column " + std::to_string(e.mark.column + 1) + ": " +
+                                    e.msg});
     return out;
   } catch (const YAML::Exception& e) {
     out.fatal = true;
@@ -794,7 +859,8 @@ ParseOutcome parse_vmi(std::string_view text) {
   }
   if (!doc) {
     out.fatal = true;
-    out.problems.push_back({"", "empty document: expected a kubevirt.io/v1 VirtualMachineInstance"});
+    out.problems.push_back(
+        {"", "empty document: expected a kubevirt.io/v1 VirtualMachineInstance"});
     return out;
   }
   Reader r(out.problems);
@@ -815,18 +881,22 @@ ParseOutcome parse_vmi(std::string_view text) {
       if (vmi.kind == "VirtualMachine") msg += " (use the VMI in its spec.template)";
       r.problem("kind", msg, root["kind"].IsDefined() ? root["kind"] : root);
     }
-    if (std::find(kApiVersions.begin(), kApiVersions.end(), vmi.api_version) == kApiVersions.end()) {
+    if (std::find(kApiVersions.begin(), kApiVersions.end(), vmi.api_version) ==
+        kApiVersions.end()) {
       out.fatal = true;
-      r.problem("apiVersion",
-                (vmi.api_version.empty() ? std::string("missing") : "unsupported " + vmi.api_version) +
-                    "; expected kubevirt.io/v1",
-                root["apiVersion"].IsDefined() ? root["apiVersion"] : root);
+      r.problem(
+          "apiVersion",
+          (vmi.api_version.empty() ? std::string("missing") : "unsupported " + vmi.api_version) +
+              "; expected kubevirt.io/v1",
+          root["apiVersion"].IsDefined() ? root["apiVersion"] : root);
     }
     if (out.fatal) return out;
     r.unknown_keys(root, "", {"apiVersion", "kind", "metadata", "spec", "status"});
     YAML::Node md = Reader::child(root, "metadata");
-    if (md.IsDefined()) parse_metadata(r, md, vmi.metadata);
-    else vmi.metadata.namespace_ = "default";
+    if (md.IsDefined())
+      parse_metadata(r, md, vmi.metadata);
+    else
+      vmi.metadata.namespace_ = "default";
     YAML::Node spec = Reader::child(root, "spec");
     if (!spec.IsDefined()) {
       r.problem("spec", "missing; a VirtualMachineInstance needs spec.domain", root);
@@ -844,7 +914,8 @@ common::Result<std::string> read_manifest(const std::string& path) {
   int fd = 0;
   common::UniqueFd owned;
   if (path != "-") {
-    owned = common::UniqueFd(common::retry_eintr([&] { return ::open(path.c_str(), O_RDONLY | O_CLOEXEC); }));
+    owned = common::UniqueFd(
+        common::retry_eintr([&] { return ::open(path.c_str(), O_RDONLY | O_CLOEXEC); }));
     if (!owned) return common::fail_errno("reading " + path);
     fd = owned.get();
   }

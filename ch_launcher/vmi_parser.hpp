@@ -13,9 +13,9 @@
 namespace chl::core {
 
 struct ParseOutcome {
-  Vmi vmi;               // best effort: fields with problems are left at their defaults
-  Violations problems;   // every problem found, each with its field path
-  bool fatal = false;    // the text is not a VMI at all (syntax error, wrong kind/apiVersion)
+  Vmi vmi;              // best effort: fields with problems are left at their defaults
+  Violations problems;  // every problem found, each with its field path
+  bool fatal = false;   // the text is not a VMI at all (syntax error, wrong kind/apiVersion)
 };
 
 // Parse `text`. Syntax errors are reported with line and column.

@@ -3,6 +3,7 @@
 // typical VMI (tests/ch_launcher/vmis/multi-disk-nic.yaml: 4 disks, 3 NICs, cloud-init,
 // multiqueue, memory hotplug). Prints each stage's median and p99 and the whole pipeline's.
 #include <time.h>
+#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <chrono>
@@ -16,8 +17,6 @@
 #include "ch_launcher/validator.hpp"
 #include "ch_launcher/vmi_parser.hpp"
 
-#include <yaml-cpp/yaml.h>
-
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -29,7 +28,9 @@ struct Stats {
 
 Stats stats(std::vector<double> v) {
   std::sort(v.begin(), v.end());
-  auto at = [&](double q) { return v[std::min(v.size() - 1, static_cast<std::size_t>(q * static_cast<double>(v.size())))]; };
+  auto at = [&](double q) {
+    return v[std::min(v.size() - 1, static_cast<std::size_t>(q * static_cast<double>(v.size())))];
+  };
   return {at(0.5), at(0.99)};
 }
 
@@ -52,8 +53,10 @@ int main(int argc, char** argv) {
   std::string file = std::string(CHL_SOURCE_DIR) + "/tests/ch_launcher/vmis/multi-disk-nic.yaml";
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
-    if (a == "--n") n = std::atoi(argv[i + 1]);
-    else if (a == "--vmi") file = argv[i + 1];
+    if (a == "--n")
+      n = std::atoi(argv[i + 1]);
+    else if (a == "--vmi")
+      file = argv[i + 1];
   }
   auto text = chl::core::read_manifest(file);
   if (!text) {
@@ -83,7 +86,8 @@ int main(int argc, char** argv) {
     auto violations = chl::core::validate(parsed.vmi, **caps, host);
     auto t2 = Clock::now();
     if (!violations.empty()) {
-      std::fprintf(stderr, "vmi_bench: %s: %s\n", file.c_str(), chl::core::to_string(violations[0]).c_str());
+      std::fprintf(stderr, "vmi_bench: %s: %s\n", file.c_str(),
+                   chl::core::to_string(violations[0]).c_str());
       return 1;
     }
     auto plan = chl::core::plan_launch(parsed.vmi, **caps, in);
@@ -109,18 +113,26 @@ int main(int argc, char** argv) {
     total_t.push_back(us(t0, t4));
     cpu_t.push_back(c1 - c0);
   }
-  std::printf("vmi_bench: %s, %d iterations, vm.create body %zu bytes\n", file.c_str(), n, body_bytes);
+  std::printf("vmi_bench: %s, %d iterations, vm.create body %zu bytes\n", file.c_str(), n,
+              body_bytes);
   std::printf("%-28s %10s %10s\n", "stage", "median_us", "p99_us");
-  for (auto [name, v] : {std::pair{"  of which yaml-cpp LoadAll", &load_t}, std::pair{"parse (yaml-cpp + model)", &parse_t}, std::pair{"check (capabilities)", &check_t},
-                         std::pair{"plan", &plan_t}, std::pair{"translate + JSON text", &translate_t},
-                         std::pair{"total (wall)", &total_t}, std::pair{"total (thread CPU time)", &cpu_t}}) {
+  for (auto [name, v] :
+       {std::pair{"  of which yaml-cpp LoadAll", &load_t},
+        std::pair{"parse (yaml-cpp + model)", &parse_t},
+        std::pair{"check (capabilities)", &check_t}, std::pair{"plan", &plan_t},
+        std::pair{"translate + JSON text", &translate_t}, std::pair{"total (wall)", &total_t},
+        std::pair{"total (thread CPU time)", &cpu_t}}) {
     Stats s = stats(*v);
     std::printf("%-28s %10.1f %10.1f\n", name, s.median_us, s.p99_us);
   }
   Stats t = stats(total_t);
   Stats c = stats(cpu_t);
   std::printf("target < 1000 us: wall %s, CPU time %s\n",
-              t.p99_us < 1000 ? "met at p99" : t.median_us < 1000 ? "met at the median only" : "NOT met",
-              c.p99_us < 1000 ? "met at p99" : c.median_us < 1000 ? "met at the median only" : "NOT met");
+              t.p99_us < 1000      ? "met at p99"
+              : t.median_us < 1000 ? "met at the median only"
+                                   : "NOT met",
+              c.p99_us < 1000      ? "met at p99"
+              : c.median_us < 1000 ? "met at the median only"
+                                   : "NOT met");
   return 0;
 }

@@ -1,9 +1,10 @@
 // `ch-launcher overhead`: the pod memory the hypervisor needs for a VMI beyond guest RAM.
+#include "ch_launcher/overhead.hpp"
+
 #include <cstdio>
 
 #include "ch_launcher/cli/args.hpp"
 #include "ch_launcher/cli/registry.hpp"
-#include "ch_launcher/overhead.hpp"
 #include "ch_launcher/quantity.hpp"
 #include "ch_launcher/validator.hpp"
 
@@ -32,10 +33,11 @@ int run(const std::vector<std::string>& argv) {
   return 0;
 }
 
-chl::cli::Registrar reg({"overhead", "pod memory overhead a VMI needs on the hypervisor, itemized",
-                         "usage: ch-launcher overhead --vmi FILE [--hypervisor H] [--json]\n"
-                         "  Prints the memory the pod needs beyond the guest's RAM (processes, page "
-                         "tables, vCPUs, ...) in Kubernetes quantity form.",
-                         run});
+chl::cli::Registrar reg(
+    {"overhead", "pod memory overhead a VMI needs on the hypervisor, itemized",
+     "usage: ch-launcher overhead --vmi FILE [--hypervisor H] [--json]\n"
+     "  Prints the memory the pod needs beyond the guest's RAM (processes, page "
+     "tables, vCPUs, ...) in Kubernetes quantity form.",
+     run});
 
 }  // namespace

@@ -10,8 +10,9 @@
 namespace {
 
 int run(const std::vector<std::string>& argv) {
-  chl::cli::Args args({"--vmi", "--hypervisor", "--volume", "--state-dir", "--cpu-set", "--firmware"},
-                      {"--pod-layout", "--plan"});
+  chl::cli::Args args(
+      {"--vmi", "--hypervisor", "--volume", "--state-dir", "--cpu-set", "--firmware"},
+      {"--pod-layout", "--plan"});
   if (!args.parse(argv)) return chl::cli::usage_error("render", args.error());
   auto vmi = args.get("--vmi");
   if (!vmi) return chl::cli::usage_error("render", "--vmi FILE is required");
@@ -28,7 +29,9 @@ int run(const std::vector<std::string>& argv) {
   in.firmware_path = args.get_or("--firmware", "");
   if (auto cs = args.get("--cpu-set")) {
     in.cpu_set = chl::core::parse_cpu_list(*cs);
-    if (!in.cpu_set) return chl::cli::usage_error("render", "--cpu-set takes a CPU list such as 2-5,8, got \"" + *cs + "\"");
+    if (!in.cpu_set)
+      return chl::cli::usage_error("render",
+                                   "--cpu-set takes a CPU list such as 2-5,8, got \"" + *cs + "\"");
   }
   auto checked = chl::core::check_vmi_file(*vmi, args.get_or("--hypervisor", "cloud-hypervisor"),
                                            chl::core::current_host());
@@ -40,13 +43,16 @@ int run(const std::vector<std::string>& argv) {
     if (auto cs = chl::core::read_cgroup_cpu_set()) in.cpu_set = std::move(*cs);
   }
   if (checked->caps->name != "cloud-hypervisor") {
-    std::fprintf(stderr, "ch-launcher render: rendering for %s is not yet implemented (the VMI is valid for it)\n",
-                 std::string(checked->caps->name).c_str());
+    std::fprintf(
+        stderr,
+        "ch-launcher render: rendering for %s is not yet implemented (the VMI is valid for it)\n",
+        std::string(checked->caps->name).c_str());
     return 1;
   }
   auto plan = chl::core::plan_launch(checked->vmi, *checked->caps, in);
   if (!plan) {
-    std::fputs(chl::core::format_violations(plan.error(), *vmi == "-" ? "<stdin>" : *vmi).c_str(), stderr);
+    std::fputs(chl::core::format_violations(plan.error(), *vmi == "-" ? "<stdin>" : *vmi).c_str(),
+               stderr);
     return 2;
   }
   if (args.has("--plan")) {
@@ -58,19 +64,20 @@ int run(const std::vector<std::string>& argv) {
   return 0;
 }
 
-chl::cli::Registrar reg({"render", "print the exact vm.create body for a VMI (nothing started or written)",
-                         "usage: ch-launcher render --vmi FILE [--hypervisor H] [--volume NAME=PATH]...\n"
-                         "                          [--pod-layout] [--state-dir DIR] [--cpu-set LIST]\n"
-                         "                          [--firmware PATH] [--plan]\n"
-                         "  --volume NAME=PATH  the file behind volume NAME (kernel-boot=DIR: the kernel-boot\n"
-                         "                      container's root)\n"
-                         "  --pod-layout        KubeVirt's virt-launcher paths for volumes without --volume\n"
-                         "  --state-dir DIR     the VM's state directory (default /run/ch-launcher/NS/NAME)\n"
-                         "  --cpu-set LIST      the pod's CPUs for dedicatedCpuPlacement (default: cgroup's\n"
-                         "                      cpuset.cpus.effective)\n"
-                         "  --firmware PATH     firmware file to use instead of finding one\n"
-                         "  --plan              print the whole plan: preparations and the vm.create body\n"
-                         "  exit 0: the body on stdout; 2: every problem; 1: hypervisor without a renderer yet.",
-                         run});
+chl::cli::Registrar reg(
+    {"render", "print the exact vm.create body for a VMI (nothing started or written)",
+     "usage: ch-launcher render --vmi FILE [--hypervisor H] [--volume NAME=PATH]...\n"
+     "                          [--pod-layout] [--state-dir DIR] [--cpu-set LIST]\n"
+     "                          [--firmware PATH] [--plan]\n"
+     "  --volume NAME=PATH  the file behind volume NAME (kernel-boot=DIR: the kernel-boot\n"
+     "                      container's root)\n"
+     "  --pod-layout        KubeVirt's virt-launcher paths for volumes without --volume\n"
+     "  --state-dir DIR     the VM's state directory (default /run/ch-launcher/NS/NAME)\n"
+     "  --cpu-set LIST      the pod's CPUs for dedicatedCpuPlacement (default: cgroup's\n"
+     "                      cpuset.cpus.effective)\n"
+     "  --firmware PATH     firmware file to use instead of finding one\n"
+     "  --plan              print the whole plan: preparations and the vm.create body\n"
+     "  exit 0: the body on stdout; 2: every problem; 1: hypervisor without a renderer yet.",
+     run});
 
 }  // namespace

@@ -27,12 +27,13 @@ int run(const std::vector<std::string>& argv) {
   return 0;
 }
 
-chl::cli::Registrar reg({"validate", "check a VMI against the hypervisor (exit 2 lists every problem)",
-                         "usage: ch-launcher validate --vmi FILE [--hypervisor cloud-hypervisor|qemu-kvm]\n"
-                         "       ch-launcher validate --support-matrix   (what each hypervisor serves, Markdown)\n"
-                         "  FILE is YAML or JSON (\"-\" = stdin); spec.hypervisor, when set, wins over "
-                         "--hypervisor.\n"
-                         "  exit 0: prints a one-line summary; exit 2: prints every violation, one a line.",
-                         run});
+chl::cli::Registrar reg(
+    {"validate", "check a VMI against the hypervisor (exit 2 lists every problem)",
+     "usage: ch-launcher validate --vmi FILE [--hypervisor cloud-hypervisor|qemu-kvm]\n"
+     "       ch-launcher validate --support-matrix   (what each hypervisor serves, Markdown)\n"
+     "  FILE is YAML or JSON (\"-\" = stdin); spec.hypervisor, when set, wins over "
+     "--hypervisor.\n"
+     "  exit 0: prints a one-line summary; exit 2: prints every violation, one a line.",
+     run});
 
 }  // namespace

@@ -54,7 +54,8 @@ TEST_CASE("CPU quantities in thousandths") {
 }
 
 TEST_CASE("malformed quantities are refused with the reason") {
-  for (const char* bad : {"", "Gi", "1GB", "1gi", "abc", "1.2.3", "1 Gi", "--1", "1e", "1e+", "0x10", "1K"}) {
+  for (const char* bad :
+       {"", "Gi", "1GB", "1gi", "abc", "1.2.3", "1 Gi", "--1", "1e", "1e+", "0x10", "1K"}) {
     auto r = parse_quantity(bad);
     CHECK_MESSAGE(!r.has_value(), "accepted: " << bad);
     if (!r) CHECK(r.error().message().find(std::string("quantity \"") + bad + "\"") == 0);

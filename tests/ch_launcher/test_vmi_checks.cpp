@@ -1,14 +1,13 @@
 // Parsing and validating VMIs: bad input named by field path, every refusal of a feature the
 // hypervisor cannot serve, all problems at once, and the capability tables themselves.
 #include <doctest/doctest.h>
+#include <spdlog/sinks/ostream_sink.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <sstream>
-
-#include <spdlog/sinks/ostream_sink.h>
 
 #include "ch_launcher/hypervisor_capabilities.hpp"
 #include "ch_launcher/validator.hpp"
@@ -90,17 +89,20 @@ TEST_CASE("the base VMI is valid on both hypervisors") {
 }
 
 TEST_CASE("spec.hypervisor wins over the launcher default") {
-  auto r = check_vmi(vmi_with([](YAML::Node& n) { n["spec"]["hypervisor"] = "qemu-kvm"; }), "cloud-hypervisor");
+  auto r = check_vmi(vmi_with([](YAML::Node& n) { n["spec"]["hypervisor"] = "qemu-kvm"; }),
+                     "cloud-hypervisor");
   REQUIRE(r.has_value());
   CHECK(r->caps->name == "qemu-kvm");
   auto bad = problems(vmi_with([](YAML::Node& n) { n["spec"]["hypervisor"] = "xen"; }));
-  CHECK(has(bad, "spec.hypervisor", "unknown hypervisor \"xen\"; expected one of cloud-hypervisor, qemu-kvm"));
+  CHECK(has(bad, "spec.hypervisor",
+            "unknown hypervisor \"xen\"; expected one of cloud-hypervisor, qemu-kvm"));
   auto flag = problems(kBase, "firecracker");
   CHECK(has(flag, "--hypervisor", "unknown hypervisor \"firecracker\""));
 }
 
 TEST_CASE("malformed YAML is reported with line and column") {
-  auto v = problems("apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nspec:\n  domain: [1, 2\n");
+  auto v = problems(
+      "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nspec:\n  domain: [1, 2\n");
   REQUIRE(v.size() == 1);
   CHECK(v[0].path.empty());
   CHECK_MESSAGE(v[0].message.find("not valid YAML or JSON: line ") == 0, v[0].message);
@@ -109,10 +111,13 @@ TEST_CASE("malformed YAML is reported with line and column") {
 
 TEST_CASE("malformed JSON is reported with line and column") {
   // A missing comma after "kind".
-  auto v = problems("{\n  \"apiVersion\": \"kubevirt.io/v1\",\n  \"kind\": \"VirtualMachineInstance\"\n  \"spec\": {}\n}\n");
+  auto v = problems(
+      "{\n  \"apiVersion\": \"kubevirt.io/v1\",\n  \"kind\": \"VirtualMachineInstance\"\n  "
+      "\"spec\": {}\n}\n");
   REQUIRE(v.size() == 1);
   CHECK_MESSAGE(v[0].message.find("not valid YAML or JSON: line 4, column") == 0, v[0].message);
-  auto bracket = problems("{\"apiVersion\": \"kubevirt.io/v1\",\n \"spec\": {\"domain\": {\"cpu\": [1, 2}}\n}\n");
+  auto bracket = problems(
+      "{\"apiVersion\": \"kubevirt.io/v1\",\n \"spec\": {\"domain\": {\"cpu\": [1, 2}}\n}\n");
   REQUIRE(bracket.size() == 1);
   CHECK_MESSAGE(bracket[0].message.find("line 2, column") != std::string::npos, bracket[0].message);
 }
@@ -128,7 +133,9 @@ TEST_CASE("JSON manifests parse like YAML ones") {
 
 TEST_CASE("wrong kind or apiVersion stops at once") {
   auto kind = problems(vmi_with([](YAML::Node& n) { n["kind"] = "VirtualMachine"; }));
-  CHECK(has(kind, "kind", "expected VirtualMachineInstance, got VirtualMachine (use the VMI in its spec.template)"));
+  CHECK(has(
+      kind, "kind",
+      "expected VirtualMachineInstance, got VirtualMachine (use the VMI in its spec.template)"));
   auto api = problems(vmi_with([](YAML::Node& n) { n["apiVersion"] = "kubevirt.io/v2"; }));
   CHECK(has(api, "apiVersion", "unsupported kubevirt.io/v2; expected kubevirt.io/v1"));
   auto none = problems(vmi_with([](YAML::Node& n) { n.remove("kind"); }));
@@ -138,14 +145,16 @@ TEST_CASE("wrong kind or apiVersion stops at once") {
 }
 
 TEST_CASE("the first VirtualMachineInstance of a multi-document file is used") {
-  std::string text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n---\n" + std::string(kBase);
+  std::string text =
+      "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n---\n" + std::string(kBase);
   auto r = check_vmi(text, "cloud-hypervisor");
   REQUIRE(r.has_value());
   CHECK(r->vmi.metadata.name == "testvm");
 }
 
 TEST_CASE("missing spec.domain is named") {
-  CHECK(has(problems(vmi_with([](YAML::Node& n) { n["spec"].remove("domain"); })), "spec.domain", "missing"));
+  CHECK(has(problems(vmi_with([](YAML::Node& n) { n["spec"].remove("domain"); })), "spec.domain",
+            "missing"));
   CHECK(has(problems(vmi_with([](YAML::Node& n) { n.remove("spec"); })), "spec", "missing"));
 }
 
@@ -153,17 +162,22 @@ TEST_CASE("a disk whose volume does not exist is named") {
   auto v = problems(vmi_with([](YAML::Node& n) {
     n["spec"]["domain"]["devices"]["disks"].push_back(YAML::Load("{name: data, disk: {}}"));
   }));
-  CHECK_MESSAGE(has(v, "spec.domain.devices.disks[1].name", "no volume named \"data\" in spec.volumes"), dump(v));
+  CHECK_MESSAGE(
+      has(v, "spec.domain.devices.disks[1].name", "no volume named \"data\" in spec.volumes"),
+      dump(v));
 }
 
 TEST_CASE("duplicate names are refused with where the first one is") {
   auto v = problems(vmi_with([](YAML::Node& n) {
     n["spec"]["domain"]["devices"]["disks"].push_back(YAML::Load("{name: root, disk: {}}"));
     n["spec"]["volumes"].push_back(YAML::Load("{name: root, emptyDisk: {capacity: 1Gi}}"));
-    n["spec"]["domain"]["devices"]["interfaces"].push_back(YAML::Load("{name: default, bridge: {}}"));
+    n["spec"]["domain"]["devices"]["interfaces"].push_back(
+        YAML::Load("{name: default, bridge: {}}"));
     n["spec"]["networks"].push_back(YAML::Load("{name: default, pod: {}}"));
   }));
-  CHECK_MESSAGE(has(v, "spec.domain.devices.disks[1].name", "duplicate name \"root\" (also disks[0])"), dump(v));
+  CHECK_MESSAGE(
+      has(v, "spec.domain.devices.disks[1].name", "duplicate name \"root\" (also disks[0])"),
+      dump(v));
   CHECK(has(v, "spec.volumes[1].name", "duplicate name \"root\" (also volumes[0])"));
   CHECK(has(v, "spec.domain.devices.interfaces[1].name", "duplicate name \"default\""));
   CHECK(has(v, "spec.networks[1].name", "duplicate name \"default\""));
@@ -187,7 +201,8 @@ TEST_CASE("names must be DNS-1123 labels without / or ..") {
     n["spec"]["domain"]["devices"]["disks"][0]["name"] = std::string(64, 'a');
   }));
   CHECK(has(long_name, "spec.volumes[0].name", "not a valid name"));
-  CHECK(has(problems(vmi_with([](YAML::Node& n) { n["metadata"].remove("name"); })), "metadata.name", "required"));
+  CHECK(has(problems(vmi_with([](YAML::Node& n) { n["metadata"].remove("name"); })),
+            "metadata.name", "required"));
   CHECK(is_dns1123_subdomain("vm.example-1"));
   CHECK(!is_dns1123_subdomain("vm..x"));
   CHECK(is_dns1123_label("a-1"));
@@ -195,13 +210,18 @@ TEST_CASE("names must be DNS-1123 labels without / or ..") {
 }
 
 TEST_CASE("absurd sizes are refused") {
-  auto zero = problems(vmi_with([](YAML::Node& n) { n["spec"]["domain"]["resources"]["requests"]["memory"] = "0"; }));
+  auto zero = problems(vmi_with(
+      [](YAML::Node& n) { n["spec"]["domain"]["resources"]["requests"]["memory"] = "0"; }));
   CHECK(has(zero, "spec.domain.resources.requests.memory", "must be positive, got 0"));
-  auto neg = problems(vmi_with([](YAML::Node& n) { n["spec"]["domain"]["resources"]["requests"]["memory"] = "-1Gi"; }));
+  auto neg = problems(vmi_with(
+      [](YAML::Node& n) { n["spec"]["domain"]["resources"]["requests"]["memory"] = "-1Gi"; }));
   CHECK(has(neg, "spec.domain.resources.requests.memory", "must be positive, got -1Gi"));
-  auto huge = problems(vmi_with([](YAML::Node& n) { n["spec"]["domain"]["memory"]["guest"] = "17Ti"; }));
+  auto huge =
+      problems(vmi_with([](YAML::Node& n) { n["spec"]["domain"]["memory"]["guest"] = "17Ti"; }));
   CHECK(has(huge, "spec.domain.memory.guest", "17Ti is more than the 16Ti a guest may have"));
-  CHECK(problems(vmi_with([](YAML::Node& n) { n["spec"]["domain"]["memory"]["guest"] = "16Ti"; })).empty());
+  CHECK(problems(vmi_with([](YAML::Node& n) {
+          n["spec"]["domain"]["memory"]["guest"] = "16Ti";
+        })).empty());
   auto disk = problems(vmi_with([](YAML::Node& n) {
     n["spec"]["volumes"][0] = YAML::Load("{name: root, emptyDisk: {capacity: '0'}}");
   }));
@@ -215,11 +235,21 @@ TEST_CASE("absurd sizes are refused") {
 }
 
 TEST_CASE("more vCPUs than the hypervisor's maximum are refused") {
-  auto v = problems(vmi_with([](YAML::Node& n) { n["spec"]["domain"]["cpu"] = YAML::Load("{sockets: 4, cores: 32, threads: 2}"); }));
-  CHECK_MESSAGE(has(v, "spec.domain.cpu", "256 vCPUs (sockets 4 x cores 32 x threads 2) is more than cloud-hypervisor's maximum of 254"), dump(v));
-  auto q = problems(vmi_with([](YAML::Node& n) { n["spec"]["domain"]["cpu"] = YAML::Load("{sockets: 4, cores: 32, threads: 2}"); }), "qemu-kvm");
+  auto v = problems(vmi_with([](YAML::Node& n) {
+    n["spec"]["domain"]["cpu"] = YAML::Load("{sockets: 4, cores: 32, threads: 2}");
+  }));
+  CHECK_MESSAGE(has(v, "spec.domain.cpu",
+                    "256 vCPUs (sockets 4 x cores 32 x threads 2) is more than cloud-hypervisor's "
+                    "maximum of 254"),
+                dump(v));
+  auto q = problems(vmi_with([](YAML::Node& n) {
+                      n["spec"]["domain"]["cpu"] =
+                          YAML::Load("{sockets: 4, cores: 32, threads: 2}");
+                    }),
+                    "qemu-kvm");
   CHECK(q.empty());
-  auto cpu_req = problems(vmi_with([](YAML::Node& n) { n["spec"]["domain"]["resources"]["requests"]["cpu"] = "300"; }));
+  auto cpu_req = problems(
+      vmi_with([](YAML::Node& n) { n["spec"]["domain"]["resources"]["requests"]["cpu"] = "300"; }));
   CHECK(has(cpu_req, "spec.domain.cpu", "300 vCPUs"));
 }
 
@@ -230,22 +260,27 @@ TEST_CASE("unparseable quantities and wrong types name their field and line") {
     n["spec"]["domain"]["devices"]["rng"] = "yes please";
     n["spec"]["domain"]["devices"]["autoattachSerialConsole"] = "maybe";
   }));
-  CHECK_MESSAGE(has(v, "spec.domain.resources.requests.memory", "quantity \"lots\": expected a number"), dump(v));
+  CHECK_MESSAGE(
+      has(v, "spec.domain.resources.requests.memory", "quantity \"lots\": expected a number"),
+      dump(v));
   CHECK(has(v, "spec.domain.resources.requests.memory", "(line "));
   CHECK(has(v, "spec.domain.cpu.cores", "expected an integer, got \"two\""));
   CHECK(has(v, "spec.domain.devices.rng", "expected an object"));
   CHECK(has(v, "spec.domain.devices.autoattachSerialConsole", "expected true or false"));
   // The bad memory quantity is not also reported as "missing".
-  CHECK(std::count_if(v.begin(), v.end(), [](const Violation& x) { return x.path == "spec.domain.resources.requests.memory"; }) == 1);
+  CHECK(std::count_if(v.begin(), v.end(), [](const Violation& x) {
+          return x.path == "spec.domain.resources.requests.memory";
+        }) == 1);
 }
 
 TEST_CASE("unknown fields are ignored") {
   auto r = check_vmi(vmi_with([](YAML::Node& n) {
-    n["spec"]["domain"]["devices"]["fancyNewDevice"] = YAML::Load("{on: true}");
-    n["spec"]["nodeSelector"] = YAML::Load("{a: b}");
-    n["status"] = YAML::Load("{phase: Running}");
-    n["spec"]["volumes"][0]["containerDisk"]["futureField"] = 1;
-  }), "cloud-hypervisor");
+                       n["spec"]["domain"]["devices"]["fancyNewDevice"] = YAML::Load("{on: true}");
+                       n["spec"]["nodeSelector"] = YAML::Load("{a: b}");
+                       n["status"] = YAML::Load("{phase: Running}");
+                       n["spec"]["volumes"][0]["containerDisk"]["futureField"] = 1;
+                     }),
+                     "cloud-hypervisor");
   CHECK(r.has_value());
 }
 
@@ -253,7 +288,8 @@ TEST_CASE("each ignored unknown field gets a debug log line naming its path") {
   std::ostringstream out;
   auto& logger = chl::common::log::logger();
   auto saved = logger;
-  logger = std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::ostream_sink_mt>(out));
+  logger = std::make_shared<spdlog::logger>("test",
+                                            std::make_shared<spdlog::sinks::ostream_sink_mt>(out));
   logger->set_level(spdlog::level::debug);
   logger->set_pattern("%l %v");
   auto r = parse_vmi(vmi_with([](YAML::Node& n) {
@@ -263,8 +299,13 @@ TEST_CASE("each ignored unknown field gets a debug log line naming its path") {
   logger->flush();
   logger = saved;
   CHECK(r.problems.empty());
-  CHECK_MESSAGE(out.str().find("debug ignoring unknown field spec.domain.devices.fancyNewDevice\n") != std::string::npos, out.str());
-  CHECK(out.str().find("debug ignoring unknown field spec.volumes[0].containerDisk.futureField\n") != std::string::npos);
+  CHECK_MESSAGE(
+      out.str().find("debug ignoring unknown field spec.domain.devices.fancyNewDevice\n") !=
+          std::string::npos,
+      out.str());
+  CHECK(
+      out.str().find("debug ignoring unknown field spec.volumes[0].containerDisk.futureField\n") !=
+      std::string::npos);
 }
 
 TEST_CASE("every problem is listed at once") {
@@ -279,10 +320,12 @@ TEST_CASE("every problem is listed at once") {
     d["resources"]["requests"]["memory"] = "0";
   }));
   CHECK_MESSAGE(v.size() >= 7, dump(v));
-  CHECK(has(v, "spec.domain.devices.disks[0].cdrom", "cloud-hypervisor has no CD-ROM device; attach the volume as a disk with bus virtio"));
+  CHECK(has(v, "spec.domain.devices.disks[0].cdrom",
+            "cloud-hypervisor has no CD-ROM device; attach the volume as a disk with bus virtio"));
   CHECK(has(v, "spec.domain.devices.disks[0].cdrom.bus", "no SATA controller"));
   CHECK(has(v, "spec.domain.devices.interfaces[0].model", "only virtio-net"));
-  CHECK(has(v, "spec.domain.devices.autoattachGraphicsDevice", "set autoattachGraphicsDevice: false"));
+  CHECK(has(v, "spec.domain.devices.autoattachGraphicsDevice",
+            "set autoattachGraphicsDevice: false"));
   CHECK(has(v, "spec.domain.cpu.model", "named CPU model"));
   CHECK(has(v, "spec.domain.firmware.bootloader.efi.secureBoot", "KubeVirt defaults it to true"));
   CHECK(has(v, "spec.domain.resources.requests.memory", "must be positive"));
@@ -299,75 +342,153 @@ struct Refusal {
 
 TEST_CASE("cloud-hypervisor refuses what it cannot serve, qemu-kvm serves it") {
   const std::vector<Refusal> rows = {
-      {"cdrom", [](YAML::Node& n) { auto d = n["spec"]["domain"]["devices"]["disks"][0]; d.remove("disk"); d["cdrom"] = YAML::Load("{bus: sata}"); },
+      {"cdrom",
+       [](YAML::Node& n) {
+         auto d = n["spec"]["domain"]["devices"]["disks"][0];
+         d.remove("disk");
+         d["cdrom"] = YAML::Load("{bus: sata}");
+       },
        "spec.domain.devices.disks[0].cdrom", "no CD-ROM device"},
-      {"lun", [](YAML::Node& n) { auto d = n["spec"]["domain"]["devices"]["disks"][0]; d.remove("disk"); d["lun"] = YAML::Load("{}"); },
+      {"lun",
+       [](YAML::Node& n) {
+         auto d = n["spec"]["domain"]["devices"]["disks"][0];
+         d.remove("disk");
+         d["lun"] = YAML::Load("{}");
+       },
        "spec.domain.devices.disks[0].lun", "no SCSI LUN passthrough"},
-      {"sata bus", [](YAML::Node& n) { n["spec"]["domain"]["devices"]["disks"][0]["disk"]["bus"] = "sata"; },
+      {"sata bus",
+       [](YAML::Node& n) { n["spec"]["domain"]["devices"]["disks"][0]["disk"]["bus"] = "sata"; },
        "spec.domain.devices.disks[0].disk.bus", "no SATA controller"},
-      {"scsi bus", [](YAML::Node& n) { n["spec"]["domain"]["devices"]["disks"][0]["disk"]["bus"] = "scsi"; },
+      {"scsi bus",
+       [](YAML::Node& n) { n["spec"]["domain"]["devices"]["disks"][0]["disk"]["bus"] = "scsi"; },
        "spec.domain.devices.disks[0].disk.bus", "no SCSI controller"},
-      {"usb bus", [](YAML::Node& n) { n["spec"]["domain"]["devices"]["disks"][0]["disk"]["bus"] = "usb"; },
+      {"usb bus",
+       [](YAML::Node& n) { n["spec"]["domain"]["devices"]["disks"][0]["disk"]["bus"] = "usb"; },
        "spec.domain.devices.disks[0].disk.bus", "no USB controller"},
-      {"e1000", [](YAML::Node& n) { n["spec"]["domain"]["devices"]["interfaces"][0]["model"] = "e1000"; },
+      {"e1000",
+       [](YAML::Node& n) { n["spec"]["domain"]["devices"]["interfaces"][0]["model"] = "e1000"; },
        "spec.domain.devices.interfaces[0].model", "only virtio-net NICs"},
-      {"graphics", [](YAML::Node& n) { n["spec"]["domain"]["devices"]["autoattachGraphicsDevice"] = true; },
+      {"graphics",
+       [](YAML::Node& n) { n["spec"]["domain"]["devices"]["autoattachGraphicsDevice"] = true; },
        "spec.domain.devices.autoattachGraphicsDevice", "no graphics device"},
-      {"inputs", [](YAML::Node& n) { n["spec"]["domain"]["devices"]["inputs"] = YAML::Load("[{name: tablet, type: tablet, bus: usb}]"); },
+      {"inputs",
+       [](YAML::Node& n) {
+         n["spec"]["domain"]["devices"]["inputs"] =
+             YAML::Load("[{name: tablet, type: tablet, bus: usb}]");
+       },
        "spec.domain.devices.inputs", "no input devices"},
-      {"sound", [](YAML::Node& n) { n["spec"]["domain"]["devices"]["sound"] = YAML::Load("{name: audio}"); },
+      {"sound",
+       [](YAML::Node& n) { n["spec"]["domain"]["devices"]["sound"] = YAML::Load("{name: audio}"); },
        "spec.domain.devices.sound", "no sound device"},
-      {"usb redirection", [](YAML::Node& n) { n["spec"]["domain"]["devices"]["clientPassthrough"] = YAML::Load("{}"); },
+      {"usb redirection",
+       [](YAML::Node& n) {
+         n["spec"]["domain"]["devices"]["clientPassthrough"] = YAML::Load("{}");
+       },
        "spec.domain.devices.clientPassthrough", "no USB controller"},
       {"host-model", [](YAML::Node& n) { n["spec"]["domain"]["cpu"]["model"] = "host-model"; },
        "spec.domain.cpu.model", "always passes the host CPU through"},
       {"named model", [](YAML::Node& n) { n["spec"]["domain"]["cpu"]["model"] = "Haswell"; },
        "spec.domain.cpu.model", "cannot emulate a named CPU model"},
-      {"cpu features", [](YAML::Node& n) { n["spec"]["domain"]["cpu"]["features"] = YAML::Load("[{name: vmx, policy: disable}]"); },
+      {"cpu features",
+       [](YAML::Node& n) {
+         n["spec"]["domain"]["cpu"]["features"] = YAML::Load("[{name: vmx, policy: disable}]");
+       },
        "spec.domain.cpu.features", "cannot add or remove CPU features"},
-      {"timer", [](YAML::Node& n) { n["spec"]["domain"]["clock"] = YAML::Load("{utc: {}, timer: {hpet: {present: false}}}"); },
+      {"timer",
+       [](YAML::Node& n) {
+         n["spec"]["domain"]["clock"] = YAML::Load("{utc: {}, timer: {hpet: {present: false}}}");
+       },
        "spec.domain.clock.timer", "no timer selection"},
-      {"timezone", [](YAML::Node& n) { n["spec"]["domain"]["clock"] = YAML::Load("{timezone: Europe/Paris}"); },
+      {"timezone",
+       [](YAML::Node& n) { n["spec"]["domain"]["clock"] = YAML::Load("{timezone: Europe/Paris}"); },
        "spec.domain.clock.timezone", "UTC only"},
-      {"clock offset", [](YAML::Node& n) { n["spec"]["domain"]["clock"] = YAML::Load("{utc: {offsetSeconds: 3600}}"); },
+      {"clock offset",
+       [](YAML::Node& n) {
+         n["spec"]["domain"]["clock"] = YAML::Load("{utc: {offsetSeconds: 3600}}");
+       },
        "spec.domain.clock.utc.offsetSeconds", "cannot be offset"},
       {"smm", [](YAML::Node& n) { n["spec"]["domain"]["features"] = YAML::Load("{smm: {}}"); },
        "spec.domain.features.smm", "no System Management Mode"},
-      {"kvm hidden", [](YAML::Node& n) { n["spec"]["domain"]["features"] = YAML::Load("{kvm: {hidden: true}}"); },
+      {"kvm hidden",
+       [](YAML::Node& n) { n["spec"]["domain"]["features"] = YAML::Load("{kvm: {hidden: true}}"); },
        "spec.domain.features.kvm.hidden", "cannot hide KVM"},
-      {"pvspinlock", [](YAML::Node& n) { n["spec"]["domain"]["features"] = YAML::Load("{pvspinlock: {}}"); },
+      {"pvspinlock",
+       [](YAML::Node& n) { n["spec"]["domain"]["features"] = YAML::Load("{pvspinlock: {}}"); },
        "spec.domain.features.pvspinlock", "spinlock"},
-      {"acpi disabled", [](YAML::Node& n) { n["spec"]["domain"]["features"] = YAML::Load("{acpi: {enabled: false}}"); },
+      {"acpi disabled",
+       [](YAML::Node& n) {
+         n["spec"]["domain"]["features"] = YAML::Load("{acpi: {enabled: false}}");
+       },
        "spec.domain.features.acpi", "always exposes ACPI"},
-      {"secure boot by default", [](YAML::Node& n) { n["spec"]["domain"]["firmware"] = YAML::Load("{bootloader: {efi: {}}}"); n["spec"]["domain"]["features"] = YAML::Load("{smm: {enabled: true}}"); },
+      {"secure boot by default",
+       [](YAML::Node& n) {
+         n["spec"]["domain"]["firmware"] = YAML::Load("{bootloader: {efi: {}}}");
+         n["spec"]["domain"]["features"] = YAML::Load("{smm: {enabled: true}}");
+       },
        "spec.domain.firmware.bootloader.efi.secureBoot", "no Secure Boot"},
-      {"efi persistent", [](YAML::Node& n) { n["spec"]["domain"]["firmware"] = YAML::Load("{bootloader: {efi: {secureBoot: false, persistent: true}}}"); },
+      {"efi persistent",
+       [](YAML::Node& n) {
+         n["spec"]["domain"]["firmware"] =
+             YAML::Load("{bootloader: {efi: {secureBoot: false, persistent: true}}}");
+       },
        "spec.domain.firmware.bootloader.efi.persistent", "no persistent EFI variable store"},
-      {"arm machine", [](YAML::Node& n) { n["spec"]["domain"]["machine"] = YAML::Load("{type: virt}"); },
+      {"arm machine",
+       [](YAML::Node& n) { n["spec"]["domain"]["machine"] = YAML::Load("{type: virt}"); },
        "spec.domain.machine.type", "machine type for aarch64", false},
-      {"s390x machine", [](YAML::Node& n) { n["spec"]["domain"]["machine"] = YAML::Load("{type: s390-ccw-virtio}"); },
+      {"s390x machine",
+       [](YAML::Node& n) {
+         n["spec"]["domain"]["machine"] = YAML::Load("{type: s390-ccw-virtio}");
+       },
        "spec.domain.machine.type", "machine type for s390x", false},
-      {"watchdog", [](YAML::Node& n) { n["spec"]["domain"]["devices"]["watchdog"] = YAML::Load("{name: wd, i6300esb: {action: poweroff}}"); },
+      {"watchdog",
+       [](YAML::Node& n) {
+         n["spec"]["domain"]["devices"]["watchdog"] =
+             YAML::Load("{name: wd, i6300esb: {action: poweroff}}");
+       },
        "spec.domain.devices.watchdog", "no i6300esb watchdog"},
       {"tpm", [](YAML::Node& n) { n["spec"]["domain"]["devices"]["tpm"] = YAML::Load("{}"); },
        "spec.domain.devices.tpm", "swtpm"},
-      {"host devices", [](YAML::Node& n) { n["spec"]["domain"]["devices"]["hostDevices"] = YAML::Load("[{name: dev1, deviceName: vendor.com/dev}]"); },
+      {"host devices",
+       [](YAML::Node& n) {
+         n["spec"]["domain"]["devices"]["hostDevices"] =
+             YAML::Load("[{name: dev1, deviceName: vendor.com/dev}]");
+       },
        "spec.domain.devices.hostDevices[0]", "VFIO host devices"},
-      {"gpus", [](YAML::Node& n) { n["spec"]["domain"]["devices"]["gpus"] = YAML::Load("[{name: gpu1, deviceName: nvidia.com/GP102GL}]"); },
+      {"gpus",
+       [](YAML::Node& n) {
+         n["spec"]["domain"]["devices"]["gpus"] =
+             YAML::Load("[{name: gpu1, deviceName: nvidia.com/GP102GL}]");
+       },
        "spec.domain.devices.gpus[0]", "VFIO GPUs"},
-      {"sriov", [](YAML::Node& n) { n["spec"]["domain"]["devices"]["interfaces"][0] = YAML::Load("{name: default, sriov: {}}"); },
+      {"sriov",
+       [](YAML::Node& n) {
+         n["spec"]["domain"]["devices"]["interfaces"][0] = YAML::Load("{name: default, sriov: {}}");
+       },
        "spec.domain.devices.interfaces[0].sriov", "SR-IOV"},
-      {"slirp", [](YAML::Node& n) { n["spec"]["domain"]["devices"]["interfaces"][0] = YAML::Load("{name: default, slirp: {}}"); },
+      {"slirp",
+       [](YAML::Node& n) {
+         n["spec"]["domain"]["devices"]["interfaces"][0] = YAML::Load("{name: default, slirp: {}}");
+       },
        "spec.domain.devices.interfaces[0].slirp", "only in QEMU"},
-      {"nic boot order", [](YAML::Node& n) { n["spec"]["domain"]["devices"]["interfaces"][0]["bootOrder"] = 2; },
+      {"nic boot order",
+       [](YAML::Node& n) { n["spec"]["domain"]["devices"]["interfaces"][0]["bootOrder"] = 2; },
        "spec.domain.devices.interfaces[0].bootOrder", "cannot boot from the network"},
-      {"disk pci address", [](YAML::Node& n) { n["spec"]["domain"]["devices"]["disks"][0]["disk"]["pciAddress"] = "0000:00:05.0"; },
+      {"disk pci address",
+       [](YAML::Node& n) {
+         n["spec"]["domain"]["devices"]["disks"][0]["disk"]["pciAddress"] = "0000:00:05.0";
+       },
        "spec.domain.devices.disks[0].disk.pciAddress", "assigns PCI addresses itself"},
-      {"isolated emulator thread", [](YAML::Node& n) { n["spec"]["domain"]["cpu"] = YAML::Load("{dedicatedCpuPlacement: true, isolateEmulatorThread: true}"); },
+      {"isolated emulator thread",
+       [](YAML::Node& n) {
+         n["spec"]["domain"]["cpu"] =
+             YAML::Load("{dedicatedCpuPlacement: true, isolateEmulatorThread: true}");
+       },
        "spec.domain.cpu.isolateEmulatorThread", "non-vCPU threads"},
-      {"launch security", [](YAML::Node& n) { n["spec"]["domain"]["launchSecurity"] = YAML::Load("{sev: {}}"); },
+      {"launch security",
+       [](YAML::Node& n) { n["spec"]["domain"]["launchSecurity"] = YAML::Load("{sev: {}}"); },
        "spec.domain.launchSecurity", "confidential"},
-      {"virtio transitional", [](YAML::Node& n) { n["spec"]["domain"]["devices"]["useVirtioTransitional"] = true; },
+      {"virtio transitional",
+       [](YAML::Node& n) { n["spec"]["domain"]["devices"]["useVirtioTransitional"] = true; },
        "spec.domain.devices.useVirtioTransitional", "modern"},
   };
   for (const auto& row : rows) {
@@ -376,27 +497,35 @@ TEST_CASE("cloud-hypervisor refuses what it cannot serve, qemu-kvm serves it") {
     auto ch = problems(text, "cloud-hypervisor");
     CHECK_MESSAGE(has(ch, row.path, row.reason), row.name << ":\n" << dump(ch));
     auto q = problems(text, "qemu-kvm");
-    CHECK_MESSAGE(has(q, row.path, "") != row.qemu_serves, row.name << " on qemu-kvm:\n" << dump(q));
+    CHECK_MESSAGE(has(q, row.path, "") != row.qemu_serves, row.name << " on qemu-kvm:\n"
+                                                                    << dump(q));
   }
 }
 
 TEST_CASE("floppy disks are refused everywhere") {
-  auto text = vmi_with([](YAML::Node& n) { auto d = n["spec"]["domain"]["devices"]["disks"][0]; d.remove("disk"); d["floppy"] = YAML::Load("{}"); });
+  auto text = vmi_with([](YAML::Node& n) {
+    auto d = n["spec"]["domain"]["devices"]["disks"][0];
+    d.remove("disk");
+    d["floppy"] = YAML::Load("{}");
+  });
   CHECK(has(problems(text), "spec.domain.devices.disks[0].floppy", "no floppy device"));
   CHECK(has(problems(text, "qemu-kvm"), "spec.domain.devices.disks[0].floppy", "removed floppy"));
 }
 
 TEST_CASE("cloud-hypervisor accepts what it serves") {
-  auto r = check_vmi(vmi_with([](YAML::Node& n) {
-    auto d = n["spec"]["domain"];
-    d["cpu"] = YAML::Load("{model: host-passthrough, sockets: 2, cores: 2, threads: 1}");
-    d["features"] = YAML::Load("{acpi: {}, apic: {}, hyperv: {relaxed: {}, vapic: {}}}");
-    d["clock"] = YAML::Load("{utc: {}}");
-    d["devices"]["autoattachGraphicsDevice"] = false;
-    d["devices"]["rng"] = YAML::Load("{}");
-    d["firmware"] = YAML::Load("{bootloader: {efi: {secureBoot: false}}, uuid: 5d307ca9-b3ef-428c-8861-06e72d69f223}");
-    d["memory"] = YAML::Load("{hugepages: {pageSize: 2Mi}}");
-  }), "cloud-hypervisor");
+  auto r = check_vmi(
+      vmi_with([](YAML::Node& n) {
+        auto d = n["spec"]["domain"];
+        d["cpu"] = YAML::Load("{model: host-passthrough, sockets: 2, cores: 2, threads: 1}");
+        d["features"] = YAML::Load("{acpi: {}, apic: {}, hyperv: {relaxed: {}, vapic: {}}}");
+        d["clock"] = YAML::Load("{utc: {}}");
+        d["devices"]["autoattachGraphicsDevice"] = false;
+        d["devices"]["rng"] = YAML::Load("{}");
+        d["firmware"] = YAML::Load(
+            "{bootloader: {efi: {secureBoot: false}}, uuid: 5d307ca9-b3ef-428c-8861-06e72d69f223}");
+        d["memory"] = YAML::Load("{hugepages: {pageSize: 2Mi}}");
+      }),
+      "cloud-hypervisor");
   CHECK_MESSAGE(r.has_value(), dump(r ? Violations{} : r.error()));
 }
 
@@ -405,18 +534,22 @@ TEST_CASE("references between interfaces, networks and bindings are checked") {
     n["spec"]["domain"]["devices"]["interfaces"].push_back(YAML::Load("{name: extra, bridge: {}}"));
     n["spec"]["networks"].push_back(YAML::Load("{name: lonely, multus: {networkName: x}}"));
     n["spec"]["networks"].push_back(YAML::Load("{name: mnet, multus: {networkName: y}}"));
-    n["spec"]["domain"]["devices"]["interfaces"].push_back(YAML::Load("{name: mnet, masquerade: {}}"));
+    n["spec"]["domain"]["devices"]["interfaces"].push_back(
+        YAML::Load("{name: mnet, masquerade: {}}"));
     n["spec"]["domain"]["devices"]["interfaces"].push_back(YAML::Load("{name: nob}"));
     n["spec"]["networks"].push_back(YAML::Load("{name: nob, pod: {}}"));
     n["spec"]["domain"]["devices"]["interfaces"][0]["macAddress"] = "01:00:5e:00:00:01";
   }));
-  CHECK_MESSAGE(has(v, "spec.domain.devices.interfaces[1].name", "no network named \"extra\""), dump(v));
+  CHECK_MESSAGE(has(v, "spec.domain.devices.interfaces[1].name", "no network named \"extra\""),
+                dump(v));
   CHECK(has(v, "spec.networks[1].name", "no interface named \"lonely\""));
   CHECK(has(v, "spec.domain.devices.interfaces[2].masquerade", "masquerade needs a pod network"));
   CHECK(has(v, "spec.domain.devices.interfaces[3]", "missing binding"));
   CHECK(has(v, "spec.networks[3].pod", "only one pod network"));
   CHECK(has(v, "spec.domain.devices.interfaces[0].macAddress", "multicast"));
-  auto bad_mac = problems(vmi_with([](YAML::Node& n) { n["spec"]["domain"]["devices"]["interfaces"][0]["macAddress"] = "02:00:00:00:00"; }));
+  auto bad_mac = problems(vmi_with([](YAML::Node& n) {
+    n["spec"]["domain"]["devices"]["interfaces"][0]["macAddress"] = "02:00:00:00:00";
+  }));
   CHECK(has(bad_mac, "spec.domain.devices.interfaces[0].macAddress", "is not a MAC address"));
 }
 
@@ -424,14 +557,15 @@ TEST_CASE("volume sources are checked") {
   auto v = problems(vmi_with([](YAML::Node& n) {
     auto vols = n["spec"]["volumes"];
     auto disks = n["spec"]["domain"]["devices"]["disks"];
-    const char* extra[][2] = {{"nosrc", "{name: nosrc}"},
-                              {"two", "{name: two, emptyDisk: {capacity: 1Gi}, containerDisk: {image: x}}"},
-                              {"hd", "{name: hd, hostDisk: {path: relative.img, type: Disk}}"},
-                              {"hd2", "{name: hd2, hostDisk: {path: /a/../b.img, type: DiskOrCreate}}"},
-                              {"ci", "{name: ci, cloudInitNoCloud: {}}"},
-                              {"b64", "{name: b64, cloudInitNoCloud: {userDataBase64: '!!notbase64'}}"},
-                              {"cd", "{name: cd, containerDisk: {}}"},
-                              {"sys", "{name: sys, sysprep: {configMap: {name: x}}}"}};
+    const char* extra[][2] = {
+        {"nosrc", "{name: nosrc}"},
+        {"two", "{name: two, emptyDisk: {capacity: 1Gi}, containerDisk: {image: x}}"},
+        {"hd", "{name: hd, hostDisk: {path: relative.img, type: Disk}}"},
+        {"hd2", "{name: hd2, hostDisk: {path: /a/../b.img, type: DiskOrCreate}}"},
+        {"ci", "{name: ci, cloudInitNoCloud: {}}"},
+        {"b64", "{name: b64, cloudInitNoCloud: {userDataBase64: '!!notbase64'}}"},
+        {"cd", "{name: cd, containerDisk: {}}"},
+        {"sys", "{name: sys, sysprep: {configMap: {name: x}}}"}};
     for (const auto& e : extra) {
       vols.push_back(YAML::Load(e[1]));
       disks.push_back(YAML::Load(std::string("{name: ") + e[0] + ", disk: {}}"));
@@ -451,26 +585,38 @@ TEST_CASE("volume sources are checked") {
 TEST_CASE("boot orders must be unique and hugepages must divide memory") {
   auto v = problems(vmi_with([](YAML::Node& n) {
     n["spec"]["domain"]["devices"]["disks"][0]["bootOrder"] = 1;
-    n["spec"]["domain"]["devices"]["disks"].push_back(YAML::Load("{name: data, bootOrder: 1, disk: {}}"));
+    n["spec"]["domain"]["devices"]["disks"].push_back(
+        YAML::Load("{name: data, bootOrder: 1, disk: {}}"));
     n["spec"]["volumes"].push_back(YAML::Load("{name: data, emptyDisk: {capacity: 1Gi}}"));
     n["spec"]["domain"]["memory"] = YAML::Load("{guest: 1025Mi, hugepages: {pageSize: 2Mi}}");
   }));
-  CHECK_MESSAGE(has(v, "spec.domain.devices.disks[1].bootOrder", "1 is also the boot order of disks[0]"), dump(v));
+  CHECK_MESSAGE(
+      has(v, "spec.domain.devices.disks[1].bootOrder", "1 is also the boot order of disks[0]"),
+      dump(v));
   CHECK(has(v, "spec.domain.memory.hugepages.pageSize", "not a multiple of the 2Mi page size"));
-  auto page = problems(vmi_with([](YAML::Node& n) { n["spec"]["domain"]["memory"] = YAML::Load("{hugepages: {pageSize: 4Mi}}"); }));
+  auto page = problems(vmi_with([](YAML::Node& n) {
+    n["spec"]["domain"]["memory"] = YAML::Load("{hugepages: {pageSize: 4Mi}}");
+  }));
   CHECK(has(page, "spec.domain.memory.hugepages.pageSize", "use 2Mi or 1Gi"));
 }
 
 TEST_CASE("kernel boot paths must stay inside the container image") {
   auto v = problems(vmi_with([](YAML::Node& n) {
-    n["spec"]["domain"]["firmware"] = YAML::Load("{kernelBoot: {kernelArgs: console=ttyS0, container: {image: k, kernelPath: /boot/../../etc/shadow}}}");
+    n["spec"]["domain"]["firmware"] = YAML::Load(
+        "{kernelBoot: {kernelArgs: console=ttyS0, container: {image: k, kernelPath: "
+        "/boot/../../etc/shadow}}}");
   }));
-  CHECK_MESSAGE(has(v, "spec.domain.firmware.kernelBoot.container.kernelPath", "must stay inside the container image"), dump(v));
-  auto nocont = problems(vmi_with([](YAML::Node& n) { n["spec"]["domain"]["firmware"] = YAML::Load("{kernelBoot: {kernelArgs: x}}"); }));
+  CHECK_MESSAGE(has(v, "spec.domain.firmware.kernelBoot.container.kernelPath",
+                    "must stay inside the container image"),
+                dump(v));
+  auto nocont = problems(vmi_with([](YAML::Node& n) {
+    n["spec"]["domain"]["firmware"] = YAML::Load("{kernelBoot: {kernelArgs: x}}");
+  }));
   CHECK(has(nocont, "spec.domain.firmware.kernelBoot.container", "required"));
 }
 
-TEST_CASE("every capability table has one row per feature, in order, with a reason for each refusal") {
+TEST_CASE(
+    "every capability table has one row per feature, in order, with a reason for each refusal") {
   for (const auto* caps : all_hypervisors()) {
     CAPTURE(caps->name);
     REQUIRE(caps->features.size() == static_cast<std::size_t>(Feature::kCount));

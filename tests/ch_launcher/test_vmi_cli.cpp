@@ -11,16 +11,22 @@ using chl::test::source_dir;
 
 namespace {
 
-std::string vmi(const std::string& name) { return (source_dir() / "tests/ch_launcher/vmis" / name).string(); }
+std::string vmi(const std::string& name) {
+  return (source_dir() / "tests/ch_launcher/vmis" / name).string();
+}
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 }  // namespace
 
 TEST_CASE("validate: a valid VMI exits 0 with a one-line summary") {
   auto r = run_command({launcher_binary(), "validate", "--vmi", vmi("multi-disk-nic.yaml")});
   CHECK(r.exit_code == 0);
-  CHECK(r.output == "ok: lab/vmi-multi on cloud-hypervisor: 2 vCPUs, 3Gi memory, 4 disks, 3 interfaces, boot bios\n");
+  CHECK(r.output ==
+        "ok: lab/vmi-multi on cloud-hypervisor: 2 vCPUs, 3Gi memory, 4 disks, 3 interfaces, boot "
+        "bios\n");
 }
 
 TEST_CASE("validate: refusals exit 2 listing every violation, one a line") {
@@ -50,11 +56,17 @@ spec:
 )");
   auto r = run_command({launcher_binary(), "validate", "--vmi", file.string()});
   CHECK(r.exit_code == 2);
-  CHECK(contains(r.output, file.string() + ": spec.domain.devices.disks[1].cdrom: cloud-hypervisor has no CD-ROM device; attach the volume as a disk with bus virtio\n"));
-  CHECK(contains(r.output, "spec.domain.devices.disks[1].cdrom.bus: cloud-hypervisor has no SATA controller"));
-  CHECK(contains(r.output, "spec.domain.devices.autoattachGraphicsDevice: cloud-hypervisor has no graphics device"));
+  CHECK(contains(r.output,
+                 file.string() + ": spec.domain.devices.disks[1].cdrom: cloud-hypervisor has no "
+                                 "CD-ROM device; attach the volume as a disk with bus virtio\n"));
+  CHECK(contains(
+      r.output, "spec.domain.devices.disks[1].cdrom.bus: cloud-hypervisor has no SATA controller"));
+  CHECK(contains(
+      r.output,
+      "spec.domain.devices.autoattachGraphicsDevice: cloud-hypervisor has no graphics device"));
   // The same VMI is fine for QEMU/KVM.
-  auto q = run_command({launcher_binary(), "validate", "--vmi", file.string(), "--hypervisor", "qemu-kvm"});
+  auto q = run_command(
+      {launcher_binary(), "validate", "--vmi", file.string(), "--hypervisor", "qemu-kvm"});
   CHECK(q.exit_code == 0);
   CHECK(contains(q.output, "on qemu-kvm"));
 }
@@ -69,21 +81,25 @@ TEST_CASE("validate: unreadable file, malformed input and bad usage") {
   auto no_vmi = run_command({launcher_binary(), "validate"});
   CHECK(no_vmi.exit_code == 2);
   CHECK(contains(no_vmi.output, "--vmi FILE is required"));
-  auto bad_hv = run_command({launcher_binary(), "validate", "--vmi", vmi("efi.yaml"), "--hypervisor", "bhyve"});
+  auto bad_hv = run_command(
+      {launcher_binary(), "validate", "--vmi", vmi("efi.yaml"), "--hypervisor", "bhyve"});
   CHECK(bad_hv.exit_code == 2);
   CHECK(contains(bad_hv.output, "--hypervisor: unknown hypervisor \"bhyve\""));
 }
 
 TEST_CASE("render: prints exactly the golden vm.create body and writes nothing") {
   chl::test::TempDir state("chl-render");
-  auto r = run_command({launcher_binary(), "render", "--vmi", vmi("multi-disk-nic.yaml"), "--volume",
-                        "data=/pvc/data/disk.img", "--volume", "root=/images/debian-12.qcow2", "--volume",
-                        "app-config=/configmaps/app-settings"});
+  auto r =
+      run_command({launcher_binary(), "render", "--vmi", vmi("multi-disk-nic.yaml"), "--volume",
+                   "data=/pvc/data/disk.img", "--volume", "root=/images/debian-12.qcow2",
+                   "--volume", "app-config=/configmaps/app-settings"});
   REQUIRE_MESSAGE(r.exit_code == 0, r.output);
-  auto golden = nlohmann::json::parse(chl::test::read_file(source_dir() / "tests/ch_launcher/golden/multi-disk-nic.json"));
+  auto golden = nlohmann::json::parse(
+      chl::test::read_file(source_dir() / "tests/ch_launcher/golden/multi-disk-nic.json"));
   CHECK(nlohmann::json::parse(r.output) == golden["vm_create"]);
-  auto plan = run_command({launcher_binary(), "render", "--plan", "--state-dir", state.path().string(), "--vmi",
-                           vmi("empty-disk.yaml"), "--volume", "containerdisk=/images/u.img"});
+  auto plan =
+      run_command({launcher_binary(), "render", "--plan", "--state-dir", state.path().string(),
+                   "--vmi", vmi("empty-disk.yaml"), "--volume", "containerdisk=/images/u.img"});
   REQUIRE(plan.exit_code == 0);
   auto j = nlohmann::json::parse(plan.output);
   CHECK(j["state_dir"] == state.path().string());
@@ -94,26 +110,31 @@ TEST_CASE("render: prints exactly the golden vm.create body and writes nothing")
 TEST_CASE("render: missing volume file and bad arguments exit 2, qemu-kvm exits 1 for now") {
   auto r = run_command({launcher_binary(), "render", "--vmi", vmi("containerdisk-cloudinit.yaml")});
   CHECK(r.exit_code == 2);
-  CHECK(contains(r.output, "spec.volumes[0]: no file for volume \"containerdisk\" (containerDisk): pass --volume containerdisk=PATH"));
-  auto bad = run_command({launcher_binary(), "render", "--vmi", vmi("efi.yaml"), "--volume", "novalue"});
+  CHECK(contains(r.output,
+                 "spec.volumes[0]: no file for volume \"containerdisk\" (containerDisk): pass "
+                 "--volume containerdisk=PATH"));
+  auto bad =
+      run_command({launcher_binary(), "render", "--vmi", vmi("efi.yaml"), "--volume", "novalue"});
   CHECK(bad.exit_code == 2);
   CHECK(contains(bad.output, "--volume takes NAME=PATH"));
-  auto cpus = run_command({launcher_binary(), "render", "--vmi", vmi("efi.yaml"), "--cpu-set", "x"});
+  auto cpus =
+      run_command({launcher_binary(), "render", "--vmi", vmi("efi.yaml"), "--cpu-set", "x"});
   CHECK(cpus.exit_code == 2);
-  auto q = run_command({launcher_binary(), "render", "--vmi", vmi("efi.yaml"), "--hypervisor", "qemu-kvm"});
+  auto q = run_command(
+      {launcher_binary(), "render", "--vmi", vmi("efi.yaml"), "--hypervisor", "qemu-kvm"});
   CHECK(q.exit_code == 1);
   CHECK(contains(q.output, "not yet implemented"));
 }
 
 TEST_CASE("render: dedicated CPUs take --cpu-set") {
-  auto r = run_command({launcher_binary(), "render", "--vmi", vmi("dedicated-cpus.yaml"), "--volume",
-                        "containerdisk=/i.img", "--cpu-set", "10-13"});
+  auto r = run_command({launcher_binary(), "render", "--vmi", vmi("dedicated-cpus.yaml"),
+                        "--volume", "containerdisk=/i.img", "--cpu-set", "10-13"});
   REQUIRE_MESSAGE(r.exit_code == 0, r.output);
   auto j = nlohmann::json::parse(r.output);
   REQUIRE(j["cpus"]["affinity"].size() == 4);
   CHECK(j["cpus"]["affinity"][3]["host_cpus"] == nlohmann::json::array({13}));
-  auto small = run_command({launcher_binary(), "render", "--vmi", vmi("dedicated-cpus.yaml"), "--volume",
-                            "containerdisk=/i.img", "--cpu-set", "1"});
+  auto small = run_command({launcher_binary(), "render", "--vmi", vmi("dedicated-cpus.yaml"),
+                            "--volume", "containerdisk=/i.img", "--cpu-set", "1"});
   CHECK(small.exit_code == 2);
   CHECK(contains(small.output, "needs 4 dedicated CPUs but the pod's CPU set has 1"));
 }
@@ -125,7 +146,8 @@ TEST_CASE("overhead: itemized in Kubernetes quantities, per hypervisor") {
   CHECK(contains(r.output, "memory overhead of default/vmi-dedicated on cloud-hypervisor: 90Mi\n"));
   CHECK(contains(r.output, "page tables"));
   CHECK(contains(r.output, "8Mi"));
-  auto q = run_command({launcher_binary(), "overhead", "--vmi", vmi("dedicated-cpus.yaml"), "--hypervisor", "qemu-kvm", "--json"});
+  auto q = run_command({launcher_binary(), "overhead", "--vmi", vmi("dedicated-cpus.yaml"),
+                        "--hypervisor", "qemu-kvm", "--json"});
   REQUIRE(q.exit_code == 0);
   auto j = nlohmann::json::parse(q.output);
   // 30 + 25 + 40 + 30 + 8 + 32 + 32 (video RAM: graphics attached by default) = 197Mi

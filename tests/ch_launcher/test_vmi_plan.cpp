@@ -55,19 +55,31 @@ struct Golden {
 
 const std::vector<Golden>& golden_cases() {
   static const std::vector<Golden> cases = {
-      {"containerdisk-cloudinit.yaml", "containerdisk-cloudinit.json", {{"containerdisk", "/images/fedora-40.qcow2"}}},
+      {"containerdisk-cloudinit.yaml",
+       "containerdisk-cloudinit.json",
+       {{"containerdisk", "/images/fedora-40.qcow2"}}},
       {"masquerade.yaml", "masquerade-pod-layout.json", {}, "", true},
       {"ephemeral.yaml", "ephemeral.json", {{"containerdisk", "/images/cirros.img"}}},
       {"empty-disk.yaml", "empty-disk.json", {{"containerdisk", "/images/ubuntu-24.04.qcow2"}}},
       {"host-disk.yaml", "host-disk.json", {}},
       {"pvc.json", "pvc-pod-layout.json", {}, "", true},
-      {"kernel-boot.yaml", "kernel-boot.json", {{"containerdisk", "/images/alpine.img"}, {"kernel-boot", "/kernel-root"}}},
+      {"kernel-boot.yaml",
+       "kernel-boot.json",
+       {{"containerdisk", "/images/alpine.img"}, {"kernel-boot", "/kernel-root"}}},
       {"efi.yaml", "efi.json", {{"containerdisk", "/images/alpine.img"}}},
       {"hugepages.yaml", "hugepages.json", {{"containerdisk", "/images/fedora-40.qcow2"}}},
-      {"dedicated-cpus.yaml", "dedicated-cpus.json", {{"containerdisk", "/images/fedora-40.qcow2"}}, "4-7"},
-      {"multi-disk-nic.yaml", "multi-disk-nic.json",
-       {{"data", "/pvc/data/disk.img"}, {"root", "/images/debian-12.qcow2"}, {"app-config", "/configmaps/app-settings"}}},
-      {"virtiofs.yaml", "virtiofs.json", {{"containerdisk", "/images/fedora-40.qcow2"}, {"config-fs", "/configmaps/app-config"}}},
+      {"dedicated-cpus.yaml",
+       "dedicated-cpus.json",
+       {{"containerdisk", "/images/fedora-40.qcow2"}},
+       "4-7"},
+      {"multi-disk-nic.yaml",
+       "multi-disk-nic.json",
+       {{"data", "/pvc/data/disk.img"},
+        {"root", "/images/debian-12.qcow2"},
+        {"app-config", "/configmaps/app-settings"}}},
+      {"virtiofs.yaml",
+       "virtiofs.json",
+       {{"containerdisk", "/images/fedora-40.qcow2"}, {"config-fs", "/configmaps/app-config"}}},
   };
   return cases;
 }
@@ -75,7 +87,8 @@ const std::vector<Golden>& golden_cases() {
 }  // namespace
 
 TEST_CASE("golden: each example VMI renders exactly its expected plan and vm.create body") {
-  const bool update = std::getenv("CHL_UPDATE_GOLDEN") && std::string(std::getenv("CHL_UPDATE_GOLDEN")) == "1";
+  const bool update =
+      std::getenv("CHL_UPDATE_GOLDEN") && std::string(std::getenv("CHL_UPDATE_GOLDEN")) == "1";
   for (const auto& g : golden_cases()) {
     CAPTURE(g.vmi);
     CheckedVmi c = load(g.vmi);
@@ -89,9 +102,11 @@ TEST_CASE("golden: each example VMI renders exactly its expected plan and vm.cre
       chl::test::write_file(path, got.dump(2) + "\n");
       continue;
     }
-    REQUIRE_MESSAGE(std::filesystem::exists(path), path.string() << " missing; run with CHL_UPDATE_GOLDEN=1");
+    REQUIRE_MESSAGE(std::filesystem::exists(path), path.string()
+                                                       << " missing; run with CHL_UPDATE_GOLDEN=1");
     nlohmann::json want = nlohmann::json::parse(read_file(path));
-    CHECK_MESSAGE(got == want, g.golden << " differs:\n" << nlohmann::json::diff(want, got).dump(2));
+    CHECK_MESSAGE(got == want, g.golden << " differs:\n"
+                                        << nlohmann::json::diff(want, got).dump(2));
     // The body is valid for the typed API both ways (what the client will send).
     auto typed = chl::vmm_api::parse_vm_config(got["vm_create"].dump());
     REQUIRE(typed.has_value());
@@ -109,9 +124,9 @@ TEST_CASE("disks: ids are volume names, boot order first, then spec order") {
   CHECK(p.disks[1].name == "data");
   CHECK(p.disks[2].name == "seed");
   CHECK(p.disks[3].name == "app-config");
-  CHECK(p.disks[0].direct);       // cache: none
-  CHECK(!p.disks[1].direct);      // cache: writeback
-  CHECK(p.disks[2].readonly);     // disk.readonly
+  CHECK(p.disks[0].direct);    // cache: none
+  CHECK(!p.disks[1].direct);   // cache: writeback
+  CHECK(p.disks[2].readonly);  // disk.readonly
   CHECK(p.disks[0].serial == "ROOT-DISK");
   CHECK(p.disks[0].num_queues == 2);  // blockMultiQueue: one queue per vCPU
 }
@@ -126,12 +141,14 @@ TEST_CASE("read-only PVCs stay read-only, pod layout paths follow KubeVirt") {
   CHECK(p.disks[0].path == "/var/run/kubevirt-private/vmi-disks/root/disk.img");
   CHECK(p.disks[1].path == "/override/ref.img");  // --volume wins over the pod layout
   CHECK(p.disks[1].readonly);
-  CHECK(p.disks[2].readonly);  // persistentVolumeClaim.readOnly
+  CHECK(p.disks[2].readonly);         // persistentVolumeClaim.readOnly
   CHECK(p.preparations.size() == 1);  // only the firmware
   CHECK(p.preparations[0].kind == PreparationKind::FindFirmware);
 }
 
-TEST_CASE("container disks in pod layout are disk_<volume index>.img and get converted into the state dir") {
+TEST_CASE(
+    "container disks in pod layout are disk_<volume index>.img and get converted into the state "
+    "dir") {
   CheckedVmi c = load("masquerade.yaml");
   PlanInputs in;
   in.pod_layout = true;
@@ -177,7 +194,7 @@ TEST_CASE("NICs: KubeVirt tap names, stable generated MACs, multiqueue 2 x vCPUs
   for (const auto& n : p.nics) {
     unsigned char b[6];
     REQUIRE(parse_mac(n.mac, b));
-    CHECK((b[0] & 1) == 0);  // unicast
+    CHECK((b[0] & 1) == 0);                       // unicast
     if (n.mac_generated) CHECK((b[0] & 2) == 2);  // locally administered
     macs.insert(n.mac);
   }
@@ -236,7 +253,8 @@ TEST_CASE("kernel boot paths resolve inside the kernel-boot directory, symlinks 
   REQUIRE(!p.has_value());
   REQUIRE(p.error().size() == 1);
   CHECK(p.error()[0].path == "spec.domain.firmware.kernelBoot.container.initrdPath");
-  CHECK(p.error()[0].message.find("resolves outside the kernel-boot directory") != std::string::npos);
+  CHECK(p.error()[0].message.find("resolves outside the kernel-boot directory") !=
+        std::string::npos);
   std::filesystem::remove(dir.path() / "root/boot/initramfs-virt");
   chl::test::write_file(dir.path() / "root/boot/initramfs-virt", "initrd");
   LaunchPlan ok = plan_of(c, in);
@@ -251,7 +269,8 @@ TEST_CASE("cloud-hypervisor device ids must be distinct across disks and NICs") 
   REQUIRE(text);
   std::string t = *text;
   // Rename the disk/volume to "default", the name of KubeVirt's default interface.
-  for (std::size_t pos; (pos = t.find("name: containerdisk")) != std::string::npos;) t.replace(pos, 19, "name: default");
+  for (std::size_t pos; (pos = t.find("name: containerdisk")) != std::string::npos;)
+    t.replace(pos, 19, "name: default");
   auto c = check_vmi(t, "cloud-hypervisor");
   REQUIRE(c.has_value());
   PlanInputs in;
