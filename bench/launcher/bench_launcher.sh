@@ -64,8 +64,9 @@ done
 b=$(printf '%s\n' "${bare[@]}" | median)
 o=$(printf '%s\n' "${ours[@]}" | median)
 echo "VMM: $VMM"
-echo "bare curl create+boot (VMM start included), median of $N: $((b / 1000)).$(( (b % 1000) / 100 )) ms"
-echo "ch-launcher run -> Running (VMM start, state dir, checks, status polling included), median of $N: $((o / 1000)).$(( (o % 1000) / 100 )) ms"
-echo "launch overhead (median difference): $(( (o - b) / 1000 )).$(( ((o - b) % 1000 + 1000) % 1000 / 100 )) ms"
-echo "launcher RSS with a running VM: $((rss / 1024)).$(( (rss % 1024) * 10 / 1024 )) MiB ($threads threads)"
+awk -v b="$b" -v o="$o" -v n="$N" 'BEGIN {
+  printf "bare curl create+boot (VMM start included), median of %d: %.1f ms\n", n, b / 1000
+  printf "ch-launcher run -> Running (VMM start, state dir, checks, status polling included), median of %d: %.1f ms\n", n, o / 1000
+  printf "launch overhead (median difference): %.1f ms\n", (o - b) / 1000 }'
+awk -v r="$rss" -v t="$threads" 'BEGIN { printf "launcher RSS with a running VM: %.1f MiB (%d threads)\n", r / 1024, t }'
 echo "launcher context switches in 10 s idle: $((cs1 - cs0))"
