@@ -92,6 +92,15 @@ int run_launcher(const LaunchOptions& opts) {
   PrepareOptions po;
   if (!opts.firmware_dir.empty()) po.firmware_dirs = {opts.firmware_dir};
   if (auto st = run_preparations(*plan, po); !st) return launch_error(st.error().message());
+  if (!plan->nics.empty()) {
+    // Pod networking (bridge/masquerade, taps handed to the VMM) is not wired yet: giving the
+    // VMM tap names nobody prepared would make it create unconnected taps. Say so instead.
+    std::string names;
+    for (const auto& n : plan->nics) names += (names.empty() ? "" : ", ") + n.name;
+    CHL_LOG_WARN("networking: pod network wiring is not implemented yet; interface(s) {} not attached "
+                 "(set spec.domain.devices.autoattachPodInterface: false to silence this)", names);
+    plan->nics.clear();
+  }
   vmm_api::VmConfig config = to_ch_vm_config(*plan);
 
   // 4. The VMM binary.

@@ -53,7 +53,7 @@ struct LauncherRun {
       << "  domain:\n    cpu:\n      cores: 1\n    memory:\n      guest: 64Mi\n"
       << "    firmware:\n      kernelBoot:\n        kernelArgs: \"" << cmdline << "\"\n"
       << "        container:\n          image: kernel-boot:latest\n          kernelPath: /guest.elf\n"
-      << "    devices: {}\n";
+      << "    devices:\n      autoattachPodInterface: false\n";
   }
 
   // A wrapper VMM binary that runs the double with fault-injection variables (the launcher

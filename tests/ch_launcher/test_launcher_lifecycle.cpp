@@ -113,7 +113,8 @@ TEST_CASE("run: a guest panic is reported Crashed (Panicked), exit 3") {
   r.write_vmi("console=ttyS0");
   r.start();
   REQUIRE_MESSAGE(r.wait_state("Running"), r.output());
-  // Typed on the console, as a person would: the guest panics through pvpanic.
+  // Typed on the console once the guest is ready, as a person would: it panics through pvpanic.
+  CHECK(r.console("", "ready").find("ready") != std::string::npos);
   r.console("panic\r", "panic", std::chrono::seconds(3));
   // The launcher ends the dead guest's VMM itself (on_crash=destroy) and says how it ended.
   auto exit = r.wait_exit(std::chrono::seconds(20));
@@ -128,6 +129,8 @@ TEST_CASE("run: the console echoes typed input, and still does after a reboot (a
   r.write_vmi("console=ttyS0");
   r.start();
   REQUIRE_MESSAGE(r.wait_state("Running"), r.output());
+  // The guest reads input once it says it is ready (input typed earlier may be lost).
+  CHECK(r.console("", "ready").find("ready") != std::string::npos);
   auto first = r.console("hello-before\r", "hello-before");
   CHECK_MESSAGE(first.find("cmdline: console=ttyS0") != std::string::npos, first);  // the boot banner, from scrollback
   CHECK(first.find("hello-before") != std::string::npos);
@@ -202,7 +205,7 @@ TEST_CASE("run: an invalid VMI is refused with exit 2 and nothing started") {
   r.write_vmi("console=ttyS0");
   {
     std::ofstream f(r.vmi_file(), std::ios::app);
-    f << "    devices:\n      disks:\n      - name: cd\n        cdrom: {bus: sata}\n";
+    f << "      disks:\n      - name: cd\n        cdrom: {bus: sata}\n";
   }
   auto out = chl::test::run_command({chl::test::launcher_binary(), "run", "--vmi", r.vmi_file().string(),
                                      "--state-dir", r.state_dir().string(), "--vmm-binary",
