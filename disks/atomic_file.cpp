@@ -23,7 +23,8 @@ std::filesystem::path parent_of(const std::filesystem::path& p) {
 common::Result<AtomicFile> AtomicFile::create(const std::filesystem::path& dest) {
   struct stat st {};
   if (::lstat(dest.c_str(), &st) == 0) {
-    return common::fail(std::errc::file_exists, "'" + dest.string() + "' already exists; refusing to overwrite it");
+    return common::fail(std::errc::file_exists,
+                        "'" + dest.string() + "' already exists; refusing to overwrite it");
   }
   if (errno != ENOENT) return common::fail_errno("checking '" + dest.string() + "'");
   const auto dir = parent_of(dest);
@@ -34,7 +35,10 @@ common::Result<AtomicFile> AtomicFile::create(const std::filesystem::path& dest)
 }
 
 AtomicFile::AtomicFile(AtomicFile&& o) noexcept
-    : fd_(std::move(o.fd_)), temp_(std::move(o.temp_)), dest_(std::move(o.dest_)), committed_(o.committed_) {
+    : fd_(std::move(o.fd_)),
+      temp_(std::move(o.temp_)),
+      dest_(std::move(o.dest_)),
+      committed_(o.committed_) {
   o.committed_ = true;  // the moved-from object owns nothing to remove
 }
 
@@ -43,17 +47,22 @@ AtomicFile::~AtomicFile() {
 }
 
 common::Status AtomicFile::commit(bool sync) {
-  if (committed_) return common::fail(std::errc::invalid_argument, "'" + dest_.string() + "' already committed");
-  if (sync && ::fdatasync(fd_.get()) != 0) return common::fail_errno("syncing '" + temp_.string() + "'");
+  if (committed_)
+    return common::fail(std::errc::invalid_argument, "'" + dest_.string() + "' already committed");
+  if (sync && ::fdatasync(fd_.get()) != 0)
+    return common::fail_errno("syncing '" + temp_.string() + "'");
   if (::renameat2(AT_FDCWD, temp_.c_str(), AT_FDCWD, dest_.c_str(), RENAME_NOREPLACE) != 0) {
     if (errno == EEXIST) {
-      return common::fail(std::errc::file_exists, "'" + dest_.string() + "' appeared meanwhile; not overwriting it");
+      return common::fail(std::errc::file_exists,
+                          "'" + dest_.string() + "' appeared meanwhile; not overwriting it");
     }
-    if (errno != EINVAL && errno != ENOSYS) return common::fail_errno("renaming into '" + dest_.string() + "'");
+    if (errno != EINVAL && errno != ENOSYS)
+      return common::fail_errno("renaming into '" + dest_.string() + "'");
     // No RENAME_NOREPLACE on this filesystem: link() refuses existing names just as well.
     if (::link(temp_.c_str(), dest_.c_str()) != 0) {
       if (errno == EEXIST) {
-        return common::fail(std::errc::file_exists, "'" + dest_.string() + "' appeared meanwhile; not overwriting it");
+        return common::fail(std::errc::file_exists,
+                            "'" + dest_.string() + "' appeared meanwhile; not overwriting it");
       }
       return common::fail_errno("linking into '" + dest_.string() + "'");
     }
@@ -62,14 +71,16 @@ common::Status AtomicFile::commit(bool sync) {
   committed_ = true;
   if (sync) {
     common::UniqueFd dir(::open(parent_of(dest_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!dir || ::fsync(dir.get()) != 0) return common::fail_errno("syncing directory of '" + dest_.string() + "'");
+    if (!dir || ::fsync(dir.get()) != 0)
+      return common::fail_errno("syncing directory of '" + dest_.string() + "'");
   }
   return {};
 }
 
 common::Result<std::uint64_t> free_space(const std::filesystem::path& dir) {
   struct statvfs vfs {};
-  if (::statvfs(dir.c_str(), &vfs) != 0) return common::fail_errno("statvfs '" + dir.string() + "'");
+  if (::statvfs(dir.c_str(), &vfs) != 0)
+    return common::fail_errno("statvfs '" + dir.string() + "'");
   return static_cast<std::uint64_t>(vfs.f_bavail) * vfs.f_frsize;
 }
 

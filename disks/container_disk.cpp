@@ -29,8 +29,8 @@ std::string join(const std::vector<fs::path>& v) {
 common::Status check_volume_name(const std::string& name) {
   const bool ok = !name.empty() && name.size() <= 253 && name != "." && name != ".." &&
                   std::all_of(name.begin(), name.end(), [](char c) {
-                    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                           c == '-' || c == '_' || c == '.';
+                    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                           (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
                   });
   if (!ok) return fail(std::errc::invalid_argument, "invalid volume name '" + name + "'");
   return {};
@@ -38,7 +38,8 @@ common::Status check_volume_name(const std::string& name) {
 
 // Virtual size of the image (raw: its size; qcow2: the header's).
 common::Result<std::uint64_t> virtual_size(const fs::path& image, const ConvertOptions& opts) {
-  CHL_TRY(auto top, open_image_chain(image.string(), OpenOptions{opts.allow_backing, opts.max_backing_depth}));
+  CHL_TRY(auto top, open_image_chain(image.string(),
+                                     OpenOptions{opts.allow_backing, opts.max_backing_depth}));
   return top->virtual_size();
 }
 
@@ -47,9 +48,12 @@ common::Result<std::uint64_t> virtual_size(const fs::path& image, const ConvertO
 common::Result<fs::path> find_container_disk_image(const fs::path& source) {
   std::error_code ec;
   const auto st = fs::status(source, ec);
-  if (ec || !fs::exists(st)) return fail(std::errc::no_such_file_or_directory, "'" + source.string() + "' does not exist");
+  if (ec || !fs::exists(st))
+    return fail(std::errc::no_such_file_or_directory, "'" + source.string() + "' does not exist");
   if (fs::is_regular_file(st) || fs::is_block_file(st)) return source;
-  if (!fs::is_directory(st)) return fail(std::errc::invalid_argument, "'" + source.string() + "' is not a file or directory");
+  if (!fs::is_directory(st))
+    return fail(std::errc::invalid_argument,
+                "'" + source.string() + "' is not a file or directory");
   fs::path dir = source;
   if (fs::is_directory(source / "disk", ec)) dir = source / "disk";
 
@@ -66,11 +70,12 @@ common::Result<fs::path> find_container_disk_image(const fs::path& source) {
     std::vector<fs::path> images;
     std::copy_if(files.begin(), files.end(), std::back_inserter(images), image_extension);
     if (images.size() == 1) return images.front();
-    return fail(std::errc::invalid_argument, "several candidate images in '" + dir.string() + "' (" +
-                                                 join(images.empty() ? files : images) +
+    return fail(std::errc::invalid_argument, "several candidate images in '" + dir.string() +
+                                                 "' (" + join(images.empty() ? files : images) +
                                                  "); name the image file explicitly");
   }
-  if (files.empty()) return fail(std::errc::no_such_file_or_directory, "no image file in '" + dir.string() + "'");
+  if (files.empty())
+    return fail(std::errc::no_such_file_or_directory, "no image file in '" + dir.string() + "'");
   return files.front();
 }
 
@@ -102,7 +107,8 @@ common::Result<PreparedDisk> prepare_container_disk(const ContainerDiskRequest& 
       if (!S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) != out.size) {
         return fail(std::errc::file_exists, "'" + out.path.string() + "' exists but is not a " +
                                                 std::to_string(out.size) + "-byte raw image of '" +
-                                                out.image.string() + "'; remove it or use a fresh state directory");
+                                                out.image.string() +
+                                                "'; remove it or use a fresh state directory");
       }
       out.reused = true;
       return out;

@@ -16,8 +16,8 @@
 
 #include "common/syscall.hpp"
 #include "disks/atomic_file.hpp"
-#include "disks/image_layer.hpp"
 #include "disks/file_io.hpp"
+#include "disks/image_layer.hpp"
 
 namespace chl::disks {
 
@@ -25,8 +25,8 @@ namespace {
 
 using common::fail;
 
-constexpr std::uint64_t kChunk = 16ull << 20;    // unit of work handed to a worker
-constexpr std::uint64_t kBuffer = 4ull << 20;    // per-worker read buffer (>= the largest cluster)
+constexpr std::uint64_t kChunk = 16ull << 20;  // unit of work handed to a worker
+constexpr std::uint64_t kBuffer = 4ull << 20;  // per-worker read buffer (>= the largest cluster)
 constexpr auto kProgressInterval = std::chrono::milliseconds(250);
 
 std::filesystem::path dir_of(const std::filesystem::path& p) {
@@ -49,16 +49,17 @@ std::string human(std::uint64_t bytes) {
 common::Status check_space(const std::filesystem::path& dst, std::uint64_t need) {
   CHL_TRY(std::uint64_t avail, free_space(dir_of(dst)));
   if (need > avail) {
-    return fail(std::errc::no_space_on_device,
-                "not enough free space in '" + dir_of(dst).string() + "': the image holds up to " + human(need) +
-                    " of data, " + human(avail) + " available");
+    return fail(std::errc::no_space_on_device, "not enough free space in '" + dir_of(dst).string() +
+                                                   "': the image holds up to " + human(need) +
+                                                   " of data, " + human(avail) + " available");
   }
   return {};
 }
 
 common::Status set_size(int fd, const std::filesystem::path& path, std::uint64_t size) {
   if (common::retry_eintr([&] { return ::ftruncate(fd, static_cast<off_t>(size)); }) != 0) {
-    return common::fail_errno("setting the size of '" + path.string() + "' to " + std::to_string(size) + " bytes");
+    return common::fail_errno("setting the size of '" + path.string() + "' to " +
+                              std::to_string(size) + " bytes");
   }
   return {};
 }
@@ -91,7 +92,8 @@ struct Job {
   }
 };
 
-common::Status convert_chunk(Job& job, ReadContext& ctx, std::uint8_t* buf, std::uint64_t a, std::uint64_t b) {
+common::Status convert_chunk(Job& job, ReadContext& ctx, std::uint8_t* buf, std::uint64_t a,
+                             std::uint64_t b) {
   std::uint64_t pos = a;
   while (pos < b && !job.stop.load(std::memory_order_relaxed)) {
     CHL_TRY(Extent e, job.top->status(ctx, pos, std::min(b - pos, kBuffer)));
@@ -103,7 +105,9 @@ common::Status convert_chunk(Job& job, ReadContext& ctx, std::uint8_t* buf, std:
     pos += e.length;
   }
   // Start writing this chunk back now, so the final fdatasync has little left to wait for.
-  if (job.sync) ::sync_file_range(job.out_fd, static_cast<off_t>(a), static_cast<off_t>(b - a), SYNC_FILE_RANGE_WRITE);
+  if (job.sync)
+    ::sync_file_range(job.out_fd, static_cast<off_t>(a), static_cast<off_t>(b - a),
+                      SYNC_FILE_RANGE_WRITE);
   return {};
 }
 
@@ -111,7 +115,8 @@ void worker(Job& job) {
   ReadContext ctx(job.top->chain_length());
   std::unique_ptr<std::uint8_t[]> buf(new (std::nothrow) std::uint8_t[kBuffer]);
   if (!buf) {
-    job.fail_with(common::Error{std::make_error_code(std::errc::not_enough_memory), "allocating a read buffer"});
+    job.fail_with(common::Error{std::make_error_code(std::errc::not_enough_memory),
+                                "allocating a read buffer"});
   }
   while (buf && !job.stop.load()) {
     const std::uint64_t a = job.next_chunk.fetch_add(1) * kChunk;
@@ -143,7 +148,8 @@ common::Status run_workers(Job& job, unsigned threads, const ConvertOptions& opt
     std::lock_guard lock(job.mu);
     --job.running;  // the thread that failed to start
     job.stop = true;
-    if (!job.error) job.error = common::Error{e.code(), std::string("starting a worker thread: ") + e.what()};
+    if (!job.error)
+      job.error = common::Error{e.code(), std::string("starting a worker thread: ") + e.what()};
   }
   {
     std::unique_lock lock(job.mu);
@@ -193,7 +199,8 @@ common::Result<ConvertStats> convert_chain(const ImageLayer& top, const std::fil
 
 }  // namespace
 
-common::Result<ConvertStats> convert_qcow2_to_raw(const std::filesystem::path& src, const std::filesystem::path& dst,
+common::Result<ConvertStats> convert_qcow2_to_raw(const std::filesystem::path& src,
+                                                  const std::filesystem::path& dst,
                                                   const ConvertOptions& opts) {
   auto run = [&]() -> common::Result<ConvertStats> {
     CHL_TRY(ImageFormat format, detect_format(src));
@@ -203,40 +210,47 @@ common::Result<ConvertStats> convert_qcow2_to_raw(const std::filesystem::path& s
       stats.passthrough = true;
       stats.chain_length = 1;
       struct stat st {};
-      if (::stat(src.c_str(), &st) == 0) stats.virtual_size = static_cast<std::uint64_t>(st.st_size);
+      if (::stat(src.c_str(), &st) == 0)
+        stats.virtual_size = static_cast<std::uint64_t>(st.st_size);
       return stats;
     }
     if (format != ImageFormat::Qcow2) {
-      return fail(std::errc::not_supported,
-                  "'" + src.string() + "' is a " + std::string(format_name(format)) + " image; only qcow2 and raw are supported");
+      return fail(std::errc::not_supported, "'" + src.string() + "' is a " +
+                                                std::string(format_name(format)) +
+                                                " image; only qcow2 and raw are supported");
     }
     {
       // Fail early on an existing destination, before any work.
       struct stat st {};
       if (::lstat(dst.c_str(), &st) == 0) {
-        return fail(std::errc::file_exists, "'" + dst.string() + "' already exists; refusing to overwrite it");
+        return fail(std::errc::file_exists,
+                    "'" + dst.string() + "' already exists; refusing to overwrite it");
       }
     }
-    CHL_TRY(auto top, open_image_chain(src.string(), OpenOptions{opts.allow_backing, opts.max_backing_depth}));
+    CHL_TRY(auto top, open_image_chain(src.string(),
+                                       OpenOptions{opts.allow_backing, opts.max_backing_depth}));
     return convert_chain(*top, dst, opts);
   };
   return common::wrap(run(), "converting '" + src.string() + "' to '" + dst.string() + "'");
 }
 
-common::Result<ConvertStats> copy_raw_image(const std::filesystem::path& src, const std::filesystem::path& dst,
+common::Result<ConvertStats> copy_raw_image(const std::filesystem::path& src,
+                                            const std::filesystem::path& dst,
                                             const ConvertOptions& opts) {
   common::UniqueFd in(::open(src.c_str(), O_RDONLY | O_CLOEXEC));
   if (!in) return common::fail_errno("opening '" + src.string() + "'");
   struct stat st {};
   if (::fstat(in.get(), &st) != 0) return common::fail_errno("stat '" + src.string() + "'");
-  if (!S_ISREG(st.st_mode)) return fail(std::errc::invalid_argument, "'" + src.string() + "' is not a regular file");
+  if (!S_ISREG(st.st_mode))
+    return fail(std::errc::invalid_argument, "'" + src.string() + "' is not a regular file");
   ConvertStats stats;
   stats.source_format = ImageFormat::Raw;
   stats.copied_raw = true;
   stats.chain_length = 1;
   stats.threads = 1;
   stats.virtual_size = static_cast<std::uint64_t>(st.st_size);
-  stats.allocated_bytes = std::min<std::uint64_t>(stats.virtual_size, static_cast<std::uint64_t>(st.st_blocks) * 512);
+  stats.allocated_bytes =
+      std::min<std::uint64_t>(stats.virtual_size, static_cast<std::uint64_t>(st.st_blocks) * 512);
   if (opts.check_free_space) CHL_TRY_VOID(check_space(dst, stats.allocated_bytes));
   CHL_TRY(AtomicFile out, AtomicFile::create(dst));
   CHL_TRY_VOID(set_size(out.fd(), dst, stats.virtual_size));

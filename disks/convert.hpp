@@ -20,7 +20,7 @@ struct ConvertProgress {
 };
 
 struct ConvertOptions {
-  bool allow_backing = false;      // resolve backing chains instead of refusing them
+  bool allow_backing = false;       // resolve backing chains instead of refusing them
   unsigned max_backing_depth = 16;  // layers below the top image
   bool copy_raw = false;            // raw input: copy it (sparse) instead of passing it through
   unsigned threads = 0;             // worker threads; 0: one per core, at most 4

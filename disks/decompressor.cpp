@@ -39,7 +39,8 @@ common::Status Decompressor::decompress(Qcow2Compression type, std::span<const s
   if (type == Qcow2Compression::Zlib) {
     if (!s.zs_ready) {
       // Raw deflate (negative window bits); 15 accepts every window size a writer may use.
-      if (inflateInit2(&s.zs, -15) != Z_OK) return common::fail(std::errc::not_enough_memory, "zlib: inflateInit2 failed");
+      if (inflateInit2(&s.zs, -15) != Z_OK)
+        return common::fail(std::errc::not_enough_memory, "zlib: inflateInit2 failed");
       s.zs_ready = true;
     } else if (inflateReset(&s.zs) != Z_OK) {
       return common::fail(std::errc::io_error, "zlib: inflateReset failed");
@@ -52,7 +53,8 @@ common::Status Decompressor::decompress(Qcow2Compression type, std::span<const s
     if (s.zs.avail_out == 0 && (rc == Z_STREAM_END || rc == Z_OK || rc == Z_BUF_ERROR)) return {};
     if (rc == Z_DATA_ERROR || rc == Z_NEED_DICT || rc == Z_MEM_ERROR) {
       return common::fail(std::errc::invalid_argument,
-                          std::string("deflate data invalid: ") + (s.zs.msg ? s.zs.msg : "error " + std::to_string(rc)));
+                          std::string("deflate data invalid: ") +
+                              (s.zs.msg ? s.zs.msg : "error " + std::to_string(rc)));
     }
     return short_output("deflate", out.size() - s.zs.avail_out, out.size());
   }
@@ -69,7 +71,8 @@ common::Status Decompressor::decompress(Qcow2Compression type, std::span<const s
     std::size_t in_before = input.pos, out_before = output.pos;
     std::size_t rc = ZSTD_decompressStream(s.zstd, &output, &input);
     if (ZSTD_isError(rc)) {
-      return common::fail(std::errc::invalid_argument, std::string("zstd data invalid: ") + ZSTD_getErrorName(rc));
+      return common::fail(std::errc::invalid_argument,
+                          std::string("zstd data invalid: ") + ZSTD_getErrorName(rc));
     }
     if (output.pos == output.size) break;
     if (input.pos == in_before && output.pos == out_before) break;  // no progress: input exhausted

@@ -14,7 +14,9 @@ common::Status pread_full(int fd, std::uint64_t offset, std::size_t len, std::ui
   while (got < len) {
     ssize_t n = common::retry_eintr(
         [&] { return ::pread(fd, buf + got, len - got, static_cast<off_t>(offset + got)); });
-    if (n < 0) return common::fail_errno("reading " + std::to_string(len) + " bytes at offset " + std::to_string(offset));
+    if (n < 0)
+      return common::fail_errno("reading " + std::to_string(len) + " bytes at offset " +
+                                std::to_string(offset));
     if (n == 0) {
       std::memset(buf + got, 0, len - got);
       break;
@@ -39,13 +41,16 @@ common::Status pwrite_full(int fd, std::uint64_t offset, const std::uint8_t* buf
   while (done < len) {
     ssize_t n = common::retry_eintr(
         [&] { return ::pwrite(fd, buf + done, len - done, static_cast<off_t>(offset + done)); });
-    if (n < 0) return common::fail_errno("writing " + std::to_string(len) + " bytes at offset " + std::to_string(offset));
+    if (n < 0)
+      return common::fail_errno("writing " + std::to_string(len) + " bytes at offset " +
+                                std::to_string(offset));
     done += static_cast<std::size_t>(n);
   }
   return {};
 }
 
-common::Result<std::uint64_t> write_sparse(int fd, std::uint64_t offset, const std::uint8_t* buf, std::size_t len) {
+common::Result<std::uint64_t> write_sparse(int fd, std::uint64_t offset, const std::uint8_t* buf,
+                                           std::size_t len) {
   std::uint64_t written = 0;
   std::size_t i = 0, run_start = 0;
   bool in_run = false;

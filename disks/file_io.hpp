@@ -17,6 +17,7 @@ bool all_zero(const std::uint8_t* p, std::size_t n);
 common::Status pwrite_full(int fd, std::uint64_t offset, const std::uint8_t* buf, std::size_t len);
 // Write buf (the bytes at file offset `offset`) skipping all-zero blocks aligned to
 // kSparseBlock in the file. Returns the bytes actually written.
-common::Result<std::uint64_t> write_sparse(int fd, std::uint64_t offset, const std::uint8_t* buf, std::size_t len);
+common::Result<std::uint64_t> write_sparse(int fd, std::uint64_t offset, const std::uint8_t* buf,
+                                           std::size_t len);
 
 }  // namespace chl::disks

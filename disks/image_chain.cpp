@@ -24,19 +24,23 @@ bool is_protocol(const std::string& name) {
   return name.rfind("json:", 0) == 0 || name.find("://") != std::string::npos;
 }
 
-common::Result<std::unique_ptr<ImageLayer>> open_layer(const std::string& path, const OpenOptions& opts,
-                                                       std::size_t depth, std::vector<FileId>& seen,
+common::Result<std::unique_ptr<ImageLayer>> open_layer(const std::string& path,
+                                                       const OpenOptions& opts, std::size_t depth,
+                                                       std::vector<FileId>& seen,
                                                        std::optional<ImageFormat> forced) {
   common::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return common::fail_errno("opening '" + path + "'");
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return common::fail_errno("stat '" + path + "'");
   if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
-    return fail(std::errc::invalid_argument, "'" + path + "' is not a regular file or block device");
+    return fail(std::errc::invalid_argument,
+                "'" + path + "' is not a regular file or block device");
   }
   const FileId id{st.st_dev, st.st_ino};
   for (const auto& s : seen) {
-    if (s == id) return fail(std::errc::too_many_symbolic_link_levels, "backing chain loop: '" + path + "' is already in the chain");
+    if (s == id)
+      return fail(std::errc::too_many_symbolic_link_levels,
+                  "backing chain loop: '" + path + "' is already in the chain");
   }
   seen.push_back(id);
   std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
@@ -52,9 +56,11 @@ common::Result<std::unique_ptr<ImageLayer>> open_layer(const std::string& path, 
     CHL_TRY(format, common::wrap(detect_format_fd(fd.get()), "'" + path + "'"));
   }
 
-  if (format == ImageFormat::Raw) return std::make_unique<RawLayer>(std::move(fd), path, size, depth);
+  if (format == ImageFormat::Raw)
+    return std::make_unique<RawLayer>(std::move(fd), path, size, depth);
   if (format != ImageFormat::Qcow2) {
-    return fail(std::errc::not_supported, "'" + path + "' is a " + std::string(format_name(format)) +
+    return fail(std::errc::not_supported, "'" + path + "' is a " +
+                                              std::string(format_name(format)) +
                                               " image; only qcow2 and raw are supported");
   }
   auto opened = Qcow2Layer::open(std::move(fd), path, size, depth);
@@ -70,11 +76,12 @@ common::Result<std::unique_ptr<ImageLayer>> open_layer(const std::string& path, 
   }
   if (depth + 1 > opts.max_backing_depth) {
     return fail(std::errc::too_many_symbolic_link_levels,
-                "backing chain is deeper than " + std::to_string(opts.max_backing_depth) + " layers at '" + path + "'");
+                "backing chain is deeper than " + std::to_string(opts.max_backing_depth) +
+                    " layers at '" + path + "'");
   }
   if (is_protocol(h.backing_file)) {
-    return fail(std::errc::not_supported, "qcow2 image '" + path + "': backing file '" + h.backing_file +
-                                              "' is not a local file");
+    return fail(std::errc::not_supported, "qcow2 image '" + path + "': backing file '" +
+                                              h.backing_file + "' is not a local file");
   }
   std::filesystem::path bpath(h.backing_file);
   if (bpath.is_relative()) bpath = std::filesystem::path(path).parent_path() / bpath;
@@ -86,19 +93,22 @@ common::Result<std::unique_ptr<ImageLayer>> open_layer(const std::string& path, 
     } else if (*h.backing_format == "qcow2") {
       bformat = ImageFormat::Qcow2;
     } else {
-      return fail(std::errc::not_supported, "qcow2 image '" + path + "': backing format '" + *h.backing_format +
+      return fail(std::errc::not_supported, "qcow2 image '" + path + "': backing format '" +
+                                                *h.backing_format +
                                                 "' is not supported (qcow2 or raw)");
     }
   }
   auto backing = open_layer(bpath.string(), opts, depth + 1, seen, bformat);
-  if (!backing) return tl::unexpected(std::move(backing.error()).wrap("backing file of '" + path + "'"));
+  if (!backing)
+    return tl::unexpected(std::move(backing.error()).wrap("backing file of '" + path + "'"));
   layer->set_backing(std::move(*backing));
   return layer;
 }
 
 }  // namespace
 
-common::Result<std::unique_ptr<ImageLayer>> open_image_chain(const std::string& path, const OpenOptions& opts) {
+common::Result<std::unique_ptr<ImageLayer>> open_image_chain(const std::string& path,
+                                                             const OpenOptions& opts) {
   std::vector<FileId> seen;
   return open_layer(path, opts, 0, seen, std::nullopt);
 }
@@ -107,7 +117,8 @@ common::Result<Extent> RawLayer::status(ReadContext&, std::uint64_t, std::uint64
   return Extent{false, len};
 }
 
-common::Status RawLayer::read(ReadContext&, std::uint64_t off, std::uint64_t len, std::uint8_t* buf) const {
+common::Status RawLayer::read(ReadContext&, std::uint64_t off, std::uint64_t len,
+                              std::uint8_t* buf) const {
   auto r = pread_full(fd_.get(), off, len, buf);
   if (!r) return tl::unexpected(r.error().wrap("reading '" + path_ + "'"));
   return {};

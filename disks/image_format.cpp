@@ -15,7 +15,8 @@ namespace chl::disks {
 namespace {
 
 bool starts_with(std::span<const std::uint8_t> head, std::size_t at, std::string_view magic) {
-  return head.size() >= at + magic.size() && std::memcmp(head.data() + at, magic.data(), magic.size()) == 0;
+  return head.size() >= at + magic.size() &&
+         std::memcmp(head.data() + at, magic.data(), magic.size()) == 0;
 }
 
 // One row per format: where its magic sits and what it is (qcow is handled apart: its version
@@ -39,15 +40,24 @@ constexpr std::array<MagicRow, 7> kMagics{{
 
 std::string_view format_name(ImageFormat f) {
   switch (f) {
-    case ImageFormat::Raw: return "raw";
-    case ImageFormat::Qcow2: return "qcow2";
-    case ImageFormat::Qcow1: return "qcow";
-    case ImageFormat::Vmdk: return "vmdk";
-    case ImageFormat::Vhdx: return "vhdx";
-    case ImageFormat::Vpc: return "vpc";
-    case ImageFormat::Vdi: return "vdi";
-    case ImageFormat::Qed: return "qed";
-    case ImageFormat::Luks: return "luks";
+    case ImageFormat::Raw:
+      return "raw";
+    case ImageFormat::Qcow2:
+      return "qcow2";
+    case ImageFormat::Qcow1:
+      return "qcow";
+    case ImageFormat::Vmdk:
+      return "vmdk";
+    case ImageFormat::Vhdx:
+      return "vhdx";
+    case ImageFormat::Vpc:
+      return "vpc";
+    case ImageFormat::Vdi:
+      return "vdi";
+    case ImageFormat::Qed:
+      return "qed";
+    case ImageFormat::Luks:
+      return "luks";
   }
   return "unknown";
 }

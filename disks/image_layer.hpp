@@ -16,11 +16,11 @@ namespace chl::disks {
 
 // Per-layer state of one reader thread.
 struct LayerCache {
-  std::uint64_t l2_offset = 0;  // L2 table the cached slice belongs to (0: none)
-  std::uint64_t first = 0;      // index of the first cached entry in that table
-  std::uint64_t count = 0;      // entries cached
-  std::vector<std::uint64_t> words;  // decoded entries (two words each with extended L2)
-  std::vector<std::uint8_t> raw;     // the slice as read
+  std::uint64_t l2_offset = 0;              // L2 table the cached slice belongs to (0: none)
+  std::uint64_t first = 0;                  // index of the first cached entry in that table
+  std::uint64_t count = 0;                  // entries cached
+  std::vector<std::uint64_t> words;         // decoded entries (two words each with extended L2)
+  std::vector<std::uint8_t> raw;            // the slice as read
   std::uint64_t cluster_host = UINT64_MAX;  // compressed cluster decoded into `cluster`
   std::vector<std::uint8_t> cluster;
   std::vector<std::uint8_t> compressed;
@@ -34,7 +34,7 @@ struct ReadContext {
 
 // What a range of the virtual disk holds.
 struct Extent {
-  bool zero = false;        // true: reads as zeros for sure; false: may hold data
+  bool zero = false;         // true: reads as zeros for sure; false: may hold data
   std::uint64_t length = 0;  // bytes from the queried offset with this answer
 };
 
@@ -50,9 +50,11 @@ class ImageLayer {
 
   // Classify [off, off+len) (len > 0, within the virtual size): the answer holds for the
   // returned length, which is at least 1 byte and at most len.
-  virtual common::Result<Extent> status(ReadContext& ctx, std::uint64_t off, std::uint64_t len) const = 0;
+  virtual common::Result<Extent> status(ReadContext& ctx, std::uint64_t off,
+                                        std::uint64_t len) const = 0;
   // Read [off, off+len) of the virtual disk into buf (within the virtual size).
-  virtual common::Status read(ReadContext& ctx, std::uint64_t off, std::uint64_t len, std::uint8_t* buf) const = 0;
+  virtual common::Status read(ReadContext& ctx, std::uint64_t off, std::uint64_t len,
+                              std::uint8_t* buf) const = 0;
   // Bytes this chain may hold data for (an upper bound of what a conversion writes); walking
   // all metadata also checks every table entry against the file.
   virtual common::Result<std::uint64_t> allocated_bytes(ReadContext& ctx) const = 0;
@@ -67,8 +69,10 @@ class RawLayer final : public ImageLayer {
   [[nodiscard]] const std::string& path() const override { return path_; }
   [[nodiscard]] std::size_t depth() const override { return depth_; }
   [[nodiscard]] std::size_t chain_length() const override { return 1; }
-  common::Result<Extent> status(ReadContext& ctx, std::uint64_t off, std::uint64_t len) const override;
-  common::Status read(ReadContext& ctx, std::uint64_t off, std::uint64_t len, std::uint8_t* buf) const override;
+  common::Result<Extent> status(ReadContext& ctx, std::uint64_t off,
+                                std::uint64_t len) const override;
+  common::Status read(ReadContext& ctx, std::uint64_t off, std::uint64_t len,
+                      std::uint8_t* buf) const override;
   common::Result<std::uint64_t> allocated_bytes(ReadContext& ctx) const override;
   [[nodiscard]] int fd() const { return fd_.get(); }
 
@@ -80,7 +84,7 @@ class RawLayer final : public ImageLayer {
 };
 
 struct OpenOptions {
-  bool allow_backing = false;     // refuse backing files unless set
+  bool allow_backing = false;       // refuse backing files unless set
   unsigned max_backing_depth = 16;  // layers below the top image
 };
 

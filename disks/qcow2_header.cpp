@@ -49,7 +49,8 @@ common::Status check_table(const char* name, std::uint64_t offset, std::uint64_t
 }  // namespace
 
 common::Result<Qcow2Header> read_qcow2_header(int fd, std::uint64_t file_size) {
-  if (file_size < 72) return corrupt("file is " + std::to_string(file_size) + " bytes, too short for a qcow2 header");
+  if (file_size < 72)
+    return corrupt("file is " + std::to_string(file_size) + " bytes, too short for a qcow2 header");
   std::uint8_t fixed[112] = {};
   CHL_TRY_VOID(pread_full(fd, 0, sizeof fixed, fixed));
   if (std::memcmp(fixed, "QFI\xfb", 4) != 0) return corrupt("not a qcow2 image (bad magic)");
@@ -57,7 +58,8 @@ common::Result<Qcow2Header> read_qcow2_header(int fd, std::uint64_t file_size) {
   Qcow2Header h;
   h.version = load_be32(fixed + 4);
   if (h.version != 2 && h.version != 3) {
-    return corrupt("unsupported qcow2 version " + std::to_string(h.version) + " (2 and 3 are supported)");
+    return corrupt("unsupported qcow2 version " + std::to_string(h.version) +
+                   " (2 and 3 are supported)");
   }
   h.backing_file_offset = load_be64(fixed + 8);
   h.backing_file_size = load_be32(fixed + 16);
@@ -79,7 +81,8 @@ common::Result<Qcow2Header> read_qcow2_header(int fd, std::uint64_t file_size) {
   }
 
   if (h.cluster_bits < kQcow2MinClusterBits || h.cluster_bits > kQcow2MaxClusterBits) {
-    return corrupt("cluster_bits " + std::to_string(h.cluster_bits) + " out of range (9 to 21: 512 bytes to 2 MiB)");
+    return corrupt("cluster_bits " + std::to_string(h.cluster_bits) +
+                   " out of range (9 to 21: 512 bytes to 2 MiB)");
   }
   const std::uint64_t cs = h.cluster_size();
   if (h.version >= 3) {
@@ -92,10 +95,13 @@ common::Result<Qcow2Header> read_qcow2_header(int fd, std::uint64_t file_size) {
     return corrupt("unknown incompatible feature bits " + hex(unknown));
   }
   if (h.incompatible_features & Qcow2Header::kIncompatCorrupt) {
-    return corrupt("image is marked corrupt (incompatible feature 'corrupt'); repair it with qemu-img check -r all");
+    return corrupt(
+        "image is marked corrupt (incompatible feature 'corrupt'); repair it with qemu-img check "
+        "-r all");
   }
   if (h.incompatible_features & Qcow2Header::kIncompatDataFile) {
-    return fail(std::errc::not_supported, "image uses an external data file, which is not supported");
+    return fail(std::errc::not_supported,
+                "image uses an external data file, which is not supported");
   }
   if (h.extended_l2() && h.cluster_bits < 14) {
     return corrupt("extended L2 entries need clusters of at least 16 KiB, cluster_bits is " +
@@ -103,23 +109,30 @@ common::Result<Qcow2Header> read_qcow2_header(int fd, std::uint64_t file_size) {
   }
   if (h.crypt_method != 0) {
     return fail(std::errc::not_supported,
-                std::string("image is encrypted (") + (h.crypt_method == 1 ? "AES" : h.crypt_method == 2 ? "LUKS" : "method " + std::to_string(h.crypt_method)) +
+                std::string("image is encrypted (") +
+                    (h.crypt_method == 1   ? "AES"
+                     : h.crypt_method == 2 ? "LUKS"
+                                           : "method " + std::to_string(h.crypt_method)) +
                     "), which is not supported");
   }
   if (h.version < 3) {
     h.refcount_order = 4;
   } else if (h.refcount_order > 6) {
-    return corrupt("refcount_order " + std::to_string(h.refcount_order) + " out of range (at most 6)");
+    return corrupt("refcount_order " + std::to_string(h.refcount_order) +
+                   " out of range (at most 6)");
   }
 
   // Compression type (byte 104) is present only when header_length covers it.
   std::uint8_t ctype = (h.version >= 3 && h.header_length > 104) ? fixed[104] : 0;
   bool ctype_bit = (h.incompatible_features & Qcow2Header::kIncompatCompression) != 0;
-  if (ctype_bit && ctype == 0) return corrupt("compression type feature bit set but compression_type is 0");
+  if (ctype_bit && ctype == 0)
+    return corrupt("compression type feature bit set but compression_type is 0");
   if (!ctype_bit && ctype != 0) {
-    return corrupt("compression_type " + std::to_string(ctype) + " set without its incompatible feature bit");
+    return corrupt("compression_type " + std::to_string(ctype) +
+                   " set without its incompatible feature bit");
   }
-  if (ctype > 1) return fail(std::errc::not_supported, "unknown compression_type " + std::to_string(ctype));
+  if (ctype > 1)
+    return fail(std::errc::not_supported, "unknown compression_type " + std::to_string(ctype));
   h.compression = static_cast<Qcow2Compression>(ctype);
 
   // Virtual size: the L1 table must cover it, and stay within qemu's 32 MiB limit.
@@ -129,19 +142,23 @@ common::Result<Qcow2Header> read_qcow2_header(int fd, std::uint64_t file_size) {
   const std::uint64_t bytes_per_l1 = h.l2_entries() * cs;  // guest bytes one L2 table maps
   const std::uint64_t l1_needed = h.size / bytes_per_l1 + (h.size % bytes_per_l1 != 0);
   if (std::uint64_t{h.l1_size} * 8 > kQcow2MaxL1Bytes) {
-    return corrupt("L1 table of " + std::to_string(h.l1_size) + " entries exceeds the 32 MiB limit");
+    return corrupt("L1 table of " + std::to_string(h.l1_size) +
+                   " entries exceeds the 32 MiB limit");
   }
   if (l1_needed > h.l1_size) {
-    return corrupt("virtual size " + std::to_string(h.size) + " needs " + std::to_string(l1_needed) +
-                   " L1 entries but the L1 table has " + std::to_string(h.l1_size));
+    return corrupt("virtual size " + std::to_string(h.size) + " needs " +
+                   std::to_string(l1_needed) + " L1 entries but the L1 table has " +
+                   std::to_string(h.l1_size));
   }
-  CHL_TRY_VOID(check_table("L1 table", h.l1_table_offset, std::uint64_t{h.l1_size} * 8, cs, file_size));
+  CHL_TRY_VOID(
+      check_table("L1 table", h.l1_table_offset, std::uint64_t{h.l1_size} * 8, cs, file_size));
 
   // Refcount table: we never write, but nonsense here means a broken image.
   const std::uint64_t rt_bytes = std::uint64_t{h.refcount_table_clusters} * cs;
   if (h.refcount_table_clusters == 0) return corrupt("refcount table has 0 clusters");
   if (rt_bytes > kQcow2MaxRefcountTableBytes) {
-    return corrupt("refcount table of " + std::to_string(rt_bytes) + " bytes exceeds the 8 MiB limit");
+    return corrupt("refcount table of " + std::to_string(rt_bytes) +
+                   " bytes exceeds the 8 MiB limit");
   }
   CHL_TRY_VOID(check_table("refcount table", h.refcount_table_offset, rt_bytes, cs, file_size));
 
@@ -155,26 +172,32 @@ common::Result<Qcow2Header> read_qcow2_header(int fd, std::uint64_t file_size) {
     std::uint32_t len = load_be32(head.data() + pos + 4);
     if (type == kExtEnd) break;
     if (len > head.size() - pos - 8) {
-      return corrupt("header extension " + hex(type) + " (" + std::to_string(len) + " bytes) overruns the first cluster");
+      return corrupt("header extension " + hex(type) + " (" + std::to_string(len) +
+                     " bytes) overruns the first cluster");
     }
     const char* data = reinterpret_cast<const char*>(head.data() + pos + 8);
     if (type == kExtBackingFormat) h.backing_format = std::string(data, len);
     if (type == kExtDataFile) {
-      return fail(std::errc::not_supported, "image names an external data file, which is not supported");
+      return fail(std::errc::not_supported,
+                  "image names an external data file, which is not supported");
     }
     pos += 8 + ((std::uint64_t{len} + 7) & ~std::uint64_t{7});
   }
 
   if (h.backing_file_offset != 0) {
     if (h.backing_file_size == 0 || h.backing_file_size > 1023) {
-      return corrupt("backing file name length " + std::to_string(h.backing_file_size) + " invalid (1 to 1023)");
+      return corrupt("backing file name length " + std::to_string(h.backing_file_size) +
+                     " invalid (1 to 1023)");
     }
     if (h.backing_file_offset > cs || h.backing_file_size > cs - h.backing_file_offset ||
         h.backing_file_offset + h.backing_file_size > file_size) {
-      return corrupt("backing file name (offset " + hex(h.backing_file_offset) + ") is outside the first cluster");
+      return corrupt("backing file name (offset " + hex(h.backing_file_offset) +
+                     ") is outside the first cluster");
     }
-    h.backing_file.assign(reinterpret_cast<const char*>(head.data() + h.backing_file_offset), h.backing_file_size);
-    if (h.backing_file.find('\0') != std::string::npos) return corrupt("backing file name contains a NUL byte");
+    h.backing_file.assign(reinterpret_cast<const char*>(head.data() + h.backing_file_offset),
+                          h.backing_file_size);
+    if (h.backing_file.find('\0') != std::string::npos)
+      return corrupt("backing file name contains a NUL byte");
   }
   return h;
 }

@@ -43,7 +43,9 @@ struct Qcow2Header {
   static constexpr std::uint64_t kIncompatExtendedL2 = 1u << 4;
 
   [[nodiscard]] std::uint64_t cluster_size() const { return std::uint64_t{1} << cluster_bits; }
-  [[nodiscard]] bool extended_l2() const { return (incompatible_features & kIncompatExtendedL2) != 0; }
+  [[nodiscard]] bool extended_l2() const {
+    return (incompatible_features & kIncompatExtendedL2) != 0;
+  }
   [[nodiscard]] bool dirty() const { return (incompatible_features & kIncompatDirty) != 0; }
   // Bytes of one L2 entry (8, or 16 with extended L2 entries) and entries per L2 table.
   [[nodiscard]] std::uint64_t l2_entry_bytes() const { return extended_l2() ? 16 : 8; }

@@ -31,9 +31,11 @@ std::string hex(std::uint64_t v) {
 }  // namespace
 
 common::Result<std::unique_ptr<Qcow2Layer>> Qcow2Layer::open(common::UniqueFd fd, std::string path,
-                                                             std::uint64_t file_size, std::size_t depth) {
+                                                             std::uint64_t file_size,
+                                                             std::size_t depth) {
   CHL_TRY(Qcow2Header h, read_qcow2_header(fd.get(), file_size));
-  std::unique_ptr<Qcow2Layer> layer(new Qcow2Layer(std::move(fd), std::move(path), file_size, depth, std::move(h)));
+  std::unique_ptr<Qcow2Layer> layer(
+      new Qcow2Layer(std::move(fd), std::move(path), file_size, depth, std::move(h)));
   CHL_TRY_VOID(layer->load_l1());
   CHL_TRY_VOID(layer->check_refcounts());
   return layer;
@@ -51,7 +53,9 @@ common::Status Qcow2Layer::load_l1() {
   for (std::uint64_t i = 0; i < needed; ++i) {
     std::uint64_t e = load_be64(raw.data() + i * 8);
     std::uint64_t l2 = e & kOffsetMask;
-    if (l2 % cs != 0) return corrupt("L1 entry " + std::to_string(i) + ": L2 table offset " + hex(l2) + " is not aligned to a cluster");
+    if (l2 % cs != 0)
+      return corrupt("L1 entry " + std::to_string(i) + ": L2 table offset " + hex(l2) +
+                     " is not aligned to a cluster");
     if (l2 != 0 && (l2 >= file_size_ || cs > file_size_ - l2)) {
       return corrupt("L1 entry " + std::to_string(i) + ": L2 table at offset " + hex(l2) +
                      " is past the end of the file (" + std::to_string(file_size_) + " bytes)");
@@ -72,11 +76,13 @@ common::Status Qcow2Layer::check_refcounts() const {
     std::uint64_t block = load_be64(table.data() + i * 8);
     if (block == 0) continue;
     if (block % cs != 0) {
-      return corrupt("refcount table entry " + std::to_string(i) + ": block offset " + hex(block) + " is not aligned to a cluster");
+      return corrupt("refcount table entry " + std::to_string(i) + ": block offset " + hex(block) +
+                     " is not aligned to a cluster");
     }
     if (block >= file_size_ || cs > file_size_ - block) {
-      return corrupt("refcount table entry " + std::to_string(i) + ": block at offset " + hex(block) +
-                     " is past the end of the file (" + std::to_string(file_size_) + " bytes)");
+      return corrupt("refcount table entry " + std::to_string(i) + ": block at offset " +
+                     hex(block) + " is past the end of the file (" + std::to_string(file_size_) +
+                     " bytes)");
     }
   }
   if (h_.dirty()) return {};  // refcounts may lag behind (lazy refcounts): nothing more to say
@@ -98,8 +104,8 @@ common::Status Qcow2Layer::check_refcounts() const {
   return {};
 }
 
-common::Result<std::pair<std::uint64_t, std::uint64_t>> Qcow2Layer::l2_entry(ReadContext& ctx, std::uint64_t l2_offset,
-                                                                              std::uint64_t index) const {
+common::Result<std::pair<std::uint64_t, std::uint64_t>> Qcow2Layer::l2_entry(
+    ReadContext& ctx, std::uint64_t l2_offset, std::uint64_t index) const {
   LayerCache& c = ctx.caches[depth_];
   const std::uint64_t eb = h_.l2_entry_bytes();
   if (c.l2_offset != l2_offset || index < c.first || index >= c.first + c.count) {
@@ -119,7 +125,8 @@ common::Result<std::pair<std::uint64_t, std::uint64_t>> Qcow2Layer::l2_entry(Rea
   return std::make_pair(c.words[k], h_.extended_l2() ? c.words[k + 1] : 0);
 }
 
-common::Result<Qcow2Layer::Piece> Qcow2Layer::piece(ReadContext& ctx, std::uint64_t off, std::uint64_t maxlen) const {
+common::Result<Qcow2Layer::Piece> Qcow2Layer::piece(ReadContext& ctx, std::uint64_t off,
+                                                    std::uint64_t maxlen) const {
   const std::uint64_t cs = h_.cluster_size();
   const std::uint64_t in = off & (cs - 1);
   const std::uint64_t cap = std::min(maxlen, h_.size - off);
@@ -140,12 +147,14 @@ common::Result<Qcow2Layer::Piece> Qcow2Layer::piece(ReadContext& ctx, std::uint6
     const unsigned x = 62 - (h_.cluster_bits - 8);
     p.kind = Kind::Compressed;
     p.host = w & ((1ull << x) - 1);
-    if (p.host >> 56) return corrupt(where() + "compressed cluster offset " + hex(p.host) + " has reserved bits set");
+    if (p.host >> 56)
+      return corrupt(where() + "compressed cluster offset " + hex(p.host) +
+                     " has reserved bits set");
     const std::uint64_t sectors = ((w >> x) & ((1ull << (h_.cluster_bits - 8)) - 1)) + 1;
     p.csize = sectors * 512 - (p.host & 511);
     if (p.host >= file_size_) {
-      return corrupt(where() + "compressed cluster at host offset " + hex(p.host) + " is past the end of the file (" +
-                     std::to_string(file_size_) + " bytes)");
+      return corrupt(where() + "compressed cluster at host offset " + hex(p.host) +
+                     " is past the end of the file (" + std::to_string(file_size_) + " bytes)");
     }
     p.length = std::min(cap, cs - in);
     return p;
@@ -153,10 +162,11 @@ common::Result<Qcow2Layer::Piece> Qcow2Layer::piece(ReadContext& ctx, std::uint6
 
   const std::uint64_t host = w & kOffsetMask;
   auto check_host = [&]() -> common::Status {
-    if (host % cs != 0) return corrupt(where() + "data cluster offset " + hex(host) + " is not aligned to a cluster");
+    if (host % cs != 0)
+      return corrupt(where() + "data cluster offset " + hex(host) + " is not aligned to a cluster");
     if (host >= file_size_) {
-      return corrupt(where() + "data cluster at host offset " + hex(host) + " is past the end of the file (" +
-                     std::to_string(file_size_) + " bytes)");
+      return corrupt(where() + "data cluster at host offset " + hex(host) +
+                     " is past the end of the file (" + std::to_string(file_size_) + " bytes)");
     }
     return {};
   };
@@ -175,7 +185,9 @@ common::Result<Qcow2Layer::Piece> Qcow2Layer::piece(ReadContext& ctx, std::uint6
   // Extended L2: 32 subclusters, each allocated (data at host + i * sc), zero, or unallocated.
   const std::uint32_t alloc = static_cast<std::uint32_t>(bitmap);
   const std::uint32_t zero = static_cast<std::uint32_t>(bitmap >> 32);
-  if (alloc & zero) return corrupt(where() + "subcluster bitmap " + hex(bitmap) + " marks subclusters both allocated and zero");
+  if (alloc & zero)
+    return corrupt(where() + "subcluster bitmap " + hex(bitmap) +
+                   " marks subclusters both allocated and zero");
   if (alloc != 0) {
     if (host == 0) return corrupt(where() + "allocated subclusters without a host cluster offset");
     CHL_TRY_VOID(check_host());
@@ -195,7 +207,8 @@ common::Result<Qcow2Layer::Piece> Qcow2Layer::piece(ReadContext& ctx, std::uint6
   return p;
 }
 
-common::Result<Extent> Qcow2Layer::status(ReadContext& ctx, std::uint64_t off, std::uint64_t len) const {
+common::Result<Extent> Qcow2Layer::status(ReadContext& ctx, std::uint64_t off,
+                                          std::uint64_t len) const {
   std::uint64_t done = 0;
   bool have = false, zero = false;
   while (done < len) {
@@ -234,8 +247,9 @@ common::Status Qcow2Layer::read_unallocated(ReadContext& ctx, std::uint64_t off,
   return {};
 }
 
-common::Status Qcow2Layer::read_compressed(ReadContext& ctx, const Piece& p, std::uint64_t in_cluster,
-                                           std::uint64_t len, std::uint8_t* buf) const {
+common::Status Qcow2Layer::read_compressed(ReadContext& ctx, const Piece& p,
+                                           std::uint64_t in_cluster, std::uint64_t len,
+                                           std::uint8_t* buf) const {
   LayerCache& c = ctx.caches[depth_];
   const std::uint64_t cs = h_.cluster_size();
   const bool whole = in_cluster == 0 && len == cs;
@@ -254,7 +268,9 @@ common::Status Qcow2Layer::read_compressed(ReadContext& ctx, const Piece& p, std
   if (auto r = pread_full(fd_.get(), p.host, c.compressed.size(), c.compressed.data()); !r) {
     return tl::unexpected(r.error().wrap("reading compressed cluster at " + hex(p.host)));
   }
-  if (auto r = ctx.decompressor.decompress(h_.compression, c.compressed, std::span<std::uint8_t>(target, cs)); !r) {
+  if (auto r = ctx.decompressor.decompress(h_.compression, c.compressed,
+                                           std::span<std::uint8_t>(target, cs));
+      !r) {
     return tl::unexpected(r.error().wrap("compressed cluster at host offset " + hex(p.host)));
   }
   if (!whole) {
@@ -264,7 +280,8 @@ common::Status Qcow2Layer::read_compressed(ReadContext& ctx, const Piece& p, std
   return {};
 }
 
-common::Status Qcow2Layer::read(ReadContext& ctx, std::uint64_t off, std::uint64_t len, std::uint8_t* buf) const {
+common::Status Qcow2Layer::read(ReadContext& ctx, std::uint64_t off, std::uint64_t len,
+                                std::uint8_t* buf) const {
   // Consecutive data pieces that are also consecutive in the file become one pread.
   std::uint64_t run_host = 0, run_len = 0;
   std::uint8_t* run_buf = nullptr;

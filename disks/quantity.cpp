@@ -11,13 +11,23 @@ using u128 = unsigned __int128;
 
 struct Suffix {
   std::string_view text;
-  unsigned base;  // 2 or 10
+  unsigned base;   // 2 or 10
   unsigned power;  // 2^power or 10^power
 };
 // Longest first so that "Ki" wins over "k"-like prefixes.
 constexpr std::array<Suffix, 13> kSuffixes{{
-    {"Ki", 2, 10}, {"Mi", 2, 20}, {"Gi", 2, 30}, {"Ti", 2, 40}, {"Pi", 2, 50}, {"Ei", 2, 60},
-    {"k", 10, 3},  {"M", 10, 6},  {"G", 10, 9},  {"T", 10, 12}, {"P", 10, 15}, {"E", 10, 18},
+    {"Ki", 2, 10},
+    {"Mi", 2, 20},
+    {"Gi", 2, 30},
+    {"Ti", 2, 40},
+    {"Pi", 2, 50},
+    {"Ei", 2, 60},
+    {"k", 10, 3},
+    {"M", 10, 6},
+    {"G", 10, 9},
+    {"T", 10, 12},
+    {"P", 10, 15},
+    {"E", 10, 18},
     {"", 10, 0},
 }};
 

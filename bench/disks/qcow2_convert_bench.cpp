@@ -64,9 +64,11 @@ std::uint64_t xorshift(std::uint64_t& s) {
 
 // Text-like bytes: words from a small vocabulary (deflate gets about 3x on it).
 void fill_text(std::vector<char>& buf, std::uint64_t& seed) {
-  static const char* words[] = {"qemu ", "cloud ", "hypervisor ", "kubevirt ", "launcher ", "cluster ", "disk ",
-                                "image ", "raw ", "sparse ", "the ", "of ", "and ", "virtual ", "machine ", "guest ",
-                                "kernel ", "boot ", "firmware ", "network ", "%d ", "\n"};
+  static const char* words[] = {"qemu ",    "cloud ",  "hypervisor ", "kubevirt ", "launcher ",
+                                "cluster ", "disk ",   "image ",      "raw ",      "sparse ",
+                                "the ",     "of ",     "and ",        "virtual ",  "machine ",
+                                "guest ",   "kernel ", "boot ",       "firmware ", "network ",
+                                "%d ",      "\n"};
   std::size_t i = 0;
   while (i < buf.size()) {
     const char* w = words[xorshift(seed) % (sizeof words / sizeof *words)];
@@ -94,7 +96,9 @@ bool make_raw_source(const fs::path& p) {
     } else {
       fill_random(buf, seed);
     }
-    if (::pwrite(fd, buf.data(), buf.size(), static_cast<off_t>(off)) != static_cast<ssize_t>(buf.size())) return false;
+    if (::pwrite(fd, buf.data(), buf.size(), static_cast<off_t>(off)) !=
+        static_cast<ssize_t>(buf.size()))
+      return false;
   }
   return ::close(fd) == 0;
 }
@@ -103,11 +107,15 @@ bool make_raw_source(const fs::path& p) {
 double cpu_seconds(int who) {
   struct rusage ru {};
   ::getrusage(who, &ru);
-  auto tv = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
+  auto tv = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
   return tv(ru.ru_utime) + tv(ru.ru_stime);
 }
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -128,13 +136,15 @@ int main(int argc, char** argv) {
     std::perror("writing the source");
     return 1;
   }
-  std::printf("| compression | tool | median wall s | GiB/s (virtual) | MiB/s (data) | wall vs qemu-img | median CPU s | CPU vs qemu-img |\n");
+  std::printf(
+      "| compression | tool | median wall s | GiB/s (virtual) | MiB/s (data) | wall vs qemu-img | "
+      "median CPU s | CPU vs qemu-img |\n");
   std::printf("|---|---|---|---|---|---|---|---|\n");
   int status = 0;
   for (const std::string type : {"zlib", "zstd"}) {
     const fs::path img = work / ("image-" + type + ".qcow2");
-    if (run({"qemu-img", "convert", "-c", "-f", "raw", "-O", "qcow2", "-o", "compression_type=" + type, src.string(),
-             img.string()}) != 0) {
+    if (run({"qemu-img", "convert", "-c", "-f", "raw", "-O", "qcow2", "-o",
+             "compression_type=" + type, src.string(), img.string()}) != 0) {
       return 1;
     }
     const fs::path ref = work / "qemu.raw", ours = work / "ours.raw";
@@ -178,17 +188,21 @@ int main(int argc, char** argv) {
     const double mq = median(tq), mn = median(tn), ms = median(ts);
     const double mcq = median(cq), mcn = median(cn), mcs = median(cs);
     auto row = [&](const std::string& tool, double t, double c) {
-      std::printf("| %s | %s | %.3f | %.2f | %.0f | %.2fx | %.3f | %.2fx |\n", type.c_str(), tool.c_str(), t,
-                  static_cast<double>(kSize) / t / (1ull << 30), 1024.0 / t, mq / t, c, mcq / c);
+      std::printf("| %s | %s | %.3f | %.2f | %.0f | %.2fx | %.3f | %.2fx |\n", type.c_str(),
+                  tool.c_str(), t, static_cast<double>(kSize) / t / (1ull << 30), 1024.0 / t,
+                  mq / t, c, mcq / c);
     };
     row("qemu-img convert -O raw", mq, mcq);
     row("ours, no sync (" + std::to_string(threads) + " threads)", mn, mcn);
     const double mqs = median(tqs);
-    std::printf("| %s | %s | %.3f | %.2f | %.0f | %.2fx | | |\n", type.c_str(), "qemu-img convert -O raw; sync", mqs,
+    std::printf("| %s | %s | %.3f | %.2f | %.0f | %.2fx | | |\n", type.c_str(),
+                "qemu-img convert -O raw; sync", mqs,
                 static_cast<double>(kSize) / mqs / (1ull << 30), 1024.0 / mqs, mq / mqs);
-    std::printf("| %s | %s | %.3f | %.2f | %.0f | %.2fx (%.2fx vs qemu-img; sync) | %.3f | %.2fx |\n", type.c_str(),
-                "ours, fdatasync (default)", ms, static_cast<double>(kSize) / ms / (1ull << 30), 1024.0 / ms, mq / ms,
-                mqs / ms, mcs, mcq / mcs);
+    std::printf(
+        "| %s | %s | %.3f | %.2f | %.0f | %.2fx (%.2fx vs qemu-img; sync) | %.3f | %.2fx |\n",
+        type.c_str(), "ours, fdatasync (default)", ms,
+        static_cast<double>(kSize) / ms / (1ull << 30), 1024.0 / ms, mq / ms, mqs / ms, mcs,
+        mcq / mcs);
     fs::remove(ref);
     fs::remove(ours);
     if (!keep) fs::remove(img);

@@ -35,11 +35,14 @@ class ProgressLine {
   void update(const chl::disks::ConvertProgress& p) {
     if (!tty_ || p.total == 0) return;
     const auto now = Clock::now();
-    if (now - start_ < std::chrono::seconds(1) || now - last_ < std::chrono::milliseconds(200)) return;
+    if (now - start_ < std::chrono::seconds(1) || now - last_ < std::chrono::milliseconds(200))
+      return;
     last_ = now;
     const double secs = std::chrono::duration<double>(now - start_).count();
-    std::fprintf(stderr, "\r  %5.1f%%  %s of %s  %.0f MiB/s   ", 100.0 * static_cast<double>(p.done) / static_cast<double>(p.total),
-                 gib(p.done).c_str(), gib(p.total).c_str(), static_cast<double>(p.done) / (1 << 20) / secs);
+    std::fprintf(stderr, "\r  %5.1f%%  %s of %s  %.0f MiB/s   ",
+                 100.0 * static_cast<double>(p.done) / static_cast<double>(p.total),
+                 gib(p.done).c_str(), gib(p.total).c_str(),
+                 static_cast<double>(p.done) / (1 << 20) / secs);
     shown_ = true;
   }
   void finish() {
@@ -57,7 +60,8 @@ int run_convert(const std::vector<std::string>& argv) {
   const std::string cmd = "disk convert";
   chl::cli::Args args({"--threads"}, {"--allow-backing", "--copy-raw", "--quiet", "--no-sync"});
   if (!args.parse(argv)) return chl::cli::usage_error(cmd, args.error());
-  if (args.positionals().size() != 2) return chl::cli::usage_error(cmd, "expected SRC and DST (see --help)");
+  if (args.positionals().size() != 2)
+    return chl::cli::usage_error(cmd, "expected SRC and DST (see --help)");
   const std::string src = args.positionals()[0], dst = args.positionals()[1];
   chl::disks::ConvertOptions opts;
   opts.allow_backing = args.has("--allow-backing");
@@ -66,11 +70,13 @@ int run_convert(const std::vector<std::string>& argv) {
   if (auto t = args.get("--threads")) {
     char* end = nullptr;
     unsigned long n = std::strtoul(t->c_str(), &end, 10);
-    if (t->empty() || *end != '\0' || n == 0 || n > 64) return chl::cli::usage_error(cmd, "--threads needs a number from 1 to 64");
+    if (t->empty() || *end != '\0' || n == 0 || n > 64)
+      return chl::cli::usage_error(cmd, "--threads needs a number from 1 to 64");
     opts.threads = static_cast<unsigned>(n);
   }
   ProgressLine progress;
-  if (!args.has("--quiet")) opts.progress = [&](const chl::disks::ConvertProgress& p) { progress.update(p); };
+  if (!args.has("--quiet"))
+    opts.progress = [&](const chl::disks::ConvertProgress& p) { progress.update(p); };
   const auto start = Clock::now();
   auto stats = chl::disks::convert_qcow2_to_raw(src, dst, opts);
   progress.finish();
@@ -79,17 +85,20 @@ int run_convert(const std::vector<std::string>& argv) {
     return 1;
   }
   if (stats->passthrough) {
-    std::printf("%s is already raw: use it as it is (nothing written; --copy-raw copies it to %s)\n", src.c_str(),
-                dst.c_str());
+    std::printf(
+        "%s is already raw: use it as it is (nothing written; --copy-raw copies it to %s)\n",
+        src.c_str(), dst.c_str());
     return 0;
   }
   const double secs = std::chrono::duration<double>(Clock::now() - start).count();
   if (!args.has("--quiet")) {
-    std::printf("%s %s (%s, %s virtual, %zu layer%s) to %s: %s of data written in %.2f s (%u thread%s)\n",
-                stats->copied_raw ? "copied" : "converted", src.c_str(),
-                std::string(chl::disks::format_name(stats->source_format)).c_str(), gib(stats->virtual_size).c_str(),
-                stats->chain_length, stats->chain_length == 1 ? "" : "s", dst.c_str(), gib(stats->bytes_written).c_str(),
-                secs, stats->threads, stats->threads == 1 ? "" : "s");
+    std::printf(
+        "%s %s (%s, %s virtual, %zu layer%s) to %s: %s of data written in %.2f s (%u thread%s)\n",
+        stats->copied_raw ? "copied" : "converted", src.c_str(),
+        std::string(chl::disks::format_name(stats->source_format)).c_str(),
+        gib(stats->virtual_size).c_str(), stats->chain_length, stats->chain_length == 1 ? "" : "s",
+        dst.c_str(), gib(stats->bytes_written).c_str(), secs, stats->threads,
+        stats->threads == 1 ? "" : "s");
   }
   return 0;
 }
@@ -98,7 +107,8 @@ int run_create_empty(const std::vector<std::string>& argv) {
   const std::string cmd = "disk create-empty";
   chl::cli::Args args({}, {});
   if (!args.parse(argv)) return chl::cli::usage_error(cmd, args.error());
-  if (args.positionals().size() != 2) return chl::cli::usage_error(cmd, "expected PATH and SIZE (see --help)");
+  if (args.positionals().size() != 2)
+    return chl::cli::usage_error(cmd, "expected PATH and SIZE (see --help)");
   auto bytes = chl::disks::parse_quantity(args.positionals()[1]);
   if (!bytes) return chl::cli::usage_error(cmd, bytes.error().message());
   auto disk = chl::disks::create_empty_disk(args.positionals()[0], *bytes);
@@ -106,15 +116,16 @@ int run_create_empty(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "ch-launcher %s: %s\n", cmd.c_str(), disk.error().message().c_str());
     return 1;
   }
-  std::printf("%s %s (%llu bytes, sparse)\n", disk->created ? "created" : "reused existing", disk->path.c_str(),
-              static_cast<unsigned long long>(disk->size));
+  std::printf("%s %s (%llu bytes, sparse)\n", disk->created ? "created" : "reused existing",
+              disk->path.c_str(), static_cast<unsigned long long>(disk->size));
   return 0;
 }
 
 chl::cli::Registrar convert_reg({
     "disk convert",
     "convert a qcow2 image to a sparse raw image (like qemu-img convert -O raw)",
-    "usage: ch-launcher disk convert SRC DST [--allow-backing] [--copy-raw] [--threads N] [--no-sync]\n"
+    "usage: ch-launcher disk convert SRC DST [--allow-backing] [--copy-raw] [--threads N] "
+    "[--no-sync]\n"
     "                                 [--quiet]\n\n"
     "Converts SRC (format detected by content) to a raw image at DST. DST must not exist: it is\n"
     "written under a temporary name in its directory and renamed when complete.\n"

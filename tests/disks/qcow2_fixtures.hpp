@@ -18,7 +18,9 @@ namespace chl::test::qcow2 {
 namespace fs = std::filesystem;
 
 // qemu-img and qemu-io (qemu-utils) are present.
-inline bool have_qemu_tools() { return tool("qemu-img").has_value() && tool("qemu-io").has_value(); }
+inline bool have_qemu_tools() {
+  return tool("qemu-img").has_value() && tool("qemu-io").has_value();
+}
 
 // Run a command that must succeed; fails the test with its output otherwise.
 inline void must(const std::vector<std::string>& argv) {
@@ -42,7 +44,8 @@ inline void create(const fs::path& p, const std::string& size, const std::string
 }
 
 // qemu-io -f qcow2 -c CMD... PATH
-inline void io(const fs::path& p, const std::vector<std::string>& cmds, const std::string& fmt = "qcow2") {
+inline void io(const fs::path& p, const std::vector<std::string>& cmds,
+               const std::string& fmt = "qcow2") {
   std::vector<std::string> argv{"qemu-io", "-f", fmt};
   for (const auto& c : cmds) {
     argv.push_back("-c");
@@ -56,9 +59,10 @@ inline void io(const fs::path& p, const std::vector<std::string>& cmds, const st
 // straddling cluster boundaries and at the very end.
 inline std::vector<std::string> mixed_writes(std::uint64_t size) {
   std::vector<std::string> c{
-      "write -P 0xab 0 4k",      "write -P 0x11 1M 64k",  "write -z 1100k 900k",  "write -P 0x22 3M 1536k",
-      "write -P 0x33 5000k 17k", "write -z 6M 1M",        "write -P 0x44 8M 512", "write -P 0x55 9M 2M",
-      "write -z 9500k 100k",     "write -P 0x00 12M 64k",
+      "write -P 0xab 0 4k",     "write -P 0x11 1M 64k",    "write -z 1100k 900k",
+      "write -P 0x22 3M 1536k", "write -P 0x33 5000k 17k", "write -z 6M 1M",
+      "write -P 0x44 8M 512",   "write -P 0x55 9M 2M",     "write -z 9500k 100k",
+      "write -P 0x00 12M 64k",
   };
   c.push_back("write -P 0x66 " + std::to_string(size - 4096) + " 4096");
   return c;
@@ -78,13 +82,15 @@ inline std::uint64_t allocated(const fs::path& p) {
 
 // Our output equals qemu-img's (cmp and qemu-img compare), and is at least as sparse (give or
 // take a few blocks).
-inline void check_same_as_qemu(const fs::path& src, const fs::path& ours, const std::string& src_fmt = "qcow2") {
+inline void check_same_as_qemu(const fs::path& src, const fs::path& ours,
+                               const std::string& src_fmt = "qcow2") {
   const fs::path ref = ours.string() + ".qemu";
   must({"qemu-img", "convert", "-f", src_fmt, "-O", "raw", src.string(), ref.string()});
   auto cmp = run_command({"cmp", ours.string(), ref.string()});
   INFO("cmp: " << cmp.output);
   CHECK(cmp.exit_code == 0);
-  auto cmpq = run_command({"qemu-img", "compare", "-q", "-f", "raw", "-F", "raw", ours.string(), ref.string()});
+  auto cmpq = run_command(
+      {"qemu-img", "compare", "-q", "-f", "raw", "-F", "raw", ours.string(), ref.string()});
   INFO("qemu-img compare: " << cmpq.output);
   CHECK(cmpq.exit_code == 0);
   CHECK(size_of(ours) == size_of(ref));

@@ -23,7 +23,9 @@ chl::test::CommandResult launcher(std::vector<std::string> args) {
   return run_command(args);
 }
 
-bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+bool contains(const std::string& s, const std::string& what) {
+  return s.find(what) != std::string::npos;
+}
 
 }  // namespace
 
@@ -55,14 +57,16 @@ TEST_CASE("cli disk convert: converts, refuses backing files, existing DST and c
   CHECK(contains(help.output, "--allow-backing"));
 
   const fs::path over = tmp / "over.qcow2", oout = tmp / "over.raw";
-  q::must({"qemu-img", "create", "-q", "-f", "qcow2", "-b", "a.qcow2", "-F", "qcow2", over.string(), "16M"});
+  q::must({"qemu-img", "create", "-q", "-f", "qcow2", "-b", "a.qcow2", "-F", "qcow2", over.string(),
+           "16M"});
   q::io(over, {"write -P 0x99 2M 1M"});
   auto refused = launcher({"disk", "convert", over.string(), oout.string()});
   CHECK(refused.exit_code == 1);
   CHECK(contains(refused.output, "has a backing file 'a.qcow2'"));
   CHECK(contains(refused.output, "--allow-backing"));
   CHECK_FALSE(fs::exists(oout));
-  auto allowed = launcher({"disk", "convert", "--allow-backing", "--quiet", over.string(), oout.string()});
+  auto allowed =
+      launcher({"disk", "convert", "--allow-backing", "--quiet", over.string(), oout.string()});
   INFO(allowed.output);
   CHECK(allowed.exit_code == 0);
   CHECK(allowed.output.empty());

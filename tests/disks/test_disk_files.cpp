@@ -71,7 +71,8 @@ TEST_CASE("parse_quantity reads Kubernetes quantities as bytes") {
     REQUIRE(v.has_value());
     CHECK(*v == row.bytes);
   }
-  for (const char* bad : {"", "-1Gi", "Gi", "1Gb", "1 Gi", "1.2.3", "10X", "9Ei", "1e19", "99999999999999999999"}) {
+  for (const char* bad :
+       {"", "-1Gi", "Gi", "1Gb", "1 Gi", "1.2.3", "10X", "9Ei", "1e19", "99999999999999999999"}) {
     CAPTURE(bad);
     auto v = d::parse_quantity(bad);
     REQUIRE_FALSE(v.has_value());
@@ -93,10 +94,11 @@ TEST_CASE("detect_format goes by content, never by name") {
   CHECK(*d::detect_format(tmp / "vhdx") == d::ImageFormat::Vhdx);
   CHECK_FALSE(d::detect_format(tmp / "missing").has_value());
   if (!q::have_qemu_tools()) return skip("qemu-img not installed for the real-image half");
-  for (const auto& [fmt, expect] : {std::pair{"qcow2", d::ImageFormat::Qcow2}, std::pair{"raw", d::ImageFormat::Raw},
-                                    std::pair{"vmdk", d::ImageFormat::Vmdk}, std::pair{"vdi", d::ImageFormat::Vdi},
-                                    std::pair{"vpc", d::ImageFormat::Vpc}, std::pair{"vhdx", d::ImageFormat::Vhdx},
-                                    std::pair{"qed", d::ImageFormat::Qed}}) {
+  for (const auto& [fmt, expect] :
+       {std::pair{"qcow2", d::ImageFormat::Qcow2}, std::pair{"raw", d::ImageFormat::Raw},
+        std::pair{"vmdk", d::ImageFormat::Vmdk}, std::pair{"vdi", d::ImageFormat::Vdi},
+        std::pair{"vpc", d::ImageFormat::Vpc}, std::pair{"vhdx", d::ImageFormat::Vhdx},
+        std::pair{"qed", d::ImageFormat::Qed}}) {
     CAPTURE(fmt);
     const fs::path p = tmp / (std::string("img-") + fmt + ".bin");
     q::must({"qemu-img", "create", "-q", "-f", fmt, p.string(), "4M"});
@@ -106,7 +108,8 @@ TEST_CASE("detect_format goes by content, never by name") {
   }
 }
 
-TEST_CASE("create_empty_disk makes a sparse file, reuses the same size and never touches other data") {
+TEST_CASE(
+    "create_empty_disk makes a sparse file, reuses the same size and never touches other data") {
   TempDir tmp("chl-ed");
   const fs::path p = tmp / "empty.img";
   auto made = d::create_empty_disk(p, 10ull << 30);
@@ -133,7 +136,8 @@ TEST_CASE("create_empty_disk makes a sparse file, reuses the same size and never
   // Another size: an error naming both, the file untouched.
   auto other = d::create_empty_disk(p, 1ull << 30);
   REQUIRE_FALSE(other.has_value());
-  CHECK(other.error().message().find("exists with 10737418240 bytes but 1073741824 were requested") != std::string::npos);
+  CHECK(other.error().message().find(
+            "exists with 10737418240 bytes but 1073741824 were requested") != std::string::npos);
   CHECK(fs::file_size(p) == 10ull << 30);
 
   // Rounded up to whole sectors, like qemu-img.
@@ -188,7 +192,8 @@ TEST_CASE("check_disk_file: PVC and hostDisk files") {
     write_file(tmp / "small.img", std::string(4096, '\0'));
     auto r = d::check_disk_file({tmp / "small.img", 8192, false, true});
     REQUIRE_FALSE(r.has_value());
-    CHECK(r.error().message().find("is 4096 bytes, smaller than the requested capacity of 8192") != std::string::npos);
+    CHECK(r.error().message().find("is 4096 bytes, smaller than the requested capacity of 8192") !=
+          std::string::npos);
     CHECK(fs::file_size(tmp / "small.img") == 4096);
   }
   SUBCASE("not a file") {
@@ -217,14 +222,16 @@ TEST_CASE("find_container_disk_image: KubeVirt's disk/ layout") {
   write_file(tmp / "root" / "disk" / "fedora.qcow2", "x");
   write_file(tmp / "root" / "disk" / ".hidden", "x");
   CHECK(*d::find_container_disk_image(tmp / "root") == tmp / "root" / "disk" / "fedora.qcow2");
-  CHECK(*d::find_container_disk_image(tmp / "root" / "disk") == tmp / "root" / "disk" / "fedora.qcow2");
+  CHECK(*d::find_container_disk_image(tmp / "root" / "disk") ==
+        tmp / "root" / "disk" / "fedora.qcow2");
   write_file(tmp / "root" / "disk" / "README", "x");
   CHECK(*d::find_container_disk_image(tmp / "root") == tmp / "root" / "disk" / "fedora.qcow2");
   write_file(tmp / "root" / "disk" / "other.img", "x");
   auto many = d::find_container_disk_image(tmp / "root");
   REQUIRE_FALSE(many.has_value());
   CHECK(many.error().message().find("fedora.qcow2, other.img") != std::string::npos);
-  CHECK(*d::find_container_disk_image(tmp / "root" / "disk" / "other.img") == tmp / "root" / "disk" / "other.img");
+  CHECK(*d::find_container_disk_image(tmp / "root" / "disk" / "other.img") ==
+        tmp / "root" / "disk" / "other.img");
   CHECK_FALSE(d::find_container_disk_image(tmp / "missing").has_value());
 }
 
@@ -269,7 +276,8 @@ TEST_CASE("prepare_container_disk: qcow2 converted into the state dir, raw used 
   fs::resize_file(again->path, 1 << 20);
   auto wrong = d::prepare_container_disk(req);
   REQUIRE_FALSE(wrong.has_value());
-  CHECK(wrong.error().message().find("exists but is not a 33554432-byte raw image") != std::string::npos);
+  CHECK(wrong.error().message().find("exists but is not a 33554432-byte raw image") !=
+        std::string::npos);
 
   // Raw: used in place, read-only; or copied when the guest may write.
   const fs::path rawroot = tmp / "rawcd";
@@ -302,15 +310,16 @@ TEST_CASE("prepare_container_disk refuses other formats and qcow2 with a backing
   if (!q::have_qemu_tools()) return skip("qemu-img/qemu-io not installed");
   TempDir tmp("chl-cd");
   fs::create_directories(tmp / "cd" / "disk");
-  q::must({"qemu-img", "create", "-q", "-f", "vmdk", (tmp / "cd" / "disk" / "d.img").string(), "8M"});
+  q::must(
+      {"qemu-img", "create", "-q", "-f", "vmdk", (tmp / "cd" / "disk" / "d.img").string(), "8M"});
   auto r = d::prepare_container_disk({"v", tmp / "cd", tmp / "state", false, {}});
   REQUIRE_FALSE(r.has_value());
   CHECK(r.error().message().find("is a vmdk image") != std::string::npos);
 
   fs::create_directories(tmp / "cd2" / "disk");
   q::create(tmp / "base.qcow2", "8M");
-  q::must({"qemu-img", "create", "-q", "-f", "qcow2", "-b", (tmp / "base.qcow2").string(), "-F", "qcow2",
-           (tmp / "cd2" / "disk" / "d.qcow2").string(), "8M"});
+  q::must({"qemu-img", "create", "-q", "-f", "qcow2", "-b", (tmp / "base.qcow2").string(), "-F",
+           "qcow2", (tmp / "cd2" / "disk" / "d.qcow2").string(), "8M"});
   auto b = d::prepare_container_disk({"b", tmp / "cd2", tmp / "state", false, {}});
   REQUIRE_FALSE(b.has_value());
   CHECK(b.error().message().find("backing file") != std::string::npos);

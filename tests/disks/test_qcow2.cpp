@@ -3,13 +3,12 @@
 // entries, backing chains), converted by us and by `qemu-img convert -O raw`, compared with
 // cmp and `qemu-img compare`, and checked to be sparse.
 #include <doctest/doctest.h>
-
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <random>
 #include <filesystem>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -34,7 +33,9 @@ d::ConvertStats convert_ok(const fs::path& src, const fs::path& dst, d::ConvertO
 
 }  // namespace
 
-TEST_CASE("qcow2 v2 and v3 at cluster sizes 512 B to 2 MiB convert byte-identical to qemu-img and sparse") {
+TEST_CASE(
+    "qcow2 v2 and v3 at cluster sizes 512 B to 2 MiB convert byte-identical to qemu-img and "
+    "sparse") {
   if (!q::have_qemu_tools()) return skip("qemu-img/qemu-io not installed");
   TempDir tmp("chl-q2");
   for (const std::string compat : {"0.10", "1.1"}) {
@@ -44,7 +45,8 @@ TEST_CASE("qcow2 v2 and v3 at cluster sizes 512 B to 2 MiB convert byte-identica
       const std::string name = "c" + compat + "-" + std::to_string(cluster);
       const fs::path img = tmp / (name + ".qcow2"), out = tmp / (name + ".raw");
       const std::uint64_t size = 16ull << 20;
-      q::create(img, std::to_string(size), "compat=" + compat + ",cluster_size=" + std::to_string(cluster));
+      q::create(img, std::to_string(size),
+                "compat=" + compat + ",cluster_size=" + std::to_string(cluster));
       q::io(img, q::mixed_writes(size));
       auto stats = convert_ok(img, out);
       CHECK(stats.source_format == d::ImageFormat::Qcow2);
@@ -89,7 +91,8 @@ TEST_CASE("compressed clusters: zlib and zstd at several cluster sizes") {
     for (auto& c : noise) c = static_cast<char>(rng());
     int fd = ::open(base.c_str(), O_WRONLY);
     REQUIRE(fd >= 0);
-    REQUIRE(::pwrite(fd, noise.data(), noise.size(), 13 << 20) == static_cast<ssize_t>(noise.size()));
+    REQUIRE(::pwrite(fd, noise.data(), noise.size(), 13 << 20) ==
+            static_cast<ssize_t>(noise.size()));
     ::close(fd);
   }
   for (const std::string type : {"zlib", "zstd"}) {
@@ -99,7 +102,8 @@ TEST_CASE("compressed clusters: zlib and zstd at several cluster sizes") {
       const std::string name = type + "-" + std::to_string(cluster);
       const fs::path img = tmp / (name + ".qcow2"), out = tmp / (name + ".raw");
       q::must({"qemu-img", "convert", "-c", "-f", "raw", "-O", "qcow2", "-o",
-               "cluster_size=" + std::to_string(cluster) + ",compression_type=" + type, base.string(), img.string()});
+               "cluster_size=" + std::to_string(cluster) + ",compression_type=" + type,
+               base.string(), img.string()});
       // Plain clusters written on top of a compressed image.
       q::io(img, {"write -P 0x77 15M 64k"});
       auto info = chl::test::run_command({"qemu-img", "info", img.string()});
@@ -136,8 +140,9 @@ TEST_CASE("extended L2 entries: subcluster data, zero and unallocated subcluster
     q::create(img, std::to_string(size), "extended_l2=on,cluster_size=" + std::to_string(cluster));
     const std::uint64_t sc = cluster / 32;
     q::io(img, {
-                   "write -P 0x31 " + std::to_string(sc) + " " + std::to_string(3 * sc),      // subclusters 1-3
-                   "write -z " + std::to_string(5 * sc) + " " + std::to_string(2 * sc),      // 5-6 zero
+                   "write -P 0x31 " + std::to_string(sc) + " " +
+                       std::to_string(3 * sc),  // subclusters 1-3
+                   "write -z " + std::to_string(5 * sc) + " " + std::to_string(2 * sc),  // 5-6 zero
                    "write -P 0x32 " + std::to_string(cluster + 7 * sc) + " " + std::to_string(sc),
                    "write -P 0x33 4M 3M",
                    "write -z 5M 64k",
@@ -157,13 +162,15 @@ TEST_CASE("a large sparse image converts without touching its holes") {
   const fs::path img = tmp / "big.qcow2", out = tmp / "big.raw";
   const std::uint64_t size = 1ull << 40;  // 1 TiB virtual
   q::create(img, "1T");
-  q::io(img, {"write -P 0x42 0 64k", "write -P 0x43 512G 1M", "write -P 0x44 " + std::to_string(size - 65536) + " 64k"});
+  q::io(img, {"write -P 0x42 0 64k", "write -P 0x43 512G 1M",
+              "write -P 0x44 " + std::to_string(size - 65536) + " 64k"});
   auto stats = convert_ok(img, out);
   CHECK(stats.virtual_size == size);
   CHECK(stats.bytes_written == 65536 + (1u << 20) + 65536);
   CHECK(q::size_of(out) == size);
   CHECK(q::allocated(out) < (4ull << 20));
-  auto cmpq = chl::test::run_command({"qemu-img", "compare", "-q", "-f", "qcow2", "-F", "raw", img.string(), out.string()});
+  auto cmpq = chl::test::run_command(
+      {"qemu-img", "compare", "-q", "-f", "qcow2", "-F", "raw", img.string(), out.string()});
   INFO(cmpq.output);
   CHECK(cmpq.exit_code == 0);
 }
@@ -204,8 +211,8 @@ TEST_CASE("backing files are refused by default and resolved with allow_backing"
   const fs::path base = tmp / "base.qcow2", mid = tmp / "mid.qcow2", top = tmp / "top.qcow2";
   q::create(base, "16M", "cluster_size=4096");
   q::io(base, {"write -P 0x61 0 4M", "write -P 0x62 8M 4M"});
-  q::must({"qemu-img", "create", "-q", "-f", "qcow2", "-b", "base.qcow2", "-F", "qcow2", "-o", "cluster_size=65536",
-           mid.string(), "16M"});
+  q::must({"qemu-img", "create", "-q", "-f", "qcow2", "-b", "base.qcow2", "-F", "qcow2", "-o",
+           "cluster_size=65536", mid.string(), "16M"});
   q::io(mid, {"write -P 0x63 1M 1M", "write -z 9M 1M"});
   // The top is larger than its backing chain: past 16 MiB it reads zeros.
   q::must({"qemu-img", "create", "-q", "-f", "qcow2", "-b", mid.string(), "-F", "qcow2", "-o",
@@ -236,7 +243,8 @@ TEST_CASE("a raw backing file and a backing file without a format name") {
   const fs::path raw = tmp / "base.raw", over = tmp / "over.qcow2", out = tmp / "over.out";
   q::must({"qemu-img", "create", "-q", "-f", "raw", raw.string(), "8M"});
   q::io(raw, {"write -P 0x71 0 1M", "write -P 0x72 7M 1M"}, "raw");
-  q::must({"qemu-img", "create", "-q", "-f", "qcow2", "-b", raw.string(), "-F", "raw", over.string(), "12M"});
+  q::must({"qemu-img", "create", "-q", "-f", "qcow2", "-b", raw.string(), "-F", "raw",
+           over.string(), "12M"});
   q::io(over, {"write -P 0x73 512k 1M"});
   d::ConvertOptions opts;
   opts.allow_backing = true;
@@ -248,7 +256,8 @@ TEST_CASE("a raw backing file and a backing file without a format name") {
   const fs::path base2 = tmp / "b2.qcow2", over2 = tmp / "o2.qcow2", out2 = tmp / "o2.out";
   q::create(base2, "8M");
   q::io(base2, {"write -P 0x74 0 2M"});
-  q::must({"qemu-img", "create", "-q", "-f", "qcow2", "-b", "b2.qcow2", "-F", "qcow2", over2.string(), "8M"});
+  q::must({"qemu-img", "create", "-q", "-f", "qcow2", "-b", "b2.qcow2", "-F", "qcow2",
+           over2.string(), "8M"});
   q::io(over2, {"write -P 0x75 1M 64k"});
   // Turn the backing format extension (0xe2792aca) into an unknown one, which readers skip.
   bool patched = false;

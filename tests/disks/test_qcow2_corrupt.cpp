@@ -22,7 +22,8 @@ namespace {
 constexpr std::uint64_t kOffsetMask = 0x00fffffffffffe00ull;
 
 // A 16 MiB qcow2 image (64 KiB clusters) with data at guest offset 0.
-fs::path good_image(const TempDir& tmp, const std::string& name = "img.qcow2", const std::string& options = "") {
+fs::path good_image(const TempDir& tmp, const std::string& name = "img.qcow2",
+                    const std::string& options = "") {
   const fs::path p = tmp / name;
   q::create(p, "16M", options);
   q::io(p, q::mixed_writes(16ull << 20));
@@ -30,10 +31,11 @@ fs::path good_image(const TempDir& tmp, const std::string& name = "img.qcow2", c
 }
 
 // Converting `src` fails with a message containing every one of `expected`; nothing is left.
-void expect_failure(const TempDir& tmp, const fs::path& src, const std::vector<std::string>& expected,
-                    d::ConvertOptions opts = {}) {
+void expect_failure(const TempDir& tmp, const fs::path& src,
+                    const std::vector<std::string>& expected, d::ConvertOptions opts = {}) {
   std::vector<std::string> before;
-  for (const auto& e : fs::directory_iterator(tmp.path())) before.push_back(e.path().filename().string());
+  for (const auto& e : fs::directory_iterator(tmp.path()))
+    before.push_back(e.path().filename().string());
   const fs::path out = tmp / "out.raw";
   auto r = d::convert_qcow2_to_raw(src, out, opts);
   REQUIRE_FALSE(r.has_value());
@@ -77,7 +79,8 @@ TEST_CASE("corrupt qcow2: L1 and L2 table offsets") {
   }
   SUBCASE("L2 table past the end") {
     q::write_be(img, l1, 8, (1ull << 63) | (1ull << 40));
-    expect_failure(tmp, img, {"L1 entry 0", "L2 table at offset 0x10000000000", "past the end of the file"});
+    expect_failure(tmp, img,
+                   {"L1 entry 0", "L2 table at offset 0x10000000000", "past the end of the file"});
   }
   SUBCASE("L2 table not aligned") {
     q::write_be(img, l1, 8, (1ull << 63) | (l2 + 4096));
@@ -85,7 +88,8 @@ TEST_CASE("corrupt qcow2: L1 and L2 table offsets") {
   }
   SUBCASE("data cluster past the end") {
     q::write_be(img, l2, 8, (1ull << 63) | (1ull << 40));
-    expect_failure(tmp, img, {"data cluster at host offset 0x10000000000", "past the end of the file"});
+    expect_failure(tmp, img,
+                   {"data cluster at host offset 0x10000000000", "past the end of the file"});
   }
   SUBCASE("data cluster not aligned") {
     q::write_be(img, l2, 8, (q::read_be(img, l2, 8) & kOffsetMask) + 1024);
@@ -100,7 +104,8 @@ TEST_CASE("corrupt qcow2: compressed clusters") {
   for (const std::string type : {"zlib", "zstd"}) {
     CAPTURE(type);
     const fs::path img = tmp / (type + ".qcow2");
-    q::must({"qemu-img", "convert", "-c", "-O", "qcow2", "-o", "compression_type=" + type, plain.string(), img.string()});
+    q::must({"qemu-img", "convert", "-c", "-O", "qcow2", "-o", "compression_type=" + type,
+             plain.string(), img.string()});
     const std::uint64_t l2 = l2_offset(img);
     const std::uint64_t entry = q::read_be(img, l2, 8);
     REQUIRE((entry & (1ull << 62)) != 0);
@@ -112,7 +117,8 @@ TEST_CASE("corrupt qcow2: compressed clusters") {
     }
     SUBCASE("garbage data") {
       for (int i = 0; i < 8; ++i) q::write_be(img, host + 8 * i, 8, 0xfffefdfcfbfaf9f8ull);
-      expect_failure(tmp, img, {"compressed cluster at host offset", type == "zlib" ? "deflate" : "zstd"});
+      expect_failure(tmp, img,
+                     {"compressed cluster at host offset", type == "zlib" ? "deflate" : "zstd"});
     }
     fs::remove(img);
   }
@@ -198,20 +204,24 @@ TEST_CASE("backing chains: loops, depth, missing files, protocols") {
   SUBCASE("two images backing each other") {
     const fs::path a = tmp / "a.qcow2", b = tmp / "b.qcow2";
     q::create(a, "8M");
-    q::must({"qemu-img", "create", "-q", "-f", "qcow2", "-b", "a.qcow2", "-F", "qcow2", b.string(), "8M"});
-    q::must({"qemu-img", "rebase", "-u", "-f", "qcow2", "-b", "b.qcow2", "-F", "qcow2", a.string()});
+    q::must({"qemu-img", "create", "-q", "-f", "qcow2", "-b", "a.qcow2", "-F", "qcow2", b.string(),
+             "8M"});
+    q::must(
+        {"qemu-img", "rebase", "-u", "-f", "qcow2", "-b", "b.qcow2", "-F", "qcow2", a.string()});
     expect_failure(tmp, b, {"backing chain loop", "b.qcow2"}, allow);
   }
   SUBCASE("an image backing itself") {
     const fs::path a = tmp / "self.qcow2";
     q::create(a, "8M");
-    q::must({"qemu-img", "rebase", "-u", "-f", "qcow2", "-b", "self.qcow2", "-F", "qcow2", a.string()});
+    q::must(
+        {"qemu-img", "rebase", "-u", "-f", "qcow2", "-b", "self.qcow2", "-F", "qcow2", a.string()});
     expect_failure(tmp, a, {"backing chain loop"}, allow);
   }
   SUBCASE("a chain deeper than the limit") {
     q::create(tmp / "l0.qcow2", "1M");
     for (int i = 1; i <= 18; ++i) {
-      q::must({"qemu-img", "create", "-q", "-f", "qcow2", "-b", "l" + std::to_string(i - 1) + ".qcow2", "-F", "qcow2",
+      q::must({"qemu-img", "create", "-q", "-f", "qcow2", "-b",
+               "l" + std::to_string(i - 1) + ".qcow2", "-F", "qcow2",
                (tmp / ("l" + std::to_string(i) + ".qcow2")).string(), "1M"});
     }
     expect_failure(tmp, tmp / "l18.qcow2", {"deeper than 16 layers"}, allow);
@@ -219,14 +229,16 @@ TEST_CASE("backing chains: loops, depth, missing files, protocols") {
   SUBCASE("a missing backing file") {
     const fs::path a = tmp / "orphan.qcow2";
     q::create(a, "8M");
-    q::must({"qemu-img", "rebase", "-u", "-f", "qcow2", "-b", "gone.qcow2", "-F", "qcow2", a.string()});
+    q::must(
+        {"qemu-img", "rebase", "-u", "-f", "qcow2", "-b", "gone.qcow2", "-F", "qcow2", a.string()});
     expect_failure(tmp, a, {"gone.qcow2", "No such file"}, allow);
     expect_failure(tmp, a, {"backing file 'gone.qcow2'", "--allow-backing"});
   }
   SUBCASE("a backing file that is not a local file") {
     const fs::path a = tmp / "nbd.qcow2";
     q::create(a, "8M");
-    q::must({"qemu-img", "rebase", "-u", "-f", "qcow2", "-b", "nbd://127.0.0.1:1/x", "-F", "raw", a.string()});
+    q::must({"qemu-img", "rebase", "-u", "-f", "qcow2", "-b", "nbd://127.0.0.1:1/x", "-F", "raw",
+             a.string()});
     expect_failure(tmp, a, {"not a local file"}, allow);
   }
 }
@@ -241,8 +253,17 @@ TEST_CASE("unsupported images: external data file, encryption, other formats") {
   }
   SUBCASE("LUKS encryption") {
     const fs::path a = tmp / "enc.qcow2";
-    q::must({"qemu-img", "create", "-q", "-f", "qcow2", "--object", "secret,id=sec0,data=pass", "-o",
-             "encrypt.format=luks,encrypt.key-secret=sec0,encrypt.iter-time=10", a.string(), "8M"});
+    // qemu-img times its PBKDF and sometimes fails on a busy machine ("Unable to get accurate
+    // CPU usage"): try a few times.
+    bool made = false;
+    for (int attempt = 0; attempt < 5 && !made; ++attempt) {
+      made = chl::test::run_command(
+                 {"qemu-img", "create", "-q", "-f", "qcow2", "--object", "secret,id=sec0,data=pass",
+                  "-o", "encrypt.format=luks,encrypt.key-secret=sec0,encrypt.iter-time=100",
+                  a.string(), "8M"})
+                 .exit_code == 0;
+    }
+    if (!made) return skip("qemu-img could not create a LUKS image here");
     expect_failure(tmp, a, {"encrypted", "LUKS"});
   }
   SUBCASE("vmdk") {
