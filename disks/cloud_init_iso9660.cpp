@@ -1,4 +1,5 @@
 #include "disks/cloud_init_iso9660.hpp"
+#include "disks/ucs2.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -81,35 +82,12 @@ std::string descriptor_time(std::int64_t t) {
 
 // UTF-8 -> UCS-2 big-endian (Joliet). Only the Basic Multilingual Plane.
 Result<std::string> to_ucs2be(std::string_view utf8) {
+  CHL_TRY(auto units, utf8_to_ucs2(utf8));
   std::string out;
-  for (std::size_t i = 0; i < utf8.size();) {
-    auto c = static_cast<unsigned char>(utf8[i]);
-    std::uint32_t cp = 0;
-    std::size_t n = 0;
-    if (c < 0x80) {
-      cp = c;
-      n = 1;
-    } else if ((c & 0xe0) == 0xc0) {
-      cp = c & 0x1f;
-      n = 2;
-    } else if ((c & 0xf0) == 0xe0) {
-      cp = c & 0x0f;
-      n = 3;
-    } else {
-      return fail(std::errc::invalid_argument,
-                  "name '" + std::string(utf8) + "' is not UTF-8 within the BMP");
-    }
-    if (i + n > utf8.size())
-      return fail(std::errc::invalid_argument, "name '" + std::string(utf8) + "' is not UTF-8");
-    for (std::size_t k = 1; k < n; ++k) {
-      auto cc = static_cast<unsigned char>(utf8[i + k]);
-      if ((cc & 0xc0) != 0x80)
-        return fail(std::errc::invalid_argument, "name '" + std::string(utf8) + "' is not UTF-8");
-      cp = (cp << 6) | (cc & 0x3f);
-    }
-    out.push_back(static_cast<char>(cp >> 8));
-    out.push_back(static_cast<char>(cp & 0xff));
-    i += n;
+  out.reserve(units.size() * 2);
+  for (char16_t u : units) {
+    out.push_back(static_cast<char>(u >> 8));
+    out.push_back(static_cast<char>(u & 0xff));
   }
   return out;
 }

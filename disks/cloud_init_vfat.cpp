@@ -1,4 +1,5 @@
 #include "disks/cloud_init_vfat.hpp"
+#include "disks/ucs2.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -25,40 +26,6 @@ void put16(std::string& s, std::size_t at, std::uint16_t v) {
 }
 void put32(std::string& s, std::size_t at, std::uint32_t v) {
   for (int i = 0; i < 4; ++i) s[at + i] = static_cast<char>((v >> (8 * i)) & 0xff);
-}
-
-// Decode UTF-8 to UCS-2 code units (BMP only), for long names.
-Result<std::u16string> to_ucs2(std::string_view utf8) {
-  std::u16string out;
-  for (std::size_t i = 0; i < utf8.size();) {
-    auto c = static_cast<unsigned char>(utf8[i]);
-    std::uint32_t cp;
-    std::size_t n;
-    if (c < 0x80) {
-      cp = c;
-      n = 1;
-    } else if ((c & 0xe0) == 0xc0) {
-      cp = c & 0x1f;
-      n = 2;
-    } else if ((c & 0xf0) == 0xe0) {
-      cp = c & 0x0f;
-      n = 3;
-    } else {
-      return fail(std::errc::invalid_argument,
-                  "name '" + std::string(utf8) + "' is not UTF-8 within the BMP");
-    }
-    if (i + n > utf8.size())
-      return fail(std::errc::invalid_argument, "name '" + std::string(utf8) + "' is not UTF-8");
-    for (std::size_t k = 1; k < n; ++k) {
-      auto cc = static_cast<unsigned char>(utf8[i + k]);
-      if ((cc & 0xc0) != 0x80)
-        return fail(std::errc::invalid_argument, "name '" + std::string(utf8) + "' is not UTF-8");
-      cp = (cp << 6) | (cc & 0x3f);
-    }
-    out.push_back(static_cast<char16_t>(cp));
-    i += n;
-  }
-  return out;
 }
 
 bool short_char_ok(char c) {
@@ -269,7 +236,7 @@ class FatBuilder {
     auto add = [&](const std::string& name, Dir* sub, const MediaFile* file) -> common::Status {
       if (name.size() > 255)
         return fail(std::errc::filename_too_long, "name '" + name + "' is longer than 255");
-      CHL_TRY(auto u16, to_ucs2(name));
+      CHL_TRY(auto u16, utf8_to_ucs2(name));
       Item it;
       it.name = name;
       it.dir = sub;
