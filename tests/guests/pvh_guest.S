@@ -45,6 +45,7 @@ pvh_start:
         movl    %ebx, start_info
         movl    $0, line_len
         movl    $0, beat_count
+        movl    $0, ignore_acpi
 
         call    uart_init
         movl    $msg_banner, %esi
@@ -68,6 +69,7 @@ pvh_start:
         call    puts
 
         call    tsc_setup
+        call    pwrbtn_setup
         movl    $msg_ready, %esi
         call    puts
 
@@ -87,6 +89,7 @@ main_loop:
         inb     %dx, %al
         call    on_char
 2:      call    heartbeat_poll
+        call    pwrbtn_poll
         pause
         jmp     main_loop
 
@@ -282,6 +285,139 @@ halt_forever:
 20:     hlt
         jmp     20b
 
+do_ignore_acpi:
+        movl    $1, ignore_acpi
+        ret
+
+/* ---- the ACPI power button, polled (interrupts stay off) ---- */
+
+/* pwrbtn_setup: Cloud Hypervisor or QEMU?  CH's DSDT declares its GED notification register
+   as an OperationRegion named GDST in SystemMemory (devices/src/acpi.rs, AcpiGedDevice); the
+   guest finds it like an ACPI OS would: hvm_start_info.rsdp_paddr -> RSDP -> XSDT/RSDT ->
+   FACP -> DSDT, then scans the DSDT for the AML bytes 5b 80 "GDST" 00 <address>.  Found:
+   ged_addr = that address (poll its byte, bit 3 = power button).  Not found: QEMU's PM1
+   event block at 0x600: set PWRBTN_EN (bit 8 of PM1a_EN, 0x602) so system_powerdown sets
+   PWRBTN_STS (bit 8 of PM1a_STS, 0x600) -- QEMU sets it only when enabled (hw/acpi/core.c,
+   acpi_pm1_evt_power_down).  CH's 0x600 device accepts only 1-byte accesses, so the 16-bit
+   QEMU path is never used when the GED was found. */
+pwrbtn_setup:
+        pushl   %ebx
+        pushl   %ebp
+        movl    $0, ged_addr
+        movl    start_info, %ebx
+        testl   %ebx, %ebx
+        jz      40f
+        cmpl    $HVM_MAGIC, (%ebx)
+        jne     40f
+        cmpl    $0, 20(%ebx)            /* rsdp_paddr (64-bit at 16) below 4 GiB */
+        jne     40f
+        movl    16(%ebx), %esi
+        testl   %esi, %esi
+        jz      40f
+        cmpl    $0x20445352, (%esi)     /* "RSD " */
+        jne     40f
+        cmpl    $0x20525450, 4(%esi)    /* "PTR " */
+        jne     40f
+        movl    $4, %ebp                /* RSDT: 32-bit entries */
+        movl    16(%esi), %edi
+        cmpb    $2, 15(%esi)            /* revision >= 2: XSDT, 64-bit entries */
+        jb      41f
+        cmpl    $0, 28(%esi)
+        jne     41f
+        movl    24(%esi), %eax
+        testl   %eax, %eax
+        jz      41f
+        movl    %eax, %edi
+        movl    $8, %ebp
+41:     testl   %edi, %edi
+        jz      40f
+        leal    36(%edi), %ecx          /* entries follow the 36-byte header */
+        movl    %edi, %edx
+        addl    4(%edi), %edx           /* end of the table */
+42:     leal    (%ecx,%ebp), %eax
+        cmpl    %edx, %eax
+        ja      40f
+        movl    (%ecx), %esi
+        cmpl    $8, %ebp
+        jne     43f
+        cmpl    $0, 4(%ecx)             /* a table above 4 GiB: out of reach */
+        jne     44f
+43:     testl   %esi, %esi
+        jz      44f
+        cmpl    $0x50434146, (%esi)     /* "FACP" */
+        je      45f
+44:     addl    %ebp, %ecx
+        jmp     42b
+45:     movl    40(%esi), %edi          /* DSDT (32-bit) */
+        cmpl    $148, 4(%esi)           /* X_DSDT (64-bit at 140) when the FADT has it */
+        jb      46f
+        cmpl    $0, 144(%esi)
+        jne     46f
+        movl    140(%esi), %eax
+        testl   %eax, %eax
+        jz      46f
+        movl    %eax, %edi
+46:     testl   %edi, %edi
+        jz      40f
+        cmpl    $0x54445344, (%edi)     /* "DSDT" */
+        jne     40f
+        movl    %edi, %edx
+        addl    4(%edi), %edx
+        subl    $16, %edx               /* room for the opcode, name, space and a qword */
+        leal    36(%edi), %ecx
+47:     cmpl    %edx, %ecx
+        ja      40f
+        cmpw    $0x805b, (%ecx)         /* OperationRegion */
+        jne     48f
+        cmpl    $0x54534447, 2(%ecx)    /* "GDST" */
+        jne     48f
+        cmpb    $0, 6(%ecx)             /* SystemMemory */
+        jne     48f
+        movb    7(%ecx), %al
+        cmpb    $0x0c, %al              /* DWordPrefix */
+        je      49f
+        cmpb    $0x0e, %al              /* QWordPrefix: only below 4 GiB */
+        jne     48f
+        cmpl    $0, 12(%ecx)
+        jne     40f
+49:     movl    8(%ecx), %eax
+        movl    %eax, ged_addr
+        jmp     50f
+48:     incl    %ecx
+        jmp     47b
+40:     /* QEMU: PM1a_EN |= PWRBTN_EN */
+        movw    $0x602, %dx
+        inw     %dx, %ax
+        orw     $0x100, %ax
+        outw    %ax, %dx
+50:     popl    %ebp
+        popl    %ebx
+        ret
+
+/* pwrbtn_poll: the button pressed? Power off, unless ignore-acpi. */
+pwrbtn_poll:
+        movl    ged_addr, %eax
+        testl   %eax, %eax
+        jz      51f
+        movb    (%eax), %al             /* CH: reading returns and clears the flags */
+        testb   $0x08, %al              /* POWER_BUTTON_CHANGED */
+        jz      52f
+        jmp     53f
+51:     movw    $0x600, %dx             /* QEMU: PM1a_STS.PWRBTN_STS */
+        inw     %dx, %ax
+        testw   $0x100, %ax
+        jz      52f
+        movw    $0x100, %ax             /* write 1 to clear */
+        outw    %ax, %dx
+53:     cmpl    $0, ignore_acpi
+        jne     54f
+        movl    $msg_pwrbtn, %esi
+        call    puts
+        jmp     do_poweroff
+54:     movl    $msg_pwrbtn_ignored, %esi
+        call    puts
+52:     ret
+
 /* ---- heartbeat: TSC, its rate from CPUID ---- */
 
 /* tsc_setup: ticks per heartbeat into beat_ticks (64-bit), first deadline into next_beat. */
@@ -475,6 +611,9 @@ msg_reboot:     .asciz  "guest: rebooting\r\n"
 msg_panic:      .asciz  "guest: panicking (pvpanic)\r\n"
 msg_panicked:   .asciz  "guest: panic signalled, halting\r\n"
 msg_still_here: .asciz  "guest: still running after the request, halting\r\n"
+msg_pwrbtn:     .asciz  "guest: ACPI power button: powering off\r\n"
+msg_pwrbtn_ignored: .asciz "guest: ignoring the power button\r\n"
+word_ignore_acpi: .asciz "ignore-acpi"
 word_poweroff:  .asciz  "poweroff"
 word_reboot:    .asciz  "reboot"
 word_panic:     .asciz  "panic"
@@ -485,6 +624,7 @@ cmd_table:
         .long   word_reboot, do_reboot
         .long   word_panic, do_panic
         .long   word_ping, do_ping
+        .long   word_ignore_acpi, do_ignore_acpi
         .long   0, 0
 
         .bss
@@ -494,6 +634,8 @@ cmdline:        .skip 4
 line_len:       .skip 4
 beat_count:     .skip 4
 tsc_mhz:        .skip 4
+ged_addr:       .skip 4
+ignore_acpi:    .skip 4
         .balign 8
 beat_ticks:     .skip 8
 next_beat:      .skip 8

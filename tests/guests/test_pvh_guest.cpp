@@ -1,12 +1,14 @@
 // The minimal PVH guest: its ELF note, and its behaviour under real QEMU (TCG always; KVM when
 // /dev/kvm boots it): banner and command line on COM1, echo, typed commands, ACPI power-off,
-// pvpanic (ISA and PCI), reset.
+// pvpanic (ISA and PCI), reset, the ACPI power button (QMP system_powerdown).
 #include <doctest/doctest.h>
 
 #include <elf.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -112,6 +114,61 @@ class Qemu {
   chl::common::UniqueFd in_, out_;
   std::string output_;
 };
+
+// Read from `fd` until `out` holds a complete QMP answer line ("return" or "error").
+bool qmp_read_answer(int fd, std::string& out, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    for (auto nl = out.find('\n'); nl != std::string::npos; nl = out.find('\n')) {
+      std::string line = out.substr(0, nl);
+      out.erase(0, nl + 1);
+      if (line.find("\"return\"") != std::string::npos) return true;
+      if (line.find("\"error\"") != std::string::npos) return false;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
+    char buf[1024];
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n <= 0) return false;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+}
+
+// Run one QMP command on QEMU's QMP socket at `path`; true when QEMU answered "return".
+bool qmp_command(const fs::path& path, const std::string& command) {
+  chl::common::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) return false;
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  const std::string p = path.string();
+  if (p.size() >= sizeof sa.sun_path) return false;
+  std::memcpy(sa.sun_path, p.c_str(), p.size() + 1);
+  const bool connected = chl::test::wait_until(30s, [&] {
+    return ::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
+  }, 50ms);
+  if (!connected) return false;
+  std::string in;
+  // The greeting has no "return": wait for its line, then negotiate and send the command.
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (in.find('\n') == std::string::npos) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    pollfd pf{fd.get(), POLLIN, 0};
+    if (::poll(&pf, 1, 100) <= 0) continue;
+    char buf[1024];
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n <= 0) return false;
+    in.append(buf, static_cast<std::size_t>(n));
+  }
+  in.erase(0, in.find('\n') + 1);
+  for (const std::string& c : {std::string("qmp_capabilities"), command}) {
+    const std::string msg = "{\"execute\":\"" + c + "\"}\n";
+    if (::write(fd.get(), msg.data(), msg.size()) != static_cast<ssize_t>(msg.size())) return false;
+    if (!qmp_read_answer(fd.get(), in, 30s)) return false;
+  }
+  return true;
+}
 
 bool have_qemu() {
   if (Qemu::binary()) return true;
@@ -255,4 +312,43 @@ TEST_CASE("PVH guest under QEMU with KVM") {
   CHECK(st->success());
   CHECK(q.output().find("cmdline: hello poweroff\r\n") != std::string::npos);
   CHECK(q.output().find("guest: powering off") != std::string::npos);
+}
+
+TEST_CASE("PVH guest powers off on the ACPI power button (QEMU system_powerdown)") {
+  if (!have_qemu()) return;
+  chl::test::TempDir dir("chl-pvh-pwrbtn");
+  const fs::path qmp = dir / "qmp.sock";
+  Qemu q;
+  REQUIRE(q.start("tcg", "stay-up", {"-qmp", "unix:" + qmp.string() + ",server=on,wait=off"}));
+  INFO("output: " << q.output());
+  REQUIRE(q.wait_output("guest ready", 60s));
+  REQUIRE(qmp_command(qmp, "system_powerdown"));
+  auto st = q.wait_exit(60s);
+  REQUIRE(st.has_value());
+  CHECK(st->success());
+  CHECK(q.output().find("guest: ACPI power button: powering off\r\n") != std::string::npos);
+  CHECK(q.output().find("guest: powering off") != std::string::npos);
+  CHECK(q.output().find("still running") == std::string::npos);
+}
+
+TEST_CASE("PVH guest with ignore-acpi keeps running after the power button") {
+  if (!have_qemu()) return;
+  chl::test::TempDir dir("chl-pvh-pwrbtn");
+  const fs::path qmp = dir / "qmp.sock";
+  Qemu q;
+  REQUIRE(q.start("tcg", "stay-up ignore-acpi", {"-qmp", "unix:" + qmp.string() + ",server=on,wait=off"}));
+  INFO("output: " << q.output());
+  REQUIRE(q.wait_output("guest ready", 60s));
+  const std::size_t ready = q.output().size();
+  REQUIRE(qmp_command(qmp, "system_powerdown"));
+  // The guest saw the press (it says so) and goes on echoing.
+  REQUIRE(q.wait_output("guest: ignoring the power button\r\n", 30s, ready));
+  q.send("still here\r");
+  REQUIRE(q.wait_output("still here\r\n", 30s, ready));
+  CHECK(q.output().find("ACPI power button: powering off") == std::string::npos);
+  q.send("poweroff\r");
+  auto st = q.wait_exit(60s);
+  REQUIRE(st.has_value());
+  CHECK(st->success());
+  CHECK(q.output().find("guest: powering off", ready) != std::string::npos);
 }
