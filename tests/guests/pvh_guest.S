@@ -17,6 +17,10 @@
  *             (Cloud Hypervisor, QEMU's pvpanic-pci), and port 0x505 (QEMU's ISA pvpanic).
  *   reboot:   Cloud Hypervisor's ACPI reset (byte 1 to 0x600), the reset control register
  *             0xcf9 (0x06), then the keyboard controller (0xfe to 0x64).
+ * It also polls the ACPI power button (no interrupts): Cloud Hypervisor's GED notification
+ * register (found in the DSDT) or QEMU's PM1a_STS.PWRBTN_STS, and when it is pressed prints
+ * "guest: ACPI power button: powering off" and powers off -- unless the word "ignore-acpi"
+ * (command line or typed) was seen: then it prints "guest: ignoring the power button".
  */
 
 #define COM1            0x3f8
@@ -298,12 +302,14 @@ do_ignore_acpi:
    ged_addr = that address (poll its byte, bit 3 = power button).  Not found: QEMU's PM1
    event block at 0x600: set PWRBTN_EN (bit 8 of PM1a_EN, 0x602) so system_powerdown sets
    PWRBTN_STS (bit 8 of PM1a_STS, 0x600) -- QEMU sets it only when enabled (hw/acpi/core.c,
-   acpi_pm1_evt_power_down).  CH's 0x600 device accepts only 1-byte accesses, so the 16-bit
-   QEMU path is never used when the GED was found. */
+   acpi_pm1_evt_power_down).  CH's 0x600 device accepts only 1-byte accesses (it logs a
+   warning for others), so the 16-bit QEMU path is never used when a GDST region was found,
+   even one above 4 GiB (then the button is not polled at all). */
 pwrbtn_setup:
         pushl   %ebx
         pushl   %ebp
         movl    $0, ged_addr
+        movl    $0, pwrbtn_mode
         movl    start_info, %ebx
         testl   %ebx, %ebx
         jz      40f
@@ -379,9 +385,10 @@ pwrbtn_setup:
         cmpb    $0x0e, %al              /* QWordPrefix: only below 4 GiB */
         jne     48f
         cmpl    $0, 12(%ecx)
-        jne     40f
+        jne     50f                     /* CH's GED out of reach: no polling at all */
 49:     movl    8(%ecx), %eax
         movl    %eax, ged_addr
+        movl    $2, pwrbtn_mode
         jmp     50f
 48:     incl    %ecx
         jmp     47b
@@ -390,15 +397,19 @@ pwrbtn_setup:
         inw     %dx, %ax
         orw     $0x100, %ax
         outw    %ax, %dx
+        movl    $1, pwrbtn_mode
 50:     popl    %ebp
         popl    %ebx
         ret
 
 /* pwrbtn_poll: the button pressed? Power off, unless ignore-acpi. */
 pwrbtn_poll:
+        movl    pwrbtn_mode, %eax
+        cmpl    $1, %eax
+        je      51f
+        cmpl    $2, %eax
+        jne     52f
         movl    ged_addr, %eax
-        testl   %eax, %eax
-        jz      51f
         movb    (%eax), %al             /* CH: reading returns and clears the flags */
         testb   $0x08, %al              /* POWER_BUTTON_CHANGED */
         jz      52f
@@ -635,6 +646,7 @@ line_len:       .skip 4
 beat_count:     .skip 4
 tsc_mhz:        .skip 4
 ged_addr:       .skip 4
+pwrbtn_mode:    .skip 4                 /* 0 none, 1 QEMU PM1 at 0x600, 2 CH GED at ged_addr */
 ignore_acpi:    .skip 4
         .balign 8
 beat_ticks:     .skip 8
