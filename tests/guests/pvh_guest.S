@@ -319,8 +319,18 @@ pwrbtn_setup:
         jne     40f
         movl    16(%ebx), %esi
         testl   %esi, %esi
-        jz      40f
-        cmpl    $0x20445352, (%esi)     /* "RSD " */
+        jnz     55f
+        /* No rsdp_paddr (QEMU's PVH option ROM leaves it 0): the BIOS area, as an OS does. */
+        movl    $0xe0000, %esi
+56:     cmpl    $0x20445352, (%esi)
+        jne     57f
+        cmpl    $0x20525450, 4(%esi)
+        je      55f
+57:     addl    $16, %esi
+        cmpl    $0x100000, %esi
+        jb      56b
+        jmp     40f
+55:     cmpl    $0x20445352, (%esi)     /* "RSD " */
         jne     40f
         cmpl    $0x20525450, 4(%esi)    /* "PTR " */
         jne     40f
