@@ -96,7 +96,7 @@ class Bridge::Impl : public std::enable_shared_from_this<Bridge::Impl> {
 
  private:
   // PTY side.
-  Status adopt(UniqueFd fd);
+  Status adopt(UniqueFd fd, bool wait_for_guest = false);
   void release_pty(bool keep_parked);
   void arm_pty_read();
   void on_pty_readable();
@@ -124,6 +124,10 @@ class Bridge::Impl : public std::enable_shared_from_this<Bridge::Impl> {
   bool pty_read_armed_ = false;
   bool pty_write_armed_ = false;
   bool reopen_armed_ = false;
+  // fd mode after a hangup: the master no longer reports the hangup, but whether a slave is open
+  // again cannot be seen from the master (input written now could be lost with the old slave),
+  // so client input waits until the guest side writes something.
+  bool input_waits_for_guest_ = false;
   std::uint64_t generation_ = 0;  // bumped when the PTY fd changes; stale handlers ignore themselves
   std::vector<char> read_buf_;
   std::vector<char> input_buf_;
@@ -223,7 +227,7 @@ BridgeStats Bridge::Impl::stats() const {
 
 // ---- PTY side ------------------------------------------------------------------------------
 
-Status Bridge::Impl::adopt(UniqueFd fd) {
+Status Bridge::Impl::adopt(UniqueFd fd, bool wait_for_guest) {
   CHL_TRY_VOID(set_nonblocking(fd.get()).map_error([](common::Error e) { return e.wrap("PTY"); }));
   boost::system::error_code ec;
   int raw = fd.release();
@@ -234,6 +238,7 @@ Status Bridge::Impl::adopt(UniqueFd fd) {
   }
   ++generation_;
   pty_up_ = true;
+  input_waits_for_guest_ = wait_for_guest;
   counters_.pty_up = true;
   ++counters_.pty_returns;
   CHL_LOG_INFO("console bridge: PTY {} attached", pty_path_ ? pty_path_->string() : "fd");
@@ -292,7 +297,14 @@ void Bridge::Impl::on_pty_readable() {
     }
     break;
   }
-  if (filled > 0) deliver({read_buf_.data(), filled});
+  if (filled > 0) {
+    deliver({read_buf_.data(), filled});
+    if (input_waits_for_guest_) {  // the guest side is back: held input may go now
+      input_waits_for_guest_ = false;
+      flush_input();
+      if (pending_input_.empty()) arm_client_read();
+    }
+  }
   if (stopped_) return;
   if (!hangup_reason.empty()) {
     hangup(hangup_reason);
@@ -337,7 +349,7 @@ void Bridge::Impl::try_return() {
   ++counters_.pty_wakeups;
   if (parked_) {
     if (!pty_hung_up(parked_.get())) {
-      if (auto st = adopt(std::move(parked_)); !st) CHL_LOG_ERROR("console bridge: {}", st.error().message());
+      if (auto st = adopt(std::move(parked_), true); !st) CHL_LOG_ERROR("console bridge: {}", st.error().message());
       return;
     }
   } else if (pty_path_) {
@@ -353,7 +365,7 @@ void Bridge::Impl::try_return() {
 }
 
 void Bridge::Impl::flush_input() {
-  if (!pty_up_ || pty_write_armed_) return;
+  if (!pty_up_ || pty_write_armed_ || input_waits_for_guest_) return;
   while (pending_off_ < pending_input_.size()) {
     const char* p = pending_input_.data() + pending_off_;
     std::size_t len = pending_input_.size() - pending_off_;

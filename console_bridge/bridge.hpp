@@ -12,7 +12,10 @@
 //    the PTY is full (the client is not read meanwhile).
 //  - A hangup of the PTY (read gives EIO or end of file) releases it from the event loop and a
 //    timer checks every `reopen_interval` whether it is back (the same fd, or the path reopened)
-//    — no spinning. A new PTY can be attached at any time.
+//    — no spinning. Client input typed meanwhile is held (the client is not read). A new PTY can
+//    be attached at any time. On a master fd the kernel stops reporting the hangup once the old
+//    slave is released, without saying whether a new one is open: the bridge reads again then,
+//    and holds client input until the guest side writes something.
 //
 // It knows nothing of the VMM: give it a socket path and a PTY (path or fd). It runs on an
 // io_context the caller owns and runs; call its methods from that io_context's thread (or

@@ -7,6 +7,9 @@
 
 #include "ch_launcher/cli/args.hpp"
 #include "ch_launcher/cli/registry.hpp"
+#include "ch_launcher/run.hpp"
+#include "ch_launcher/state_dir.hpp"
+#include "ch_launcher/vmi_parser.hpp"
 #include "console_bridge/console_client.hpp"
 
 namespace {
@@ -21,7 +24,7 @@ constexpr const char* kUsage =
     "\n"
     "  --state-dir DIR  the launcher's state directory (holds virt-serial0)\n"
     "  --socket PATH    the console socket itself\n"
-    "  --vmi FILE       the VMI manifest (not supported yet: use --state-dir)\n";
+    "  --vmi FILE       the VMI manifest: its default state directory\n";
 
 int run_console(const std::vector<std::string>& argv) {
   chl::cli::Args args({"--state-dir", "--socket", "--vmi"}, {});
@@ -37,8 +40,16 @@ int run_console(const std::vector<std::string>& argv) {
   } else if (auto sock = args.get("--socket")) {
     opts.socket_path = *sock;
   } else {
-    // TODO(launcher): derive the default state dir from the VMI once the launcher defines it.
-    return chl::cli::usage_error("console", "--vmi is not supported yet: use --state-dir");
+    std::string file = *args.get("--vmi");
+    auto text = chl::core::read_manifest(file);
+    if (!text) return chl::cli::usage_error("console", text.error().message(), 1);
+    auto parsed = chl::core::parse_vmi(*text);
+    const auto& meta = parsed.vmi.metadata;
+    if (parsed.fatal || meta.name.empty()) {
+      return chl::cli::usage_error("console", "cannot read the VMI's name from " + file, 1);
+    }
+    opts.socket_path = chl::core::console_socket_path(
+        chl::core::default_state_dir(meta.namespace_, meta.name), false, meta.uid);
   }
   auto result = chl::console_bridge::ConsoleClient(opts).run();
   if (!result) {
