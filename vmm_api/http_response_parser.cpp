@@ -87,6 +87,14 @@ bool HttpResponseParser::parse_head(std::string_view head) {
   return true;
 }
 
+bool HttpResponseParser::take_body() {
+  const std::size_t take = std::min(remaining_, buf_.size());
+  resp_.body.append(buf_, 0, take);
+  buf_.erase(0, take);
+  remaining_ -= take;
+  return remaining_ == 0;
+}
+
 HttpResponseParser::State HttpResponseParser::feed(std::string_view data) {
   if (state_ != State::need_more) {
     return state_;
@@ -143,17 +151,12 @@ HttpResponseParser::State HttpResponseParser::run() {
         phase_ = Phase::body_eof;
         continue;
       }
-      case Phase::body_length: {
-        const std::size_t take = std::min(remaining_, buf_.size());
-        resp_.body.append(buf_, 0, take);
-        buf_.erase(0, take);
-        remaining_ -= take;
-        if (remaining_ > 0) {
+      case Phase::body_length:
+        if (!take_body()) {
           return state_;
         }
         phase_ = Phase::complete;
         continue;
-      }
       case Phase::body_eof:
         if (resp_.body.size() + buf_.size() > kMaxBodyBytes) {
           return fail("response body larger than 64 MiB");
@@ -187,17 +190,12 @@ HttpResponseParser::State HttpResponseParser::run() {
         phase_ = Phase::chunk_data;
         continue;
       }
-      case Phase::chunk_data: {
-        const std::size_t take = std::min(remaining_, buf_.size());
-        resp_.body.append(buf_, 0, take);
-        buf_.erase(0, take);
-        remaining_ -= take;
-        if (remaining_ > 0) {
+      case Phase::chunk_data:
+        if (!take_body()) {
           return state_;
         }
         phase_ = Phase::chunk_data_crlf;
         continue;
-      }
       case Phase::chunk_data_crlf:
         if (buf_.size() < 2) {
           return state_;

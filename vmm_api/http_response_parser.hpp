@@ -37,6 +37,8 @@ class HttpResponseParser {
   [[nodiscard]] bool started() const { return started_; }
 
  private:
+  // Move up to remaining_ buffered bytes into the body; true once remaining_ reaches 0.
+  bool take_body();
   enum class Phase {
     head,
     body_length,
