@@ -428,6 +428,10 @@ void Bridge::Impl::on_accept(const boost::system::error_code& ec, asio::local::s
     arm_accept();
     return;
   }
+  if (client_ && client_->is_open() && client_->peer_hung_up()) {
+    // The previous client went away; its EOF is just not read yet. Not a second session.
+    client_->close("the client disconnected");
+  }
   if (client_ && client_->is_open()) {
     if (!opts.take_over) {
       ++counters_.clients_refused;

@@ -1,5 +1,7 @@
 #include "console_bridge/client_session.hpp"
 
+#include <poll.h>
+
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -111,6 +113,15 @@ void ClientSession::flush() {
                          self->on_writable(ec);
                        });
   }
+}
+
+bool ClientSession::peer_hung_up() {
+  if (!open_) return true;
+  pollfd p{socket_.native_handle(), POLLIN, 0};
+  int r = ::poll(&p, 1, 0);
+  // A half-closed peer (shutdown(SHUT_WR), e.g. `echo cmd | socat`) only sets POLLRDHUP and
+  // still reads the guest's output: it stays. A closed peer sets POLLHUP on a Unix socket.
+  return r > 0 && (p.revents & (POLLHUP | POLLERR | POLLNVAL)) != 0;
 }
 
 void ClientSession::close_with_notice(std::string_view notice, const std::string& reason) {

@@ -35,6 +35,9 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   void close(const std::string& reason, bool dropped = false);
 
   [[nodiscard]] bool is_open() const { return open_; }
+  // True when the peer has closed its end (POLLHUP/POLLERR) even if the bridge has not read
+  // the EOF yet: a client that disconnected a moment ago must not block the next one.
+  [[nodiscard]] bool peer_hung_up();
   [[nodiscard]] std::size_t queued() const { return queued_; }
   [[nodiscard]] std::uint64_t id() const { return id_; }
   Socket& socket() { return socket_; }

@@ -435,6 +435,43 @@ TEST_CASE("a second client is refused with a one-line notice, or takes over when
   }
 }
 
+TEST_CASE("a client that disconnected a moment ago does not block the next one") {
+  // virtctl console run twice in a row: the second connection may arrive before the bridge
+  // has read the first one's EOF. It must be accepted, not refused as a second session.
+  TempDir dir("chlcb");
+  RunningBridge rb(options_in(dir));
+  PtyPair pty = open_pty();
+  int guest = pty.slave.get();
+  attach_fd(rb, std::move(pty.master));
+  std::string written;  // what the guest wrote so far: the scrollback a new client gets first
+  for (int round = 0; round < 5; ++round) {
+    CAPTURE(round);
+    UniqueFd first = connect_to(dir / "virt-serial0");
+    REQUIRE(wait_until(5s, [&] { return rb.stats().clients_accepted == static_cast<std::uint64_t>(2 * round + 1); }));
+    // Hold the bridge's thread so that the close and the next connect are seen together.
+    std::promise<void> release;
+    std::promise<void> holding;
+    std::thread holder([&] {
+      (void)rb.call([&](Bridge&) {
+        holding.set_value();
+        release.get_future().wait();
+        return chl::common::Status{};
+      });
+    });
+    holding.get_future().wait();
+    first.reset();
+    UniqueFd second = connect_to(dir / "virt-serial0");
+    release.set_value();
+    holder.join();
+    REQUIRE(wait_until(5s, [&] { return rb.stats().clients_accepted == static_cast<std::uint64_t>(2 * round + 2); }));
+    CHECK(rb.stats().clients_refused == 0);
+    const std::string line = "round " + std::to_string(round) + "\n";
+    REQUIRE(write_all(guest, line));
+    written += line;
+    CHECK(read_some(second.get(), written.size(), 5s) == written);
+  }
+}
+
 TEST_CASE("a reconnecting client gets the scrollback, then live output") {
   TempDir dir("chlcb");
   RunningBridge rb(options_in(dir));  // default scrollback: 16 KiB
