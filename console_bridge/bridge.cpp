@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -42,6 +43,14 @@ bool pty_hung_up(int fd) {
   pollfd p{fd, POLLIN, 0};
   int r = common::retry_eintr([&] { return ::poll(&p, 1, 0); });
   return r < 0 || (p.revents & (POLLHUP | POLLERR | POLLNVAL)) != 0;
+}
+
+// Whether two fds are the same file (the same PTY end): device, inode and device number.
+bool same_file(int a, int b) {
+  struct stat sa{};
+  struct stat sb{};
+  if (::fstat(a, &sa) != 0 || ::fstat(b, &sb) != 0) return false;
+  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino && sa.st_rdev == sb.st_rdev;
 }
 
 Status set_nonblocking(int fd) {
@@ -114,7 +123,7 @@ class Bridge::Impl : public std::enable_shared_from_this<Bridge::Impl> {
 
   asio::local::stream_protocol::acceptor acceptor_;
   asio::posix::stream_descriptor pty_;
-  UniqueFd parked_;  // a hung-up PTY fd watched by the timer (fd mode)
+  UniqueFd parked_;  // the hung-up PTY fd, out of the event loop: watched (fd) or pinned (path)
   std::optional<std::filesystem::path> pty_path_;
   asio::steady_timer reopen_timer_;
   asio::steady_timer accept_retry_timer_;
@@ -330,7 +339,12 @@ void Bridge::Impl::hangup(const std::string& why) {
   if (!pty_up_) return;
   ++counters_.pty_hangups;
   CHL_LOG_WARN("console bridge: PTY hung up ({}); waiting for it to come back", why);
-  release_pty(!pty_path_.has_value());  // by path: reopen it; by fd: watch the same fd
+  // Keep the hung-up fd (parked, out of the event loop). By fd: it is watched for the other side's
+  // return. By path: holding it keeps the kernel from giving its /dev/pts/N number to the next
+  // terminal opened on this machine; closing it and reopening the path later would attach the
+  // bridge to whatever terminal got the number (another PTY pair, someone's shell) and read its
+  // input. See try_return().
+  release_pty(true);
   arm_reopen();
 }
 
@@ -347,19 +361,26 @@ void Bridge::Impl::arm_reopen() {
 
 void Bridge::Impl::try_return() {
   ++counters_.pty_wakeups;
-  if (parked_) {
+  if (!parked_) return;  // nothing to wait for: a new PTY must be attached
+  if (!pty_path_) {
+    // By fd: the master stops reporting the hangup once the old slave is released.
     if (!pty_hung_up(parked_.get())) {
       if (auto st = adopt(std::move(parked_), true); !st) CHL_LOG_ERROR("console bridge: {}", st.error().message());
       return;
     }
-  } else if (pty_path_) {
-    auto fd = open_pty_path(*pty_path_, opts.raw_pty);
-    if (fd && !pty_hung_up(fd->get())) {
-      if (auto st = adopt(std::move(*fd)); !st) CHL_LOG_ERROR("console bridge: {}", st.error().message());
+  } else if (auto fd = open_pty_path(*pty_path_, opts.raw_pty); fd) {
+    // By path: the slave was hung up (vhangup) while its master stayed open, so the path still
+    // leads to the same PTY — the parked fd pins its number, so it cannot be another terminal's.
+    // When the master is gone the path does not exist (open fails): the VMM's next PTY comes
+    // with a new number through attach_pty_path().
+    if (same_file(fd->get(), parked_.get()) && !pty_hung_up(fd->get())) {
+      if (auto st = adopt(std::move(*fd)); !st) {
+        CHL_LOG_ERROR("console bridge: {}", st.error().message());
+      } else {
+        parked_.reset();
+      }
       return;
     }
-  } else {
-    return;  // nothing to wait for: a new PTY must be attached
   }
   arm_reopen();
 }

@@ -11,11 +11,18 @@
 //    stops reading is dropped (the guest keeps running and logging), client input waits while
 //    the PTY is full (the client is not read meanwhile).
 //  - A hangup of the PTY (read gives EIO or end of file) releases it from the event loop and a
-//    timer checks every `reopen_interval` whether it is back (the same fd, or the path reopened)
-//    — no spinning. Client input typed meanwhile is held (the client is not read). A new PTY can
-//    be attached at any time. On a master fd the kernel stops reporting the hangup once the old
-//    slave is released, without saying whether a new one is open: the bridge reads again then,
-//    and holds client input until the guest side writes something.
+//    timer checks every `reopen_interval` whether it is back — no spinning. Client input typed
+//    meanwhile is held (the client is not read). A new PTY can be attached at any time.
+//    On a master fd the kernel stops reporting the hangup once the old slave is released,
+//    without saying whether a new one is open: the bridge reads again then, and holds client
+//    input until the guest side writes something.
+//    On a slave path the hung-up fd is kept open until the next attach or stop(): it pins the
+//    /dev/pts/N number, which the kernel would otherwise hand to the next terminal opened on the
+//    machine. The path is reopened only while it still leads to that same PTY (a vhangup with
+//    the master still open); once the master is gone the VMM's next PTY has another number and
+//    comes through attach_pty_path(). (Reopening the bare path after closing the old fd attached
+//    the bridge to unrelated terminals and read their input: the "stalls and wrong bytes" of
+//    issue 5 were another test's bridge doing that. See docs/console.md.)
 //
 // It knows nothing of the VMM: give it a socket path and a PTY (path or fd). It runs on an
 // io_context the caller owns and runs; call its methods from that io_context's thread (or
@@ -75,7 +82,8 @@ class Bridge {
   // attached (they get the scrollback and then output once it flows).
   common::Status start();
   // Open a PTY by path (Cloud Hypervisor's `config.serial.file`, a /dev/pts/N) and relay it.
-  // After a hangup the path is reopened until it works again. Replaces any attached PTY.
+  // After a hangup the path is reopened only while it is the same PTY (see above); a PTY whose
+  // master closed is gone for good. Replaces any attached PTY.
   common::Status attach_pty_path(const std::filesystem::path& path);
   // Relay an already open PTY end (master or slave). After a hangup the same fd is watched
   // until the other side is back. Replaces any attached PTY. Sets O_NONBLOCK on it.
