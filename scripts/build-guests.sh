@@ -176,6 +176,20 @@ build_linux() {
     [ "$a" = busybox ] || ln -s busybox "$st/bin/$a"
   done
   install -m 0755 "$init" "$st/init"
+  # util-linux's blkid (busybox has none): what cloud-init runs to find its disk
+  # (`blkid -tLABEL=cidata -odevice`), with the shared libraries it needs, at their host paths.
+  local blkid_bin
+  blkid_bin=$(PATH="$PATH:/usr/sbin:/sbin" command -v blkid || true)
+  if [ -n "$blkid_bin" ]; then
+    cp -L "$blkid_bin" "$st/sbin/blkid"
+    local lib
+    for lib in $(ldd "$blkid_bin" | sed -n 's,.*=> \(/[^ ]*\).*,\1,p; s,^[[:space:]]*\(/[^ ]*\) (.*,\1,p'); do
+      mkdir -p "$st$(dirname "$lib")"
+      cp -L "$lib" "$st$lib"
+    done
+  else
+    echo "build-guests: util-linux blkid not found: the guest finds disks with busybox findfs only" >&2
+  fi
   # The modules and everything they depend on, as modules.dep says; its lines for them go along.
   local want=() m line
   while read -r m; do
