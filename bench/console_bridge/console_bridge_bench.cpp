@@ -8,8 +8,14 @@
 //   master-fd:  the "guest" holds the slave, the relay is given the master fd.
 //               socat UNIX-LISTEN:<sock> FD:3
 // Figures: throughput guest -> client (MiB/s; median of the trials) and the round trip of a
-// one-byte echo client -> relay -> guest -> relay -> client (p50, p99). Trials of the two relays
-// alternate so both see the same machine load.
+// one-byte echo client -> relay -> guest -> relay -> client (p50, p99 over all trials, and the
+// spread of the per-trial p99). Trials of the relays alternate so all see the same machine load.
+// Relays: socat; the bridge with its console log beside the socket (ext4 /tmp here, as in a pod's
+// state dir); the bridge with its log on tmpfs (/dev/shm), to see what the log write costs.
+//
+// A stall watchdog aborts the run with a message naming the phase when nothing has moved for
+// --stall-seconds (default 20): a relay that stops relaying must not hang the benchmark. The
+// relays die with the bench (PR_SET_PDEATHSIG) and the temporary directory is removed.
 #include <fcntl.h>
 #include <poll.h>
 #include <pty.h>
@@ -20,6 +26,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -47,11 +54,68 @@ namespace {
   std::exit(1);
 }
 
-// --serve-bridge SOCKET (path:P | fd:N): run the bridge until SIGTERM.
-int serve_bridge(const std::string& socket, const std::string& pty) {
+// Aborts the process when the progress counter has not moved for `limit`: every blocking step
+// of the benchmark (in any thread) calls tick() when it gets somewhere.
+class StallWatchdog {
+ public:
+  void start(std::chrono::seconds limit, std::vector<std::filesystem::path> cleanup_dirs) {
+    limit_ = limit;
+    cleanup_dirs_ = std::move(cleanup_dirs);
+    thread_ = std::thread([this] { loop(); });
+    thread_.detach();  // lives as long as the process
+  }
+  void tick() { progress_.fetch_add(1, std::memory_order_relaxed); }
+  void phase(std::string p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    phase_ = std::move(p);
+    tick();
+  }
+
+ private:
+  void loop() {
+    std::uint64_t last = progress_.load();
+    auto since = Clock::now();
+    for (;;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      std::uint64_t now = progress_.load();
+      if (now != last) {
+        last = now;
+        since = Clock::now();
+        continue;
+      }
+      if (Clock::now() - since < limit_) continue;
+      std::string phase;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        phase = phase_;
+      }
+      std::fprintf(stderr,
+                   "console_bridge_bench: STALL: no progress for %lld s during: %s; aborting (the relays "
+                   "are killed with this process)\n",
+                   static_cast<long long>(limit_.count()), phase.c_str());
+      for (const auto& d : cleanup_dirs_) {
+        std::error_code ec;
+        std::filesystem::remove_all(d, ec);
+      }
+      std::_Exit(2);
+    }
+  }
+  std::atomic<std::uint64_t> progress_{0};
+  std::mutex mu_;
+  std::string phase_ = "starting";
+  std::chrono::seconds limit_{20};
+  std::vector<std::filesystem::path> cleanup_dirs_;
+  std::thread thread_;
+};
+
+StallWatchdog watchdog;
+
+// --serve-bridge SOCKET (path:P | fd:N) [LOG]: run the bridge until SIGTERM.
+int serve_bridge(const std::string& socket, const std::string& pty, const std::string& log) {
   boost::asio::io_context io(1);
   chl::console_bridge::BridgeOptions o;
   o.socket_path = socket;
+  o.log_path = log;  // empty: beside the socket
   chl::console_bridge::Bridge bridge(io, o);
   if (auto st = bridge.start(); !st) die(st.error().message());
   auto st = pty.rfind("fd:", 0) == 0 ? bridge.attach_pty_fd(UniqueFd(std::stoi(pty.substr(3))))
@@ -78,6 +142,7 @@ bool write_all(int fd, const char* p, std::size_t n) {
     if (w <= 0) return false;
     p += w;
     n -= static_cast<std::size_t>(w);
+    watchdog.tick();
   }
   return true;
 }
@@ -90,12 +155,24 @@ bool read_exactly(int fd, char* p, std::size_t n) {
     if (r <= 0) return false;
     p += r;
     n -= static_cast<std::size_t>(r);
+    watchdog.tick();
   }
   return true;
 }
 
+enum class Relay { BridgeLogBeside, BridgeLogTmpfs, Socat };
+
+const char* relay_name(Relay r) {
+  switch (r) {
+    case Relay::BridgeLogBeside: return "bridge, log on /tmp";
+    case Relay::BridgeLogTmpfs: return "bridge, log on tmpfs";
+    case Relay::Socat: return "socat";
+  }
+  return "?";
+}
+
 struct Rig {
-  std::string name;   // "ch-launcher bridge" / "socat"
+  std::string name;
   UniqueFd guest;     // the guest's end of the PTY
   ChildProcess relay;
   UniqueFd client;
@@ -107,6 +184,7 @@ UniqueFd connect_retry(const std::filesystem::path& path) {
   a.sun_family = AF_UNIX;
   std::strncpy(a.sun_path, path.c_str(), sizeof(a.sun_path) - 1);
   for (int i = 0; i < 500; ++i) {
+    watchdog.tick();
     UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return fd;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -114,8 +192,9 @@ UniqueFd connect_retry(const std::filesystem::path& path) {
   die("relay never listened on " + path.string());
 }
 
-Rig make_rig(bool bridge, bool slave_path, const std::filesystem::path& dir, const std::string& self,
-             const std::string& socat) {
+Rig make_rig(Relay relay, bool slave_path, const std::filesystem::path& dir, const std::filesystem::path& shm_dir,
+             const std::string& self, const std::string& socat) {
+  const bool bridge = relay != Relay::Socat;
   int m = -1, s = -1;
   if (::openpty(&m, &s, nullptr, nullptr, nullptr) != 0) die("openpty failed");
   UniqueFd master(m), slave(s);
@@ -125,8 +204,9 @@ Rig make_rig(bool bridge, bool slave_path, const std::filesystem::path& dir, con
   ::cfmakeraw(&t);
   ::tcsetattr(s, TCSANOW, &t);
   Rig rig;
-  rig.name = bridge ? "ch-launcher bridge" : "socat";
-  auto sock = dir / (bridge ? "bridge.sock" : "socat.sock");
+  rig.name = relay_name(relay);
+  watchdog.phase("starting relay: " + rig.name);
+  auto sock = dir / (relay == Relay::Socat ? "socat.sock" : relay == Relay::BridgeLogTmpfs ? "bridge-shm.sock" : "bridge.sock");
   SpawnOptions o;
   for (char** e = environ; *e; ++e) o.env.emplace_back(*e);
   o.stderr_fd = 2;
@@ -139,7 +219,8 @@ Rig make_rig(bool bridge, bool slave_path, const std::filesystem::path& dir, con
     o.pass_fds.emplace_back(master.get(), 3);
   }
   if (bridge) {
-    o.argv = {self, "--serve-bridge", sock.string(), slave_path ? "path:" + pts : "fd:3"};
+    std::string log = relay == Relay::BridgeLogTmpfs ? (shm_dir / "virt-serial0-log").string() : "";
+    o.argv = {self, "--serve-bridge", sock.string(), slave_path ? "path:" + pts : "fd:3", log};
   } else {
     o.argv = {socat, "UNIX-LISTEN:" + sock.string(), slave_path ? "OPEN:" + pts + ",rawer" : "FD:3"};
   }
@@ -167,11 +248,13 @@ double throughput_mib_s(Rig& rig, std::size_t bytes) {
     }
   });
   std::size_t got = 0;
+  watchdog.phase(rig.name + ": throughput guest -> client, " + std::to_string(bytes >> 20) + " MiB");
   while (got < bytes) {
     ssize_t r = ::read(rig.client.get(), sink.data(), std::min(sink.size(), bytes - got));
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) die(rig.name + ": client connection ended during the throughput run");
     got += static_cast<std::size_t>(r);
+    watchdog.tick();
   }
   auto t1 = Clock::now();
   writer.join();
@@ -191,6 +274,7 @@ std::vector<double> echo_round_trips(Rig& rig, int rounds) {
   });
   std::vector<double> us;
   us.reserve(static_cast<std::size_t>(rounds));
+  watchdog.phase(rig.name + ": " + std::to_string(rounds) + " one-byte echoes");
   for (int i = 0; i < rounds; ++i) {
     char c = static_cast<char>('a' + i % 26), back = 0;
     auto t0 = Clock::now();
@@ -217,47 +301,80 @@ double median(std::vector<double> v) { return percentile(std::move(v), 50); }
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.size() == 3 && args[0] == "--serve-bridge") return serve_bridge(args[1], args[2]);
+  if ((args.size() == 3 || args.size() == 4) && args[0] == "--serve-bridge") {
+    return serve_bridge(args[1], args[2], args.size() == 4 ? args[3] : "");
+  }
   std::size_t mib = 64;
-  int rounds = 5000, trials = 5;
+  int rounds = 5000, trials = 5, stall_seconds = 20;
+  bool want_slave_path = true, want_master_fd = true;
   for (std::size_t i = 0; i + 1 < args.size(); i += 2) {
     if (args[i] == "--mib") mib = std::stoul(args[i + 1]);
     else if (args[i] == "--rounds") rounds = std::stoi(args[i + 1]);
     else if (args[i] == "--trials") trials = std::stoi(args[i + 1]);
-    else die("unknown option " + args[i] + " (--mib N --rounds N --trials N)");
+    else if (args[i] == "--stall-seconds") stall_seconds = std::stoi(args[i + 1]);
+    else if (args[i] == "--arrangement" && args[i + 1] == "slave-path") want_master_fd = false;
+    else if (args[i] == "--arrangement" && args[i + 1] == "master-fd") want_slave_path = false;
+    else if (args[i] == "--arrangement" && args[i + 1] == "both") {}
+    else die("unknown option " + args[i] + " " + args[i + 1] +
+             " (--mib N --rounds N --trials N --stall-seconds N --arrangement slave-path|master-fd|both)");
   }
+  if (args.size() % 2 != 0) die("options take a value: " + args.back());
+  if (mib == 0 || rounds < 1 || trials < 1 || stall_seconds < 1) die("--mib, --rounds, --trials, --stall-seconds must be >= 1");
   auto socat = chl::common::find_program("socat");
   if (!socat) die("socat is not installed (apt-get install socat)");
   std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   char tmpl[] = "/tmp/chl-cbbench-XXXXXX";
   if (!::mkdtemp(tmpl)) die("mkdtemp failed");
   std::filesystem::path dir = tmpl;
+  char shm_tmpl[] = "/dev/shm/chl-cbbench-XXXXXX";
+  if (!::mkdtemp(shm_tmpl)) die("mkdtemp in /dev/shm failed");
+  std::filesystem::path shm_dir = shm_tmpl;
+  watchdog.start(std::chrono::seconds(stall_seconds), {dir, shm_dir});
 
-  std::printf("console relay benchmark: %zu MiB guest->client x %d trials, %d one-byte echoes x %d trials, %u cores\n",
-              mib, trials, rounds, trials, std::thread::hardware_concurrency());
-  for (bool slave_path : {true, false}) {
+  double load[3] = {0, 0, 0};
+  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3) load[0] = -1;
+    std::fclose(f);
+  }
+  std::printf("console relay benchmark: %zu MiB guest->client x %d trials, %d one-byte echoes x %d trials, "
+              "%u cores, load average %.2f %.2f %.2f at start\n",
+              mib, trials, rounds, trials, std::thread::hardware_concurrency(), load[0], load[1], load[2]);
+  constexpr Relay kRelays[] = {Relay::BridgeLogBeside, Relay::BridgeLogTmpfs, Relay::Socat};
+  constexpr int kN = 3;
+  std::vector<bool> arrangements;
+  if (want_slave_path) arrangements.push_back(true);
+  if (want_master_fd) arrangements.push_back(false);
+  for (bool slave_path : arrangements) {
     const char* arrangement = slave_path ? "slave-path (as with Cloud Hypervisor)" : "master-fd";
-    Rig rigs[2] = {make_rig(true, slave_path, dir, self, *socat), make_rig(false, slave_path, dir, self, *socat)};
-    std::vector<double> tput[2];
-    std::vector<double> lat[2];
+    Rig rigs[kN];
+    for (int r = 0; r < kN; ++r) rigs[r] = make_rig(kRelays[r], slave_path, dir, shm_dir, self, *socat);
+    std::vector<double> tput[kN];
+    std::vector<double> lat[kN];
+    std::vector<double> trial_p99[kN];
     for (int t = 0; t < trials; ++t) {
-      for (int r = 0; r < 2; ++r) tput[r].push_back(throughput_mib_s(rigs[r], mib << 20));
-      for (int r = 0; r < 2; ++r) {
+      for (int r = 0; r < kN; ++r) tput[r].push_back(throughput_mib_s(rigs[r], mib << 20));
+      for (int r = 0; r < kN; ++r) {
         auto v = echo_round_trips(rigs[r], rounds);
+        trial_p99[r].push_back(percentile(v, 99));
         lat[r].insert(lat[r].end(), v.begin(), v.end());
       }
     }
     std::printf("\n%s\n", arrangement);
-    std::printf("  %-20s %12s %10s %10s\n", "relay", "MiB/s", "p50 us", "p99 us");
-    double m[2], p50[2], p99[2];
-    for (int r = 0; r < 2; ++r) {
+    std::printf("  %-22s %10s %10s %10s   %s\n", "relay", "MiB/s", "p50 us", "p99 us", "p99 per trial (us)");
+    double m[kN], p50[kN], p99[kN];
+    for (int r = 0; r < kN; ++r) {
       m[r] = median(tput[r]);
       p50[r] = percentile(lat[r], 50);
       p99[r] = percentile(lat[r], 99);
-      std::printf("  %-20s %12.1f %10.1f %10.1f\n", rigs[r].name.c_str(), m[r], p50[r], p99[r]);
+      std::string per;
+      for (double v : trial_p99[r]) per += (per.empty() ? "" : " ") + std::to_string(static_cast<long>(v));
+      std::printf("  %-22s %10.1f %10.1f %10.1f   %s\n", rigs[r].name.c_str(), m[r], p50[r], p99[r], per.c_str());
     }
-    std::printf("  bridge/socat: throughput %.2fx (target >= 1.0), p50 %.2fx, p99 %.2fx (target <= 1.0)\n",
-                m[0] / m[1], p50[0] / p50[1], p99[0] / p99[1]);
+    for (int r = 0; r < 2; ++r) {
+      std::printf("  %s / socat: throughput %.2fx (target >= 1.0), p50 %.2fx, p99 %.2fx (target <= 1.0)\n",
+                  rigs[r].name.c_str(), m[r] / m[2], p50[r] / p50[2], p99[r] / p99[2]);
+    }
+    watchdog.phase(std::string("stopping the relays of ") + arrangement);
     for (auto& rig : rigs) {
       rig.client.reset();
       (void)rig.relay.signal(SIGTERM);
@@ -265,5 +382,6 @@ int main(int argc, char** argv) {
     }
   }
   std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(shm_dir);
   return 0;
 }
