@@ -28,10 +28,14 @@ struct LaunchOptions {
   std::string default_hypervisor = "cloud-hypervisor";
   std::optional<int> grace_period_seconds;           // default: the VMI's, else 30
   bool pod_layout = false;                           // KubeVirt's socket paths
-  std::filesystem::path firmware_dir = "/usr/share/cloud-hypervisor";
+  // Where firmware is found; "" = the hypervisor's default (/usr/share/cloud-hypervisor for
+  // cloud-hypervisor, /usr/share/OVMF for qemu-kvm).
+  std::filesystem::path firmware_dir;
   bool console_take_over = false;
   int vmm_verbosity = 0;
   bool vmm_seccomp = true;
+  // qemu-kvm: "auto" (probe: accel_probe.hpp), "kvm" or "tcg".
+  std::string accel = "auto";
 };
 
 }  // namespace chl::core

@@ -9,6 +9,10 @@
 #include "ch_launcher/ch_translate.hpp"
 #include "ch_launcher/command_api.hpp"
 #include "ch_launcher/launcher_service.hpp"
+#include "ch_launcher/libvirt_daemon.hpp"
+#include "ch_launcher/libvirt_driver.hpp"
+#include "ch_launcher/domain_xml.hpp"
+#include "ch_launcher/accel_probe.hpp"
 #include "ch_launcher/plan.hpp"
 #include "ch_launcher/prepare.hpp"
 #include "ch_launcher/state_dir.hpp"
@@ -65,9 +69,14 @@ int run_launcher(const LaunchOptions& opts) {
   }
   const Vmi& vmi = checked->vmi;
   common::log::set_vmi({vmi.metadata.namespace_, vmi.metadata.name, vmi.metadata.uid});
-  if (std::string(checked->caps->name) != "cloud-hypervisor") {
-    return launch_error("hypervisor " + std::string(checked->caps->name) +
-                        ": only the cloud-hypervisor driver is implemented in this build");
+  const std::string hypervisor(checked->caps->name);
+  const bool qemu = hypervisor == "qemu-kvm";
+  if (hypervisor != "cloud-hypervisor" && !qemu)
+    return launch_error("hypervisor " + hypervisor + ": no driver in this build");
+  auto accel_request = accel_request_from_string(opts.accel);
+  if (!accel_request) {
+    std::fprintf(stderr, "ch-launcher run: --accel takes auto, kvm or tcg, got '%s'\n", opts.accel.c_str());
+    return kExitInvalidInput;
   }
 
   // 2. The state directory: ours alone (lock), recovered if a launcher died in it.
@@ -91,6 +100,7 @@ int run_launcher(const LaunchOptions& opts) {
   }
   PrepareOptions po;
   if (!opts.firmware_dir.empty()) po.firmware_dirs = {opts.firmware_dir};
+  else po.firmware_dirs = {qemu ? "/usr/share/OVMF" : "/usr/share/cloud-hypervisor"};
   if (auto st = run_preparations(*plan, po); !st) return launch_error(st.error().message());
   if (!plan->nics.empty()) {
     // Pod networking (bridge/masquerade, taps handed to the VMM) is not wired yet: giving the
@@ -101,24 +111,59 @@ int run_launcher(const LaunchOptions& opts) {
                  "(set spec.domain.devices.autoattachPodInterface: false to silence this)", names);
     plan->nics.clear();
   }
-  vmm_api::VmConfig config = to_ch_vm_config(*plan);
-
-  // 4. The VMM binary.
-  std::string binary = opts.vmm_binary.empty() ? "cloud-hypervisor" : opts.vmm_binary;
-  auto found = common::find_program(binary);
-  if (!found)
-    return launch_error("no VMM binary '" + binary + "' (install cloud-hypervisor or pass --vmm-binary PATH)");
-
-  // 5. Run.
+  // 4. The driver: Cloud Hypervisor (its binary), or QEMU through libvirt (a daemon, the accelerator,
+  //    the domain XML).
   boost::asio::io_context io;
-  ChDriverOptions co;
-  co.vmm_binary = *found;
-  co.state_dir = dir;
-  co.seccomp = opts.vmm_seccomp;
-  co.verbosity = opts.vmm_verbosity;
-  co.on_vmm_started = [&state](pid_t pid) {
+  auto record_vmm = [&state](pid_t pid) {
     if (auto st = state->record_vmm(pid); !st) CHL_LOG_WARN("recording the VMM pid: {}", st.error().message());
   };
+  std::optional<LibvirtDaemons> daemons;  // outlives the driver: stopped after the domain is gone
+  std::unique_ptr<Driver> driver;
+  std::string what;
+  if (qemu) {
+    std::string emulator;
+    if (!opts.vmm_binary.empty()) {
+      auto found = common::find_program(opts.vmm_binary);
+      if (!found) return launch_error("no QEMU binary '" + opts.vmm_binary + "'");
+      emulator = *found;
+    }
+    auto d = LibvirtDaemons::ensure();
+    if (!d) return launch_error("libvirt: " + d.error().message());
+    daemons.emplace(std::move(*d));
+    AccelChoice accel = choose_accel(*accel_request);
+    if (accel.accel == Accel::Tcg) CHL_LOG_WARN("accelerator: {}", accel.why);
+    else CHL_LOG_INFO("accelerator: {}", accel.why);
+    DomainXmlOptions xo;
+    xo.accel = accel.accel;
+    xo.emulator = emulator;
+    xo.run_as = std::make_pair(::geteuid(), ::getegid());
+    LibvirtDriverOptions lo;
+    lo.domain_name = domain_name(vmi);
+    lo.domain_xml = to_domain_xml(vmi, *plan, xo);
+    lo.state_dir = dir;
+    lo.accel = accel;
+    lo.emulator = emulator.empty() ? std::string("qemu-system-x86_64") : emulator;
+    lo.daemon = daemons->describe();
+    lo.on_vmm_started = record_vmm;
+    CHL_LOG_DEBUG("domain XML:\n{}", lo.domain_xml);
+    what = "qemu-kvm through libvirt (" + std::string(to_string(accel.accel)) + ", " + daemons->describe() + ")";
+    driver = std::make_unique<LibvirtDriver>(io, std::move(lo));
+  } else {
+    std::string binary = opts.vmm_binary.empty() ? "cloud-hypervisor" : opts.vmm_binary;
+    auto found = common::find_program(binary);
+    if (!found)
+      return launch_error("no VMM binary '" + binary + "' (install cloud-hypervisor or pass --vmm-binary PATH)");
+    ChDriverOptions co;
+    co.vmm_binary = *found;
+    co.state_dir = dir;
+    co.seccomp = opts.vmm_seccomp;
+    co.verbosity = opts.vmm_verbosity;
+    co.on_vmm_started = record_vmm;
+    what = "cloud-hypervisor (" + *found + ")";
+    driver = std::make_unique<CloudHypervisorDriver>(io, co, to_ch_vm_config(*plan));
+  }
+
+  // 5. Run.
   ServiceOptions so;
   so.vmi = {vmi.metadata.name, vmi.metadata.namespace_, vmi.metadata.uid};
   so.state_dir = dir;
@@ -138,19 +183,19 @@ int run_launcher(const LaunchOptions& opts) {
 
   int code;
   {
-    auto driver = std::make_unique<CloudHypervisorDriver>(io, co, std::move(config));
     LauncherService service(io, so, std::move(driver));
     CommandApi api(service, std::move(*listener));
     api.start();
     service.add_transport_stopper([&api] { api.stop(); });
-    CHL_LOG_INFO("launching {}/{} on cloud-hypervisor ({}), state directory {}", vmi.metadata.namespace_,
-                 vmi.metadata.name, *found, dir.string());
+    CHL_LOG_INFO("launching {}/{} on {}, state directory {}", vmi.metadata.namespace_, vmi.metadata.name, what,
+                 dir.string());
     code = service.run();
   }
   ::unlink(so.launcher_socket.c_str());
   ::unlink(so.console_socket.c_str());
   state->clear_vmm();
   state->remove_runtime_files();
+  if (daemons) daemons->release();
   return code;
 }
 

@@ -12,6 +12,7 @@ PACKAGES=(
   qemu-utils dosfstools mtools xorriso genisoimage socat util-linux tmux curl procps
   qemu-system-x86  # boots the PVH test guest (tests/guests)
   busybox-static cpio lz4  # the Linux test guest's initramfs and vmlinux (scripts/build-guests.sh)
+  libvirt-daemon-system libvirt-clients ovmf  # the qemu-kvm path (libvirtd, virt-xml-validate, EFI)
 )
 
 missing=()

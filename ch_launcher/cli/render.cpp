@@ -1,7 +1,10 @@
-// `ch-launcher render`: the exact vm.create body for a VMI (nothing started, nothing written).
+// `ch-launcher render`: the exact vm.create body (cloud-hypervisor) or libvirt domain XML
+// (qemu-kvm) for a VMI (nothing started, nothing written).
 #include <cstdio>
 
+#include "ch_launcher/accel_probe.hpp"
 #include "ch_launcher/ch_translate.hpp"
+#include "ch_launcher/domain_xml.hpp"
 #include "ch_launcher/cli/args.hpp"
 #include "ch_launcher/cli/registry.hpp"
 #include "ch_launcher/plan.hpp"
@@ -11,7 +14,7 @@ namespace {
 
 int run(const std::vector<std::string>& argv) {
   chl::cli::Args args(
-      {"--vmi", "--hypervisor", "--volume", "--state-dir", "--cpu-set", "--firmware"},
+      {"--vmi", "--hypervisor", "--volume", "--state-dir", "--cpu-set", "--firmware", "--accel", "--emulator"},
       {"--pod-layout", "--plan"});
   if (!args.parse(argv)) return chl::cli::usage_error("render", args.error());
   auto vmi = args.get("--vmi");
@@ -42,20 +45,30 @@ int run(const std::vector<std::string>& argv) {
   if (!in.cpu_set && checked->vmi.spec.domain.cpu.dedicated_cpu_placement) {
     if (auto cs = chl::core::read_cgroup_cpu_set()) in.cpu_set = std::move(*cs);
   }
-  if (checked->caps->name != "cloud-hypervisor") {
+  const bool qemu = checked->caps->name == "qemu-kvm";
+  if (checked->caps->name != "cloud-hypervisor" && !qemu) {
     std::fprintf(
         stderr,
         "ch-launcher render: rendering for %s is not yet implemented (the VMI is valid for it)\n",
         std::string(checked->caps->name).c_str());
     return 1;
   }
+  auto accel = chl::core::accel_request_from_string(args.get_or("--accel", "auto"));
+  if (!accel) return chl::cli::usage_error("render", "--accel takes auto, kvm or tcg");
   auto plan = chl::core::plan_launch(checked->vmi, *checked->caps, in);
   if (!plan) {
     std::fputs(chl::core::format_violations(plan.error(), *vmi == "-" ? "<stdin>" : *vmi).c_str(),
                stderr);
     return 2;
   }
-  if (args.has("--plan")) {
+  if (qemu && !args.has("--plan")) {
+    chl::core::DomainXmlOptions xo;
+    xo.accel = chl::core::choose_accel(*accel).accel;
+    xo.emulator = args.get_or("--emulator", "");
+    std::fputs(chl::core::to_domain_xml(checked->vmi, *plan, xo).c_str(), stdout);
+  } else if (qemu) {
+    std::printf("%s\n", chl::core::preparations_json(*plan).dump(2).c_str());
+  } else if (args.has("--plan")) {
     std::printf("%s\n", chl::core::ch_plan_json(*plan).dump(2).c_str());
   } else {
     nlohmann::json body = chl::core::to_ch_vm_config(*plan);
@@ -65,10 +78,10 @@ int run(const std::vector<std::string>& argv) {
 }
 
 chl::cli::Registrar reg(
-    {"render", "print the exact vm.create body for a VMI (nothing started or written)",
+    {"render", "print the exact vm.create body or libvirt domain XML for a VMI (nothing started)",
      "usage: ch-launcher render --vmi FILE [--hypervisor H] [--volume NAME=PATH]...\n"
      "                          [--pod-layout] [--state-dir DIR] [--cpu-set LIST]\n"
-     "                          [--firmware PATH] [--plan]\n"
+     "                          [--firmware PATH] [--plan] [--accel auto|kvm|tcg] [--emulator PATH]\n"
      "  --volume NAME=PATH  the file behind volume NAME (kernel-boot=DIR: the kernel-boot\n"
      "                      container's root)\n"
      "  --pod-layout        KubeVirt's virt-launcher paths for volumes without --volume\n"
@@ -77,7 +90,11 @@ chl::cli::Registrar reg(
      "                      cpuset.cpus.effective)\n"
      "  --firmware PATH     firmware file to use instead of finding one\n"
      "  --plan              print the whole plan: preparations and the vm.create body\n"
-     "  exit 0: the body on stdout; 2: every problem; 1: hypervisor without a renderer yet.",
+     "                      (qemu-kvm: the preparations)\n"
+     "  --hypervisor qemu-kvm  print the libvirt domain XML instead (for a VMI without\n"
+     "                      spec.hypervisor); --accel: domain type kvm or qemu (auto probes\n"
+     "                      this host), --emulator: the QEMU binary in <emulator>\n"
+     "  exit 0: the body (or XML) on stdout; 2: every problem; 1: hypervisor without a renderer.",
      run});
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include "ch_launcher/cli/args.hpp"
 #include "ch_launcher/cli/registry.hpp"
+#include "ch_launcher/accel_probe.hpp"
 #include "ch_launcher/run.hpp"
 #include "common/log.hpp"
 
@@ -13,14 +14,17 @@ const char* kUsage =
     "usage: ch-launcher run --vmi FILE [--state-dir DIR] [--volume NAME=PATH]... [--vmm-binary PATH]\n"
     "                       [--hypervisor cloud-hypervisor|qemu-kvm] [--grace-period SECONDS] [--pod-layout]\n"
     "                       [--firmware-dir DIR] [--console-take-over] [--log-level LEVEL] [--log-file PATH]\n"
-    "                       [--vmm-verbose N] [--vmm-seccomp true|false]\n\n"
+    "                       [--vmm-verbose N] [--vmm-seccomp true|false] [--accel auto|kvm|tcg]\n\n"
     "Run the VMI until it ends. SIGTERM/SIGINT press the ACPI power button and force the VM off after\n"
     "the grace period (default: the VMI's terminationGracePeriodSeconds, else 30).\n"
+    "qemu-kvm (spec.hypervisor or --hypervisor) runs QEMU through libvirt (qemu:///system; a libvirtd is started\n"
+    "when none answers); --vmm-binary then names the QEMU binary, --accel picks KVM or TCG (auto: probed, see\n"
+    "docs/qemu.md).\n"
     "Exit codes: 0 guest shut down cleanly, 1 could not start, 2 bad input, 3 crashed, 4 forced off.";
 
 int run(const std::vector<std::string>& argv) {
   Args a({"--vmi", "--state-dir", "--volume", "--vmm-binary", "--hypervisor", "--grace-period", "--firmware-dir",
-          "--log-level", "--log-file", "--vmm-verbose", "--vmm-seccomp"},
+          "--log-level", "--log-file", "--vmm-verbose", "--vmm-seccomp", "--accel"},
          {"--pod-layout", "--console-take-over"});
   if (!a.parse(argv)) return usage_error("run", a.error());
   if (!a.positionals().empty()) return usage_error("run", "unexpected argument " + a.positionals()[0]);
@@ -59,6 +63,10 @@ int run(const std::vector<std::string>& argv) {
   if (auto s = a.get("--vmm-seccomp")) {
     if (*s != "true" && *s != "false") return usage_error("run", "--vmm-seccomp takes true or false");
     o.vmm_seccomp = *s == "true";
+  }
+  if (auto ac = a.get("--accel")) {
+    if (!core::accel_request_from_string(*ac)) return usage_error("run", "--accel takes auto, kvm or tcg, got '" + *ac + "'");
+    o.accel = *ac;
   }
   return core::run_launcher(o);
 }

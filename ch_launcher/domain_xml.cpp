@@ -1,0 +1,248 @@
+#include "ch_launcher/domain_xml.hpp"
+
+#include <fstream>
+#include <sstream>
+
+namespace chl::core {
+namespace {
+
+std::string attr(std::string_view name, std::string_view value) {
+  return " " + std::string(name) + "='" + xml_escape(value) + "'";
+}
+
+// Is the file a qcow2 image (magic "QFI\xfb")? Absent or unreadable files are raw.
+bool is_qcow2(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  char magic[4] = {};
+  if (!f.read(magic, 4)) return false;
+  return magic[0] == 'Q' && magic[1] == 'F' && magic[2] == 'I' && static_cast<unsigned char>(magic[3]) == 0xfb;
+}
+
+bool looks_like_uuid(const std::string& s) {
+  if (s.size() != 36) return false;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash != (s[i] == '-')) return false;
+    if (!dash && !std::isxdigit(static_cast<unsigned char>(s[i]))) return false;
+  }
+  return true;
+}
+
+// vda, vdb, ..., vdz, vdaa: libvirt's target names.
+std::string target_name(const char* prefix, std::size_t index) {
+  std::string suffix;
+  std::size_t n = index + 1;
+  while (n > 0) {
+    --n;
+    suffix.insert(suffix.begin(), static_cast<char>('a' + n % 26));
+    n /= 26;
+  }
+  return prefix + suffix;
+}
+
+struct Bus {
+  std::string name;  // virtio, sata, scsi, usb
+  bool sd = false;   // sdX names (sata, scsi, usb share them)
+};
+
+Bus disk_bus(const Disk& d) {
+  std::string b = d.bus;
+  if (b.empty()) b = d.device == DiskDevice::Cdrom ? "sata" : (d.device == DiskDevice::Lun ? "scsi" : "virtio");
+  return {b, b != "virtio"};
+}
+
+}  // namespace
+
+std::string xml_escape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '\'': out += "&apos;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string domain_name(const Vmi& vmi) { return vmi.metadata.namespace_ + "_" + vmi.metadata.name; }
+
+std::string to_domain_xml(const Vmi& vmi, const LaunchPlan& plan, const DomainXmlOptions& opts) {
+  const Domain& dom = vmi.spec.domain;
+  const Devices& dev = dom.devices;
+  const bool kvm = opts.accel == Accel::Kvm;
+  const Firmware& fw = dom.firmware;
+  const bool efi = fw.bootloader == Bootloader::Efi;
+  const bool secure_boot = efi && fw.efi_secure_boot.value_or(true);
+  const bool kernel_boot = !plan.payload.kernel.empty();
+  std::ostringstream x;
+
+  x << "<domain" << attr("type", kvm ? "kvm" : "qemu") << ">\n";
+  x << "  <name>" << xml_escape(domain_name(vmi)) << "</name>\n";
+  std::string uuid = looks_like_uuid(plan.platform_uuid) ? plan.platform_uuid
+                     : looks_like_uuid(vmi.metadata.uid) ? vmi.metadata.uid
+                                                         : std::string();
+  if (!uuid.empty()) x << "  <uuid>" << uuid << "</uuid>\n";
+  x << "  <description>" << xml_escape("VMI " + vmi.metadata.namespace_ + "/" + vmi.metadata.name + " uid " +
+                                       vmi.metadata.uid + ", run by ch-launcher")
+    << "</description>\n";
+
+  // Memory (bytes; libvirt rounds to KiB) and its backing.
+  x << "  <memory unit='b'>" << plan.memory.size << "</memory>\n";
+  if (plan.memory.hugepage_size > 0 || plan.memory.shared) {
+    x << "  <memoryBacking>\n";
+    if (plan.memory.hugepage_size > 0)
+      x << "    <hugepages><page size='" << plan.memory.hugepage_size << "' unit='b'/></hugepages>\n";
+    if (plan.memory.shared) x << "    <source type='memfd'/>\n    <access mode='shared'/>\n";
+    x << "  </memoryBacking>\n";
+  }
+
+  // vCPUs: max with the boot count current, pinning.
+  x << "  <vcpu placement='static'";
+  if (plan.cpus.boot_vcpus != plan.cpus.max_vcpus) x << " current='" << plan.cpus.boot_vcpus << "'";
+  x << ">" << plan.cpus.max_vcpus << "</vcpu>\n";
+  if (!plan.cpus.pinning.empty()) {
+    x << "  <cputune>\n";
+    for (std::size_t i = 0; i < plan.cpus.pinning.size(); ++i)
+      x << "    <vcpupin vcpu='" << i << "' cpuset='" << plan.cpus.pinning[i] << "'/>\n";
+    x << "  </cputune>\n";
+  }
+  if (!fw.serial.empty() || !uuid.empty()) {
+    x << "  <sysinfo type='smbios'>\n    <system>\n      <entry name='manufacturer'>KubeVirt</entry>\n"
+         "      <entry name='product'>None</entry>\n";
+    if (!fw.serial.empty()) x << "      <entry name='serial'>" << xml_escape(fw.serial) << "</entry>\n";
+    if (!uuid.empty()) x << "      <entry name='uuid'>" << uuid << "</entry>\n";
+    x << "    </system>\n  </sysinfo>\n";
+  }
+
+  // Boot: firmware (SeaBIOS by default, OVMF for EFI) or the kernel directly.
+  x << "  <os>\n";
+  x << "    <type arch='x86_64' machine='" << xml_escape(dom.machine_type.empty() ? "q35" : dom.machine_type)
+    << "'>hvm</type>\n";
+  if (efi) {
+    const std::string code = secure_boot ? opts.ovmf_dir + "/OVMF_CODE_4M.secboot.fd"
+                             : !plan.payload.firmware.empty() ? plan.payload.firmware
+                                                              : opts.ovmf_dir + "/OVMF_CODE.fd";
+    const std::string vars = opts.ovmf_dir + (secure_boot ? "/OVMF_VARS_4M.ms.fd" : "/OVMF_VARS.fd");
+    x << "    <loader readonly='yes'" << (secure_boot ? " secure='yes'" : "") << " type='pflash'>" << xml_escape(code)
+      << "</loader>\n";
+    x << "    <nvram" << attr("template", vars) << ">" << xml_escape(plan.state_dir + "/efi-vars.fd") << "</nvram>\n";
+  }
+  if (kernel_boot) {
+    x << "    <kernel>" << xml_escape(plan.payload.kernel) << "</kernel>\n";
+    if (!plan.payload.initramfs.empty()) x << "    <initrd>" << xml_escape(plan.payload.initramfs) << "</initrd>\n";
+    if (!plan.payload.cmdline.empty()) x << "    <cmdline>" << xml_escape(plan.payload.cmdline) << "</cmdline>\n";
+  }
+  if (!fw.serial.empty() || !uuid.empty()) x << "    <smbios mode='sysinfo'/>\n";
+  x << "  </os>\n";
+
+  // Features.
+  x << "  <features>\n";
+  if (dom.features.acpi.value_or(true)) x << "    <acpi/>\n";
+  if (dom.features.apic.value_or(true)) x << "    <apic/>\n";
+  if (secure_boot || dom.features.smm.value_or(false)) x << "    <smm state='on'/>\n";
+  if (kvm && dom.features.kvm_hidden.value_or(false)) x << "    <kvm><hidden state='on'/></kvm>\n";
+  if (dom.features.pvspinlock) x << "    <pvspinlock state='" << (*dom.features.pvspinlock ? "on" : "off") << "'/>\n";
+  x << "  </features>\n";
+
+  // CPU model and topology. Under TCG there is no host CPU to pass through or model: QEMU's
+  // `max` CPU stands for host-model and host-passthrough.
+  const CpuTopology& t = plan.cpus.topology;
+  const std::string& model = dom.cpu.model;
+  if (model.empty() || model == "host-model") {
+    x << (kvm ? "  <cpu mode='host-model' check='partial'>\n" : "  <cpu mode='maximum' check='none'>\n");
+  } else if (model == "host-passthrough") {
+    x << (kvm ? "  <cpu mode='host-passthrough' check='none'>\n" : "  <cpu mode='maximum' check='none'>\n");
+  } else {
+    x << "  <cpu mode='custom' match='exact' check='partial'>\n    <model fallback='forbid'>" << xml_escape(model)
+      << "</model>\n";
+  }
+  x << "    <topology sockets='" << t.sockets << "' dies='1' cores='" << t.cores << "' threads='" << t.threads
+    << "'/>\n";
+  for (const auto& f : dom.cpu.features)
+    x << "    <feature" << attr("policy", f.policy.empty() ? "require" : f.policy) << attr("name", f.name) << "/>\n";
+  x << "  </cpu>\n";
+  x << "  <clock offset='utc'/>\n";
+  x << "  <on_poweroff>destroy</on_poweroff>\n  <on_reboot>restart</on_reboot>\n  <on_crash>destroy</on_crash>\n";
+
+  x << "  <devices>\n";
+  if (!opts.emulator.empty()) x << "    <emulator>" << xml_escape(opts.emulator) << "</emulator>\n";
+  // Disks in boot order (the plan's order).
+  std::size_t vd = 0, sd = 0, boot = 1;
+  bool scsi = false, usb = false;
+  for (const auto& pd : plan.disks) {
+    const Disk* d = pd.spec_index < dev.disks.size() ? &dev.disks[pd.spec_index] : nullptr;
+    const bool cdrom = d && d->device == DiskDevice::Cdrom;
+    const Bus bus = d ? disk_bus(*d) : Bus{"virtio", false};
+    scsi = scsi || bus.name == "scsi";
+    usb = usb || bus.name == "usb";
+    const bool qcow2 = pd.qcow2_overlay || (opts.detect_image_format && is_qcow2(pd.path));
+    std::string cache = d && !d->cache.empty() ? d->cache : (pd.direct ? "none" : "");
+    x << "    <disk type='file'" << attr("device", cdrom ? "cdrom" : "disk") << ">\n";
+    x << "      <driver name='qemu'" << attr("type", qcow2 ? "qcow2" : "raw");
+    if (!cache.empty()) x << attr("cache", cache);
+    if (d && !d->io.empty()) x << attr("io", d->io);
+    else if (cache == "none") x << " io='native'";
+    if (pd.num_queues > 0 && bus.name == "virtio") x << " queues='" << pd.num_queues << "'";
+    x << "/>\n";
+    x << "      <source" << attr("file", pd.path) << "/>\n";
+    x << "      <target" << attr("dev", bus.sd ? target_name("sd", sd++) : target_name("vd", vd++))
+      << attr("bus", bus.name) << "/>\n";
+    if (!kernel_boot) x << "      <boot order='" << boot++ << "'/>\n";
+    if (pd.readonly || cdrom) x << "      <readonly/>\n";
+    if (d && d->shareable) x << "      <shareable/>\n";
+    if (!pd.serial.empty()) x << "      <serial>" << xml_escape(pd.serial) << "</serial>\n";
+    x << "      <alias" << attr("name", "ua-" + pd.name) << "/>\n";
+    x << "    </disk>\n";
+  }
+  if (scsi) x << "    <controller type='scsi' index='0' model='virtio-scsi'/>\n";
+  if (usb) x << "    <controller type='usb' index='0' model='qemu-xhci'/>\n";
+  // NICs: taps the pod networking prepared (the launcher attaches none until that is wired).
+  for (const auto& n : plan.nics) {
+    x << "    <interface type='ethernet'>\n";
+    x << "      <mac" << attr("address", n.mac) << "/>\n";
+    x << "      <target" << attr("dev", n.tap) << " managed='no'/>\n";
+    std::string nic_model = "virtio";
+    for (const auto& i : dev.interfaces)
+      if (i.name == n.name && !i.model.empty()) nic_model = i.model;
+    x << "      <model" << attr("type", nic_model) << "/>\n";
+    if (n.num_queues > 0 && nic_model == "virtio") x << "      <driver name='vhost' queues='" << n.num_queues << "'/>\n";
+    x << "      <alias" << attr("name", "ua-" + n.name) << "/>\n";
+    x << "    </interface>\n";
+  }
+  // virtiofs: virtiofsd is started by the launcher (the plan's preparation) on its socket.
+  for (const auto& f : plan.filesystems) {
+    x << "    <filesystem type='mount'>\n      <driver type='virtiofs' queue='1024'/>\n";
+    x << "      <source" << attr("socket", f.socket) << "/>\n";
+    x << "      <target" << attr("dir", f.name) << "/>\n";
+    x << "      <alias" << attr("name", "ua-" + f.name) << "/>\n    </filesystem>\n";
+  }
+  // The serial console: a PTY the launcher's console bridge relays to virt-serial0.
+  if (plan.serial_console) {
+    x << "    <serial type='pty'>\n      <target port='0'/>\n    </serial>\n";
+    x << "    <console type='pty'>\n      <target type='serial' port='0'/>\n    </console>\n";
+  }
+  if (dev.autoattach_graphics_device.value_or(true)) {
+    x << "    <graphics type='vnc'>\n      <listen type='socket'"
+      << attr("socket", plan.state_dir + "/virt-vnc") << "/>\n    </graphics>\n";
+    x << "    <video>\n      <model type='vga' heads='1'/>\n    </video>\n";
+  }
+  if (plan.rng) x << "    <rng model='virtio'>\n      <backend model='random'>/dev/urandom</backend>\n    </rng>\n";
+  if (dev.autoattach_mem_balloon.value_or(true)) x << "    <memballoon model='virtio'/>\n";
+  else x << "    <memballoon model='none'/>\n";
+  if (plan.pvpanic) x << "    <panic model='isa'/>\n";
+  x << "  </devices>\n";
+
+  if (opts.run_as) {
+    x << "  <seclabel type='static' model='dac' relabel='no'>\n    <label>+" << opts.run_as->first << ":+"
+      << opts.run_as->second << "</label>\n  </seclabel>\n";
+  }
+  x << "</domain>\n";
+  return x.str();
+}
+
+}  // namespace chl::core

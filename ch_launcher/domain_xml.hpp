@@ -1,0 +1,40 @@
+#pragma once
+// The QEMU driver's half of translation: a LaunchPlan (plan.hpp) and its VMI become a libvirt
+// domain XML document for QEMU (what virDomainCreateXML is given and `render --hypervisor
+// qemu-kvm` prints). Pure: nothing is started or written; disk headers may be read to tell
+// qcow2 from raw.
+//
+// Choices (docs/qemu.md): name `<namespace>_<name>` and uuid from the VMI as KubeVirt does;
+// q35; the serial console on a PTY (the launcher's console bridge serves virt-serial0 from it,
+// as on the Cloud Hypervisor path); pvpanic (ISA); on_crash destroy; QEMU runs with the
+// launcher's own uid:gid through a static DAC seclabel without relabelling, so files in the
+// 0700 state directory need no chown.
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+
+#include "ch_launcher/accel_probe.hpp"
+#include "ch_launcher/plan.hpp"
+#include "ch_launcher/vmi.hpp"
+
+namespace chl::core {
+
+struct DomainXmlOptions {
+  Accel accel = Accel::Tcg;
+  std::string emulator;  // "" = libvirt's default for the arch (qemu-system-x86_64)
+  // QEMU's uid:gid (static DAC label, no relabelling); nullopt = the daemon's default user.
+  std::optional<std::pair<uid_t, gid_t>> run_as;
+  std::string ovmf_dir = "/usr/share/OVMF";  // OVMF_CODE*.fd / OVMF_VARS*.fd (Debian `ovmf`)
+  bool detect_image_format = true;           // read disk headers (qcow2 magic) when the file exists
+};
+
+// "<namespace>_<name>", KubeVirt's libvirt domain name.
+std::string domain_name(const Vmi& vmi);
+
+// Escape text for XML character data and attribute values.
+std::string xml_escape(std::string_view s);
+
+std::string to_domain_xml(const Vmi& vmi, const LaunchPlan& plan, const DomainXmlOptions& opts);
+
+}  // namespace chl::core

@@ -1,0 +1,255 @@
+#include "ch_launcher/libvirt_daemon.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "ch_launcher/libvirt_handles.hpp"
+#include "common/child_process.hpp"
+#include "common/log.hpp"
+#include "common/syscall.hpp"
+
+namespace chl::core {
+namespace fs = std::filesystem;
+using common::fail;
+using common::Result;
+using common::Status;
+
+namespace {
+
+constexpr const char* kPath = "PATH=/usr/sbin:/usr/bin:/sbin:/bin";
+
+// What our libvirtd's QEMU driver is configured with (bind-mounted over /etc/libvirt/qemu.conf
+// in its own mount namespace). One comment per setting.
+constexpr const char* kQemuConf =
+    "# Written by ch-launcher for the libvirtd it starts (docs/qemu.md); the host's\n"
+    "# /etc/libvirt/qemu.conf is untouched.\n"
+    "# QEMU runs as root, like Cloud Hypervisor under the launcher: libvirt then finds /dev/kvm\n"
+    "# usable by the QEMU user, as its capability probe did, and keeps the probe cached.\n"
+    "user = \"root\"\n"
+    "group = \"root\"\n"
+    "# Files stay the launcher's: nothing is chowned to a QEMU user and back.\n"
+    "dynamic_ownership = 0\n"
+    "remember_owner = 0\n";
+
+std::optional<std::string> find_daemon(const std::string& name) {
+  if (auto p = common::find_program(name)) return p;
+  for (const char* dir : {"/usr/sbin/", "/sbin/"}) {
+    std::string p = std::string(dir) + name;
+    if (::access(p.c_str(), X_OK) == 0) return p;
+  }
+  return std::nullopt;
+}
+
+bool wait_for(std::chrono::milliseconds timeout, const std::function<bool()>& pred) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (pred()) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+// Run `argv` (a daemon that forks into the background) and wait for its first process to exit 0.
+Status run_daemonizing(const std::vector<std::string>& argv, const fs::path& log, std::chrono::seconds timeout) {
+  common::SpawnOptions so;
+  so.argv = argv;
+  so.env = {kPath, "LC_ALL=C"};
+  common::UniqueFd out(::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600));
+  so.stdout_fd = out.get();
+  so.stderr_fd = out.get();
+  so.die_with_parent = false;  // the daemon outlives this process by design
+  CHL_TRY(auto child, common::ChildProcess::spawn(so));
+  CHL_TRY(auto st, child.wait_for(timeout));
+  if (!st) return fail(std::errc::timed_out, argv[0] + " did not go to the background within " +
+                                                  std::to_string(timeout.count()) + " s");
+  if (!st->success()) {
+    std::ifstream f(log);
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (text.size() > 600) text = text.substr(text.size() - 600);
+    return fail(std::errc::io_error, argv[0] + " " + st->describe() + (text.empty() ? "" : ": " + text));
+  }
+  return {};
+}
+
+Status stop_pid(pid_t pid, const char* what) {
+  if (!process_alive(pid)) return {};
+  CHL_LOG_INFO("stopping {} (pid {})", what, pid);
+  if (::kill(pid, SIGTERM) != 0 && errno != ESRCH) return common::fail_errno(std::string("SIGTERM to ") + what);
+  if (wait_for(std::chrono::seconds(15), [pid] { return !process_alive(pid); })) return {};
+  CHL_LOG_WARN("{} (pid {}) still running 15 s after SIGTERM: SIGKILL", what, pid);
+  (void)::kill(pid, SIGKILL);
+  if (!wait_for(std::chrono::seconds(5), [pid] { return !process_alive(pid); }))
+    return fail(std::errc::timed_out, std::string(what) + " survived SIGKILL");
+  return {};
+}
+
+// Domains the daemon runs (-1 when it cannot be asked).
+int running_domains() {
+  VirConnect c(virConnectOpen("qemu:///system"));
+  if (!c) return -1;
+  return virConnectNumOfDomains(c.get());
+}
+
+}  // namespace
+
+bool unix_socket_answers(const fs::path& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string p = path.string();
+  if (p.size() >= sizeof addr.sun_path) return false;
+  std::memcpy(addr.sun_path, p.c_str(), p.size() + 1);
+  common::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) return false;
+  int r = common::retry_eintr([&] { return ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr); });
+  return r == 0;
+}
+
+bool process_alive(pid_t pid) {
+  if (pid <= 0) return false;
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(f, text)) return false;
+  // "pid (comm) S ...": the state follows the last ')'.
+  auto close = text.rfind(')');
+  if (close == std::string::npos || close + 2 >= text.size()) return false;
+  char state = text[close + 2];
+  return state != 'Z' && state != 'X';
+}
+
+std::optional<pid_t> live_pid_from_file(const fs::path& pid_file) {
+  std::ifstream f(pid_file);
+  long pid = 0;
+  if (!(f >> pid) || pid <= 0) return std::nullopt;
+  if (!process_alive(static_cast<pid_t>(pid))) return std::nullopt;
+  return static_cast<pid_t>(pid);
+}
+
+Result<LibvirtDaemons> LibvirtDaemons::ensure(const LibvirtDaemonOptions& opts) {
+  LibvirtDaemons d;
+  d.opts_ = opts;
+  std::error_code ec;
+  fs::create_directories(opts.run_dir, ec);
+  if (ec) return fail(ec, "creating " + opts.run_dir.string());
+  ::chmod(opts.run_dir.c_str(), 0700);
+  d.lock_.reset(::open((opts.run_dir / "daemons.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!d.lock_) return common::fail_errno("opening " + (opts.run_dir / "daemons.lock").string());
+  // Exclusive while deciding and starting, so two launchers never start two daemons.
+  if (common::retry_eintr([&] { return ::flock(d.lock_.get(), LOCK_EX); }) != 0)
+    return common::fail_errno("locking " + (opts.run_dir / "daemons.lock").string());
+
+  const fs::path libvirtd_pid = opts.run_dir / "libvirtd.pid";
+  const fs::path virtlogd_pid = opts.run_dir / "virtlogd.pid";
+  if (unix_socket_answers(opts.libvirtd_socket)) {
+    d.managed_ = live_pid_from_file(libvirtd_pid).has_value();
+  } else {
+    if (::geteuid() != 0)
+      return fail(std::errc::permission_denied,
+                  "no libvirt daemon answers on " + opts.libvirtd_socket.string() +
+                      " and starting one for qemu:///system needs root");
+    auto libvirtd = find_daemon(opts.libvirtd);
+    auto virtlogd = find_daemon(opts.virtlogd);
+    if (!libvirtd || !virtlogd)
+      return fail(std::errc::no_such_file_or_directory,
+                  "no libvirt daemon answers on " + opts.libvirtd_socket.string() +
+                      " and libvirtd/virtlogd are not installed (scripts/setup.sh installs libvirt-daemon-system)");
+    const fs::path log = opts.run_dir / "daemons.log";
+    // virtlogd first: libvirtd hands it QEMU's output.
+    if (!unix_socket_answers(opts.virtlogd_socket)) {
+      CHL_LOG_INFO("libvirt: no virtlogd answers on {}: starting {} -d", opts.virtlogd_socket.string(), *virtlogd);
+      ::unlink(virtlogd_pid.c_str());
+      CHL_TRY_VOID(common::wrap(run_daemonizing({*virtlogd, "-d", "-p", virtlogd_pid.string()}, log, opts.start_timeout),
+                                "starting virtlogd"));
+      if (!wait_for(opts.start_timeout, [&] { return unix_socket_answers(opts.virtlogd_socket); }))
+        return fail(std::errc::timed_out, "starting virtlogd: " + opts.virtlogd_socket.string() + " does not answer");
+    }
+    CHL_LOG_INFO("libvirt: no libvirtd answers on {}: starting {} -d", opts.libvirtd_socket.string(), *libvirtd);
+    ::unlink(libvirtd_pid.c_str());
+    std::vector<std::string> argv;
+    auto unshare = common::find_program("unshare");
+    if (opts.private_qemu_conf && unshare) {
+      const fs::path conf = opts.run_dir / "qemu.conf";
+      const fs::path tmp = opts.run_dir / "qemu.conf.tmp";
+      {
+        std::ofstream f(tmp, std::ios::trunc);
+        f << kQemuConf;
+        if (!f.flush()) return fail(std::errc::io_error, "writing " + tmp.string());
+      }
+      fs::rename(tmp, conf, ec);
+      if (ec) return fail(ec, "writing " + conf.string());
+      // Positional parameters, no interpolation: paths never become shell code.
+      argv = {*unshare, "--mount", "--propagation", "private", "--", "/bin/sh", "-c",
+              "mount --bind \"$1\" /etc/libvirt/qemu.conf && exec \"$2\" -d -p \"$3\"", "sh", conf.string(),
+              *libvirtd, libvirtd_pid.string()};
+    } else {
+      CHL_LOG_WARN("libvirt: starting libvirtd with the host's qemu.conf ({}): with /dev/kvm root-only, libvirt "
+                   "re-probes QEMU on every domain start",
+                   unshare ? "private qemu.conf disabled" : "no unshare(1)");
+      argv = {*libvirtd, "-d", "-p", libvirtd_pid.string()};
+    }
+    CHL_TRY_VOID(common::wrap(run_daemonizing(argv, log, opts.start_timeout), "starting libvirtd"));
+    if (!wait_for(opts.start_timeout, [&] { return unix_socket_answers(opts.libvirtd_socket); }))
+      return fail(std::errc::timed_out, "starting libvirtd: " + opts.libvirtd_socket.string() + " does not answer within " +
+                                            std::to_string(opts.start_timeout.count()) + " s (log: " + log.string() + ")");
+    d.managed_ = true;
+    d.started_here_ = true;
+  }
+  if (common::retry_eintr([&] { return ::flock(d.lock_.get(), LOCK_SH); }) != 0)
+    return common::fail_errno("locking " + (opts.run_dir / "daemons.lock").string() + " shared");
+  CHL_LOG_INFO("libvirt: using {}", d.describe());
+  return d;
+}
+
+LibvirtDaemons::~LibvirtDaemons() { release(); }
+
+std::optional<pid_t> LibvirtDaemons::libvirtd_pid() const {
+  if (managed_) return live_pid_from_file(opts_.run_dir / "libvirtd.pid");
+  return live_pid_from_file("/run/libvirtd.pid");
+}
+
+std::optional<pid_t> LibvirtDaemons::virtlogd_pid() const {
+  if (auto p = live_pid_from_file(opts_.run_dir / "virtlogd.pid")) return p;
+  return live_pid_from_file("/run/virtlogd.pid");
+}
+
+std::string LibvirtDaemons::describe() const {
+  auto pid = libvirtd_pid();
+  std::string who = managed_ ? "ch-launcher's libvirtd" : "the host's libvirtd";
+  std::string s = who + " (pid " + (pid ? std::to_string(*pid) : "?");
+  if (started_here_) s += ", started by this launcher";
+  return s + ")";
+}
+
+void LibvirtDaemons::release() {
+  if (released_ || !lock_) return;
+  released_ = true;
+  if (!managed_) return;
+  // The last user stops them: exclusive means no other launcher holds its shared lock.
+  if (::flock(lock_.get(), LOCK_EX | LOCK_NB) != 0) {
+    CHL_LOG_INFO("libvirt: other launchers use the daemons; leaving them running");
+    return;
+  }
+  if (int n = running_domains(); n != 0) {
+    CHL_LOG_INFO("libvirt: libvirtd runs {} other domain(s); leaving it running", n < 0 ? "unknown" : std::to_string(n));
+    return;
+  }
+  if (auto pid = live_pid_from_file(opts_.run_dir / "libvirtd.pid")) {
+    if (auto st = stop_pid(*pid, "libvirtd"); !st) CHL_LOG_WARN("libvirt: {}", st.error().message());
+  }
+  if (auto pid = live_pid_from_file(opts_.run_dir / "virtlogd.pid")) {
+    if (auto st = stop_pid(*pid, "virtlogd"); !st) CHL_LOG_WARN("libvirt: {}", st.error().message());
+  }
+  ::unlink((opts_.run_dir / "libvirtd.pid").c_str());
+  ::unlink((opts_.run_dir / "virtlogd.pid").c_str());
+  lock_.reset();
+}
+
+}  // namespace chl::core

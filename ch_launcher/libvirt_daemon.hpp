@@ -1,0 +1,81 @@
+#pragma once
+// The libvirt daemon the QEMU driver talks to (qemu:///system). When one answers on its socket
+// it is used as is. When none does, the launcher starts its own — `virtlogd -d` first, then
+// `libvirtd -d`, both with pid files under `run_dir` — the way KubeVirt's virt-launcher runs
+// a daemon inside its pod, and stops them when the last launcher using them goes.
+//
+// Our libvirtd runs in a private mount namespace in which `run_dir/qemu.conf` is bind-mounted
+// over /etc/libvirt/qemu.conf (the host's file is never edited): QEMU runs as root there, so
+// libvirt's check "is /dev/kvm usable by the QEMU user" agrees with its capability probe and
+// the probe is cached instead of re-run (~48-60 s) on every domain start (docs/qemu.md).
+//
+// Sharing: several launchers on one node share one daemon. `run_dir/daemons.lock` is held
+// shared by every launcher using a launcher-started daemon; the one that can take it
+// exclusively at exit is the last, and stops the daemons. A daemon that was not started by a
+// launcher (no live pid file of ours) is never stopped.
+//
+// Liveness is decided by connecting to the socket and by /proc/<pid>/stat (a killed daemon
+// can linger as a zombie: kill(pid, 0) still succeeds on it), never by the socket file's
+// existence or kill(pid, 0) alone.
+#include <sys/types.h>
+
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "common/error.hpp"
+#include "common/unique_fd.hpp"
+
+namespace chl::core {
+
+struct LibvirtDaemonOptions {
+  std::filesystem::path run_dir = "/run/ch-launcher/libvirt";  // pid files, qemu.conf, lock
+  std::filesystem::path libvirtd_socket = "/run/libvirt/libvirt-sock";
+  std::filesystem::path virtlogd_socket = "/run/libvirt/virtlogd-sock";
+  std::string libvirtd = "libvirtd";  // looked up in PATH (also /usr/sbin)
+  std::string virtlogd = "virtlogd";
+  std::chrono::seconds start_timeout{60};
+  // Bind-mount our qemu.conf (QEMU as root) over the host's in libvirtd's mount namespace.
+  bool private_qemu_conf = true;
+};
+
+// True when something accepts a connection on the Unix socket `path`.
+bool unix_socket_answers(const std::filesystem::path& path);
+// The pid in `pid_file` when that process exists and is not a zombie.
+std::optional<pid_t> live_pid_from_file(const std::filesystem::path& pid_file);
+// A process exists and is not a zombie (/proc/<pid>/stat state != 'Z').
+bool process_alive(pid_t pid);
+
+class LibvirtDaemons {
+ public:
+  // Make sure libvirtd answers: use the running one, or start ours. Blocks up to start_timeout.
+  static common::Result<LibvirtDaemons> ensure(const LibvirtDaemonOptions& opts = {});
+
+  LibvirtDaemons(LibvirtDaemons&&) noexcept = default;
+  LibvirtDaemons& operator=(LibvirtDaemons&&) noexcept = default;
+  ~LibvirtDaemons();  // release()
+
+  // Launcher-started daemons (ours or another launcher's) rather than the host's own.
+  [[nodiscard]] bool launcher_managed() const { return managed_; }
+  // This launcher started them (now).
+  [[nodiscard]] bool started_here() const { return started_here_; }
+  [[nodiscard]] std::optional<pid_t> libvirtd_pid() const;
+  [[nodiscard]] std::optional<pid_t> virtlogd_pid() const;
+  // "host libvirtd (pid N)" / "ch-launcher's libvirtd (pid N, started now)"...
+  [[nodiscard]] std::string describe() const;
+
+  // Stop the daemons if they are launcher-managed and no other launcher uses them (and the
+  // daemon runs no domain). Idempotent.
+  void release();
+
+ private:
+  LibvirtDaemons() = default;
+  LibvirtDaemonOptions opts_;
+  common::UniqueFd lock_;
+  bool managed_ = false;
+  bool started_here_ = false;
+  bool released_ = false;
+};
+
+}  // namespace chl::core

@@ -1,0 +1,355 @@
+#include "ch_launcher/libvirt_driver.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+
+#include <boost/asio/post.hpp>
+
+#include "ch_launcher/libvirt_daemon.hpp"
+#include "common/log.hpp"
+
+namespace chl::core {
+namespace asio = boost::asio;
+using common::fail;
+using common::Result;
+using common::Status;
+using nlohmann::json;
+
+namespace {
+
+const char* kNotSupported = "not supported by qemu-kvm";
+
+// Callbacks run on the libvirt event loop thread: match the domain, post to the io_context.
+template <typename F>
+void post_to_driver(void* opaque, virDomainPtr dom, F&& f) {
+  auto* link = static_cast<std::shared_ptr<LibvirtDriver::Link>*>(opaque);
+  std::shared_ptr<LibvirtDriver::Link> l = *link;
+  {
+    std::lock_guard lk(l->mu);
+    if (!l->driver || !l->io) return;
+    if (dom) {
+      const char* name = virDomainGetName(dom);
+      if (!name || l->name != name) return;
+    }
+    asio::post(*l->io, [l, f = std::forward<F>(f)]() {
+      std::lock_guard lk2(l->mu);
+      if (l->driver) f(*l->driver);
+    });
+  }
+}
+
+int lifecycle_cb(virConnectPtr, virDomainPtr dom, int event, int detail, void* opaque) {
+  post_to_driver(opaque, dom, [event, detail](LibvirtDriver& d) { d.on_lifecycle(event, detail); });
+  return 0;
+}
+
+void reboot_cb(virConnectPtr, virDomainPtr dom, void* opaque) {
+  post_to_driver(opaque, dom, [](LibvirtDriver& d) { d.on_reboot(); });
+}
+
+void close_cb(virConnectPtr, int reason, void* opaque) {
+  post_to_driver(opaque, nullptr, [reason](LibvirtDriver& d) { d.on_connection_closed(reason); });
+}
+
+void free_link(void* opaque) { delete static_cast<std::shared_ptr<LibvirtDriver::Link>*>(opaque); }
+
+// Does /proc/<pid>/cmdline name our domain (guards against a recycled pid)?
+bool is_our_qemu(pid_t pid, const std::string& name) {
+  if (pid <= 0 || !process_alive(pid)) return false;
+  std::ifstream f("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+  std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return cmd.find("guest=" + name + ",") != std::string::npos || cmd.find("guest=" + name + '\0') != std::string::npos;
+}
+
+std::string_view state_name(int s) {
+  switch (s) {
+    case VIR_DOMAIN_RUNNING: return "running";
+    case VIR_DOMAIN_BLOCKED: return "blocked";
+    case VIR_DOMAIN_PAUSED: return "paused";
+    case VIR_DOMAIN_SHUTDOWN: return "shutting-down";
+    case VIR_DOMAIN_SHUTOFF: return "shutoff";
+    case VIR_DOMAIN_CRASHED: return "crashed";
+    case VIR_DOMAIN_PMSUSPENDED: return "pmsuspended";
+    default: return "nostate";
+  }
+}
+
+}  // namespace
+
+LibvirtDriver::LibvirtDriver(asio::io_context& io, LibvirtDriverOptions options)
+    : io_(io), opts_(std::move(options)), link_(std::make_shared<Link>()) {
+  link_->driver = this;
+  link_->io = &io_;
+  link_->name = opts_.domain_name;
+}
+
+LibvirtDriver::~LibvirtDriver() {
+  {
+    std::lock_guard lk(link_->mu);
+    link_->driver = nullptr;
+  }
+  cleanup();
+}
+
+void LibvirtDriver::cleanup() {
+  if (conn_) {
+    for (int id : callbacks_) (void)virConnectDomainEventDeregisterAny(conn_.get(), id);
+    callbacks_.clear();
+    if (dom_) {
+      int st = 0, reason = 0;
+      if (virDomainGetState(dom_.get(), &st, &reason, 0) == 0 && st != VIR_DOMAIN_SHUTOFF) {
+        CHL_LOG_WARN("libvirt: domain {} still {} at exit: destroying it", opts_.domain_name, state_name(st));
+        if (virDomainDestroy(dom_.get()) != 0) CHL_LOG_WARN("libvirt: destroy: {}", libvirt_last_error());
+      }
+      dom_.reset();
+    }
+    if (close_cb_) (void)virConnectUnregisterCloseCallback(conn_.get(), close_cb);
+    close_cb_ = false;
+    conn_.reset();
+  }
+  loop_.stop();
+  pid_t pid = qemu_pid_.load();
+  if (is_our_qemu(pid, opts_.domain_name)) {
+    CHL_LOG_WARN("libvirt: QEMU pid {} still running after the domain ended: SIGKILL", pid);
+    (void)::kill(pid, SIGKILL);
+  }
+}
+
+Status LibvirtDriver::launch(EventSink sink, ExitHandler on_exit) {
+  sink_ = std::move(sink);
+  on_exit_ = std::move(on_exit);
+  // The first start is a paused one (create_and_boot).
+  tracker_.expect_paused_start();
+  return common::wrap(loop_.start(), "libvirt event loop");
+}
+
+Status LibvirtDriver::connect() {
+  conn_.reset(virConnectOpen(opts_.uri.c_str()));
+  if (!conn_) return libvirt_fail("connecting to " + opts_.uri);
+  // No keepalive timer: the daemon's death is seen as end of file on the socket anyway, and an
+  // idle launcher then has nothing waking it up.
+  (void)virConnectSetKeepAlive(conn_.get(), -1, 0);
+  auto* cl = new std::shared_ptr<Link>(link_);
+  if (virConnectRegisterCloseCallback(conn_.get(), close_cb, cl, free_link) == 0) {
+    close_cb_ = true;
+  } else {
+    delete cl;
+    CHL_LOG_WARN("libvirt: no close callback: {}", libvirt_last_error());
+  }
+  auto* l1 = new std::shared_ptr<Link>(link_);
+  int id = virConnectDomainEventRegisterAny(conn_.get(), nullptr, VIR_DOMAIN_EVENT_ID_LIFECYCLE,
+                                            VIR_DOMAIN_EVENT_CALLBACK(lifecycle_cb), l1, free_link);
+  if (id < 0) {
+    delete l1;
+    return libvirt_fail("registering for lifecycle events");
+  }
+  callbacks_.push_back(id);
+  auto* l2 = new std::shared_ptr<Link>(link_);
+  id = virConnectDomainEventRegisterAny(conn_.get(), nullptr, VIR_DOMAIN_EVENT_ID_REBOOT,
+                                        VIR_DOMAIN_EVENT_CALLBACK(reboot_cb), l2, free_link);
+  if (id < 0) {
+    delete l2;
+    return libvirt_fail("registering for reboot events");
+  }
+  callbacks_.push_back(id);
+  unsigned long version = 0;
+  if (virConnectGetVersion(conn_.get(), &version) == 0) {
+    std::lock_guard lk(id_mu_);
+    qemu_version_ = std::to_string(version / 1000000) + "." + std::to_string(version / 1000 % 1000) + "." +
+                    std::to_string(version % 1000);
+  }
+  return {};
+}
+
+pid_t LibvirtDriver::read_qemu_pid() const {
+  std::ifstream f(opts_.qemu_pid_dir / (opts_.domain_name + ".pid"));
+  long pid = -1;
+  if (!(f >> pid)) return -1;
+  return static_cast<pid_t>(pid);
+}
+
+Result<std::optional<std::string>> LibvirtDriver::pty_from_live_xml() {
+  CHL_TRY_VOID(need_domain());
+  VirString xml(virDomainGetXMLDesc(dom_.get(), 0));
+  if (!xml) return libvirt_fail("reading the live domain XML");
+  std::string_view x(xml.get());
+  auto s = x.find("<serial type='pty'>");
+  if (s == std::string_view::npos) return std::optional<std::string>{};
+  auto end = x.find("</serial>", s);
+  auto src = x.find("<source path='", s);
+  if (src == std::string_view::npos || src > end) return std::optional<std::string>{};
+  src += std::strlen("<source path='");
+  auto q = x.find('\'', src);
+  if (q == std::string_view::npos) return std::optional<std::string>{};
+  return std::optional<std::string>(std::string(x.substr(src, q - src)));
+}
+
+Result<std::optional<std::string>> LibvirtDriver::create_and_boot() {
+  auto fail_start = [this](common::Error e) -> Result<std::optional<std::string>> {
+    if (dom_) {
+      if (virDomainDestroy(dom_.get()) != 0) CHL_LOG_WARN("libvirt: destroying the failed domain: {}", libvirt_last_error());
+    }
+    start_failed_ = true;
+    return tl::unexpected(std::move(e));
+  };
+  if (auto st = connect(); !st) return fail_start(st.error());
+  // A domain of this name left by a launcher that died (AUTODESTROY normally removed it).
+  if (VirDomain old{virDomainLookupByName(conn_.get(), opts_.domain_name.c_str())}) {
+    CHL_LOG_WARN("libvirt: a domain {} already exists (left by a previous launcher): destroying it",
+                 opts_.domain_name);
+    if (virDomainDestroy(old.get()) != 0) return fail_start(libvirt_fail("destroying the stale domain " + opts_.domain_name).value());
+  }
+  CHL_LOG_INFO("libvirt: creating domain {} ({})", opts_.domain_name, opts_.accel.why);
+  dom_.reset(virDomainCreateXML(conn_.get(), opts_.domain_xml.c_str(),
+                                VIR_DOMAIN_START_PAUSED | VIR_DOMAIN_START_AUTODESTROY));
+  if (!dom_) return fail_start(libvirt_fail("creating the domain").value());
+  pid_t pid = read_qemu_pid();
+  qemu_pid_ = pid;
+  if (pid > 0 && opts_.on_vmm_started) opts_.on_vmm_started(pid);
+  auto pty = pty_from_live_xml();
+  if (!pty) return fail_start(pty.error().wrap("the console PTY"));
+  if (*pty) {
+    pty_hold_.reset(::open((*pty)->c_str(), O_RDWR | O_NOCTTY | O_CLOEXEC | O_NONBLOCK));
+    if (!pty_hold_) return fail_start(common::fail_errno("opening the console PTY " + **pty).value());
+    termios t{};
+    if (::tcgetattr(pty_hold_.get(), &t) == 0) {
+      ::cfmakeraw(&t);  // never echo the guest's output back to it
+      (void)::tcsetattr(pty_hold_.get(), TCSANOW, &t);
+    }
+  }
+  if (virDomainResume(dom_.get()) != 0) return fail_start(libvirt_fail("starting the guest's vCPUs").value());
+  return *pty;
+}
+
+Status LibvirtDriver::need_domain() const {
+  if (!dom_) return fail(std::errc::operation_not_permitted, "the domain does not exist (yet)");
+  return {};
+}
+
+Status LibvirtDriver::pause() {
+  CHL_TRY_VOID(need_domain());
+  if (virDomainSuspend(dom_.get()) != 0) return libvirt_fail("pausing");
+  return {};
+}
+
+Status LibvirtDriver::resume() {
+  CHL_TRY_VOID(need_domain());
+  if (virDomainResume(dom_.get()) != 0) return libvirt_fail("resuming");
+  return {};
+}
+
+Status LibvirtDriver::reboot() {
+  // A reset, like Cloud Hypervisor's vm.reboot (not the guest-cooperative virDomainReboot).
+  CHL_TRY_VOID(need_domain());
+  if (virDomainReset(dom_.get(), 0) != 0) return libvirt_fail("resetting");
+  return {};
+}
+
+Status LibvirtDriver::power_button() {
+  CHL_TRY_VOID(need_domain());
+  if (virDomainShutdownFlags(dom_.get(), VIR_DOMAIN_SHUTDOWN_ACPI_POWER_BTN) != 0)
+    return libvirt_fail("pressing the ACPI power button");
+  return {};
+}
+
+Status LibvirtDriver::force_off() {
+  CHL_TRY_VOID(need_domain());
+  // SIGTERM to QEMU, SIGKILL after libvirt's own timeout.
+  if (virDomainDestroy(dom_.get()) != 0) return libvirt_fail("destroying the domain");
+  return {};
+}
+
+Result<json> LibvirtDriver::info() {
+  CHL_TRY_VOID(need_domain());
+  virDomainInfo in{};
+  if (virDomainGetInfo(dom_.get(), &in) != 0) return libvirt_fail("reading the domain info");
+  int st = 0, reason = 0;
+  (void)virDomainGetState(dom_.get(), &st, &reason, 0);
+  return json{{"domain", opts_.domain_name},
+              {"libvirt_state", state_name(st)},
+              {"libvirt_reason", reason},
+              {"max_memory_kib", in.maxMem},
+              {"memory_kib", in.memory},
+              {"vcpus", in.nrVirtCpu},
+              {"cpu_time_ns", in.cpuTime},
+              {"accel", to_string(opts_.accel.accel)}};
+}
+
+Result<std::optional<std::string>> LibvirtDriver::console_pty() { return pty_from_live_xml(); }
+
+Result<json> LibvirtDriver::counters() {
+  CHL_TRY_VOID(need_domain());
+  virDomainInfo in{};
+  if (virDomainGetInfo(dom_.get(), &in) != 0) return libvirt_fail("reading the domain info");
+  return json{{"cpu_time_ns", in.cpuTime}};
+}
+
+Status LibvirtDriver::snapshot(const std::filesystem::path&) {
+  return fail(std::errc::operation_not_supported, std::string("snapshot: ") + kNotSupported);
+}
+Status LibvirtDriver::restore(const std::filesystem::path&) {
+  return fail(std::errc::operation_not_supported, std::string("restore: ") + kNotSupported);
+}
+Result<json> LibvirtDriver::add_disk(const json&) {
+  return fail(std::errc::operation_not_supported, std::string("disk hotplug: ") + kNotSupported);
+}
+Status LibvirtDriver::remove_device(const std::string&) {
+  return fail(std::errc::operation_not_supported, std::string("device removal: ") + kNotSupported);
+}
+
+void LibvirtDriver::kill_vmm() {
+  pid_t pid = qemu_pid_.load();
+  if (is_our_qemu(pid, opts_.domain_name)) {
+    CHL_LOG_WARN("killing QEMU pid {}", pid);
+    (void)::kill(pid, SIGKILL);
+  }
+}
+
+json LibvirtDriver::vmm_identity() const {
+  std::lock_guard lk(id_mu_);
+  json j = {{"binary", opts_.emulator},
+            {"version", qemu_version_},
+            {"libvirt", {{"uri", opts_.uri}, {"domain", opts_.domain_name}, {"daemon", opts_.daemon}}},
+            {"accel", to_string(opts_.accel.accel)},
+            {"accel_reason", opts_.accel.why}};
+  if (pid_t pid = qemu_pid_.load(); pid > 0) j["pid"] = pid;
+  return j;
+}
+
+void LibvirtDriver::deliver(const std::vector<events::DomainEvent>& evs) {
+  for (const auto& e : evs)
+    if (sink_) sink_(e);
+  if (tracker_.finished() && !exit_reported_) {
+    exit_reported_ = true;
+    // The domain ended: QEMU is gone (libvirt reaps it before reporting the stop).
+    pty_hold_.reset();
+    if (on_exit_) on_exit_();
+  }
+}
+
+void LibvirtDriver::on_lifecycle(int event, int detail) {
+  CHL_LOG_DEBUG("libvirt event {}", libvirt_event_name(event, detail));
+  deliver(tracker_.on_lifecycle(event, detail));
+}
+
+void LibvirtDriver::on_reboot() {
+  CHL_LOG_DEBUG("libvirt event reboot");
+  deliver(tracker_.on_reboot());
+}
+
+void LibvirtDriver::on_connection_closed(int reason) {
+  static constexpr const char* kWhy[] = {"error", "end of file", "keepalive timeout", "client closed"};
+  std::string why = reason >= 0 && reason < 4 ? kWhy[reason] : std::to_string(reason);
+  if (tracker_.finished()) return;
+  CHL_LOG_ERROR("libvirt: the connection to libvirtd closed ({}) while the domain was {}", why,
+                events::to_string(tracker_.state()));
+  kill_vmm();  // out of libvirt's reach: never leave QEMU behind
+  deliver(tracker_.on_connection_lost("libvirt connection closed: " + why));
+}
+
+}  // namespace chl::core

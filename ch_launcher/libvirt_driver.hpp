@@ -1,0 +1,112 @@
+#pragma once
+// QEMU/KVM through libvirt behind the Driver interface (driver.hpp), held to the same contract
+// as CloudHypervisorDriver: the same domain events, console, stop logic and exit codes.
+//
+// - The domain is transient (virDomainCreateXML, with AUTODESTROY: if the launcher dies, libvirtd
+//   destroys it). It is started paused; the driver opens the console PTY from the live XML and
+//   keeps it open (so QEMU's pty chardev sees a reader and the guest's first lines are kept for
+//   the console bridge, instead of being dropped), then resumes.
+// - libvirt's events arrive on a LibvirtEventLoop thread and are posted to the io_context,
+//   where LibvirtEventTracker turns them into domain events.
+// - kill_vmm() sends SIGKILL to QEMU itself (non-blocking, like the CH driver); libvirt then
+//   reports the stop. force_off() is virDomainDestroy.
+// - Snapshot, restore and hotplug answer "not supported by qemu-kvm" (not wired yet).
+#include <sys/types.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+
+#include <boost/asio/io_context.hpp>
+
+#include "ch_launcher/accel_probe.hpp"
+#include "ch_launcher/driver.hpp"
+#include "ch_launcher/libvirt_event_loop.hpp"
+#include "ch_launcher/libvirt_events.hpp"
+#include "ch_launcher/libvirt_handles.hpp"
+#include "common/unique_fd.hpp"
+
+namespace chl::core {
+
+struct LibvirtDriverOptions {
+  std::string uri = "qemu:///system";
+  std::string domain_name;  // <namespace>_<name>
+  std::string domain_xml;   // domain_xml.hpp
+  std::filesystem::path state_dir;
+  AccelChoice accel;
+  std::string emulator;     // for status
+  std::string daemon;       // which libvirtd, for status
+  std::filesystem::path qemu_pid_dir = "/run/libvirt/qemu";  // libvirt's <name>.pid files
+  std::function<void(pid_t)> on_vmm_started;  // called on the worker thread
+};
+
+class LibvirtDriver final : public Driver {
+ public:
+  LibvirtDriver(boost::asio::io_context& io, LibvirtDriverOptions options);
+  ~LibvirtDriver() override;
+
+  [[nodiscard]] std::string hypervisor() const override { return "qemu-kvm"; }
+
+  common::Status launch(EventSink sink, ExitHandler on_exit) override;
+  void request_stop(events::StopRequest kind) override { tracker_.on_stop_requested(kind); }
+  void kill_vmm() override;
+  [[nodiscard]] events::DomainState state() const override { return tracker_.state(); }
+  [[nodiscard]] events::StateReason reason() const override { return tracker_.reason(); }
+  [[nodiscard]] bool finished() const override { return tracker_.finished() || start_failed_.load(); }
+  [[nodiscard]] nlohmann::json vmm_identity() const override;
+
+  common::Result<std::optional<std::string>> create_and_boot() override;
+  common::Status pause() override;
+  common::Status resume() override;
+  common::Status reboot() override;
+  common::Status power_button() override;
+  common::Status force_off() override;
+  common::Result<nlohmann::json> info() override;
+  common::Result<std::optional<std::string>> console_pty() override;
+  common::Result<nlohmann::json> counters() override;
+  common::Status snapshot(const std::filesystem::path& dir) override;
+  common::Status restore(const std::filesystem::path& dir) override;
+  common::Result<nlohmann::json> add_disk(const nlohmann::json& disk) override;
+  common::Status remove_device(const std::string& id) override;
+
+  // What libvirt's callbacks post (public for the C callbacks; io thread only).
+  void on_lifecycle(int event, int detail);
+  void on_reboot();
+  void on_connection_closed(int reason);
+
+  // Shared with the callbacks: they find the driver through it while it lives.
+  struct Link {
+    std::mutex mu;
+    LibvirtDriver* driver = nullptr;
+    boost::asio::io_context* io = nullptr;
+    std::string name;
+  };
+
+ private:
+  void deliver(const std::vector<events::DomainEvent>& evs);
+  common::Status connect();
+  common::Result<std::optional<std::string>> pty_from_live_xml();
+  void cleanup();
+  pid_t read_qemu_pid() const;
+  common::Status need_domain() const;
+
+  boost::asio::io_context& io_;
+  LibvirtDriverOptions opts_;
+  std::shared_ptr<Link> link_;
+  LibvirtEventLoop loop_;
+  VirConnect conn_;
+  VirDomain dom_;
+  std::vector<int> callbacks_;
+  bool close_cb_ = false;
+  common::UniqueFd pty_hold_;  // the console PTY kept open: QEMU writes only while a reader exists
+  LibvirtEventTracker tracker_;
+  EventSink sink_;
+  ExitHandler on_exit_;
+  bool exit_reported_ = false;
+  std::atomic<bool> start_failed_{false};
+  std::atomic<pid_t> qemu_pid_{-1};
+  mutable std::mutex id_mu_;
+  std::string qemu_version_;
+};
+
+}  // namespace chl::core

@@ -1,0 +1,44 @@
+#include "ch_launcher/libvirt_event_loop.hpp"
+
+#include <mutex>
+
+#include "ch_launcher/libvirt_handles.hpp"
+#include "common/log.hpp"
+
+namespace chl::core {
+
+namespace {
+void wake(int /*timer*/, void* /*opaque*/) {}
+}  // namespace
+
+common::Status LibvirtEventLoop::start() {
+  static std::once_flag once;
+  static int registered = -1;
+  std::call_once(once, [] {
+    if (virInitialize() == 0) registered = virEventRegisterDefaultImpl();
+  });
+  if (registered != 0) return libvirt_fail("registering libvirt's event loop");
+  quit_ = false;
+  thread_ = std::thread([this] {
+    while (!quit_.load()) {
+      if (virEventRunDefaultImpl() < 0) {
+        CHL_LOG_ERROR("libvirt event loop: {}", libvirt_last_error());
+        break;
+      }
+    }
+  });
+  return {};
+}
+
+void LibvirtEventLoop::stop() {
+  if (!thread_.joinable()) return;
+  quit_ = true;
+  // A timer due now makes virEventRunDefaultImpl return; it is removed once the thread is gone.
+  int timer = virEventAddTimeout(0, wake, nullptr, nullptr);
+  thread_.join();
+  if (timer >= 0) virEventRemoveTimeout(timer);
+}
+
+LibvirtEventLoop::~LibvirtEventLoop() { stop(); }
+
+}  // namespace chl::core

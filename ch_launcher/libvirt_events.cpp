@@ -1,0 +1,200 @@
+#include "ch_launcher/libvirt_events.hpp"
+
+#include <libvirt/libvirt.h>
+
+#include <array>
+#include <optional>
+
+#include "common/log.hpp"
+
+namespace chl::core {
+namespace {
+using events::DomainEvent;
+using events::DomainEventType;
+using events::DomainState;
+using events::EventDetail;
+using events::StateReason;
+using T = DomainEventType;
+using D = EventDetail;
+using S = DomainState;
+using R = StateReason;
+
+struct Row {
+  int event;
+  int detail;
+  const char* name;                // libvirt's detail name, for logs and `cause`
+  T type;
+  D ours;
+  std::optional<S> state;          // nullopt: the event changes no state
+  R reason;
+};
+
+// (virDomainEventType, detail) -> domain event, state and reason. One row per detail libvirt
+// defines for the lifecycle events a QEMU domain emits.
+constexpr std::array kRows{
+    // Started: the domain's QEMU runs (or, with a paused start, exists).
+    Row{VIR_DOMAIN_EVENT_STARTED, VIR_DOMAIN_EVENT_STARTED_BOOTED, "booted", T::Started, D::Booted, S::Running, R::Booted},
+    Row{VIR_DOMAIN_EVENT_STARTED, VIR_DOMAIN_EVENT_STARTED_MIGRATED, "migrated", T::Started, D::Migrated, S::Running, R::Migrated},
+    Row{VIR_DOMAIN_EVENT_STARTED, VIR_DOMAIN_EVENT_STARTED_RESTORED, "restored", T::Started, D::Restored, S::Running, R::Restored},
+    Row{VIR_DOMAIN_EVENT_STARTED, VIR_DOMAIN_EVENT_STARTED_FROM_SNAPSHOT, "from-snapshot", T::Started, D::FromSnapshot, S::Running, R::FromSnapshot},
+    Row{VIR_DOMAIN_EVENT_STARTED, VIR_DOMAIN_EVENT_STARTED_WAKEUP, "wakeup", T::Started, D::Wakeup, S::Running, R::Wakeup},
+    // Suspended: vCPUs stopped (by us, by an I/O error, by the watchdog, or by QEMU on a panic).
+    Row{VIR_DOMAIN_EVENT_SUSPENDED, VIR_DOMAIN_EVENT_SUSPENDED_PAUSED, "paused", T::Suspended, D::Paused, S::Paused, R::User},
+    Row{VIR_DOMAIN_EVENT_SUSPENDED, VIR_DOMAIN_EVENT_SUSPENDED_MIGRATED, "migrated", T::Suspended, D::Migrated, S::Paused, R::Migration},
+    Row{VIR_DOMAIN_EVENT_SUSPENDED, VIR_DOMAIN_EVENT_SUSPENDED_IOERROR, "ioerror", T::Suspended, D::IOError, S::Paused, R::IOError},
+    Row{VIR_DOMAIN_EVENT_SUSPENDED, VIR_DOMAIN_EVENT_SUSPENDED_WATCHDOG, "watchdog", T::Suspended, D::Watchdog, S::Paused, R::Watchdog},
+    Row{VIR_DOMAIN_EVENT_SUSPENDED, VIR_DOMAIN_EVENT_SUSPENDED_RESTORED, "restored", T::Suspended, D::Restored, S::Paused, R::Unknown},
+    Row{VIR_DOMAIN_EVENT_SUSPENDED, VIR_DOMAIN_EVENT_SUSPENDED_FROM_SNAPSHOT, "from-snapshot", T::Suspended, D::FromSnapshot, S::Paused, R::Snapshot},
+    Row{VIR_DOMAIN_EVENT_SUSPENDED, VIR_DOMAIN_EVENT_SUSPENDED_API_ERROR, "api-error", T::Suspended, D::APIError, S::Paused, R::Unknown},
+    Row{VIR_DOMAIN_EVENT_SUSPENDED, VIR_DOMAIN_EVENT_SUSPENDED_POSTCOPY, "postcopy", T::Suspended, D::Migrated, S::Paused, R::Migration},
+    Row{VIR_DOMAIN_EVENT_SUSPENDED, VIR_DOMAIN_EVENT_SUSPENDED_POSTCOPY_FAILED, "postcopy-failed", T::Suspended, D::Migrated, S::Paused, R::Migration},
+    // Resumed.
+    Row{VIR_DOMAIN_EVENT_RESUMED, VIR_DOMAIN_EVENT_RESUMED_UNPAUSED, "unpaused", T::Resumed, D::Unpaused, S::Running, R::Unpaused},
+    Row{VIR_DOMAIN_EVENT_RESUMED, VIR_DOMAIN_EVENT_RESUMED_MIGRATED, "migrated", T::Resumed, D::Migrated, S::Running, R::Migrated},
+    Row{VIR_DOMAIN_EVENT_RESUMED, VIR_DOMAIN_EVENT_RESUMED_FROM_SNAPSHOT, "from-snapshot", T::Resumed, D::FromSnapshot, S::Running, R::FromSnapshot},
+    Row{VIR_DOMAIN_EVENT_RESUMED, VIR_DOMAIN_EVENT_RESUMED_POSTCOPY, "postcopy", T::Resumed, D::Migrated, S::Running, R::Postcopy},
+    // Stopped: QEMU is gone (libvirt reaped it before emitting this).
+    Row{VIR_DOMAIN_EVENT_STOPPED, VIR_DOMAIN_EVENT_STOPPED_SHUTDOWN, "shutdown", T::Stopped, D::Shutdown, S::Shutoff, R::Shutdown},
+    Row{VIR_DOMAIN_EVENT_STOPPED, VIR_DOMAIN_EVENT_STOPPED_DESTROYED, "destroyed", T::Stopped, D::Destroyed, S::Shutoff, R::Destroyed},
+    Row{VIR_DOMAIN_EVENT_STOPPED, VIR_DOMAIN_EVENT_STOPPED_CRASHED, "crashed", T::Stopped, D::Crashed, S::Crashed, R::Unknown},
+    Row{VIR_DOMAIN_EVENT_STOPPED, VIR_DOMAIN_EVENT_STOPPED_MIGRATED, "migrated", T::Stopped, D::Migrated, S::Shutoff, R::Unknown},
+    Row{VIR_DOMAIN_EVENT_STOPPED, VIR_DOMAIN_EVENT_STOPPED_SAVED, "saved", T::Stopped, D::Saved, S::Shutoff, R::Saved},
+    Row{VIR_DOMAIN_EVENT_STOPPED, VIR_DOMAIN_EVENT_STOPPED_FAILED, "failed", T::Stopped, D::Failed, S::Crashed, R::Unknown},
+    Row{VIR_DOMAIN_EVENT_STOPPED, VIR_DOMAIN_EVENT_STOPPED_FROM_SNAPSHOT, "from-snapshot", T::Stopped, D::FromSnapshot, S::Shutoff, R::FromSnapshot},
+    // Shutdown: the guest (or the host) finished shutting down; Stopped follows.
+    Row{VIR_DOMAIN_EVENT_SHUTDOWN, VIR_DOMAIN_EVENT_SHUTDOWN_FINISHED, "finished", T::Shutdown, D::Finished, std::nullopt, R::Unknown},
+    Row{VIR_DOMAIN_EVENT_SHUTDOWN, VIR_DOMAIN_EVENT_SHUTDOWN_GUEST, "guest", T::Shutdown, D::Guest, std::nullopt, R::Unknown},
+    Row{VIR_DOMAIN_EVENT_SHUTDOWN, VIR_DOMAIN_EVENT_SHUTDOWN_HOST, "host", T::Shutdown, D::Host, std::nullopt, R::Unknown},
+    // PM suspend.
+    Row{VIR_DOMAIN_EVENT_PMSUSPENDED, VIR_DOMAIN_EVENT_PMSUSPENDED_MEMORY, "memory", T::PMSuspended, D::None, S::PMSuspended, R::Unknown},
+    Row{VIR_DOMAIN_EVENT_PMSUSPENDED, VIR_DOMAIN_EVENT_PMSUSPENDED_DISK, "disk", T::PMSuspended, D::None, S::PMSuspended, R::Unknown},
+    // Crashed: pvpanic. CRASHLOADED = a crash kernel took over; the guest still runs.
+    Row{VIR_DOMAIN_EVENT_CRASHED, VIR_DOMAIN_EVENT_CRASHED_PANICKED, "panicked", T::Crashed, D::Panicked, S::Crashed, R::Panicked},
+    Row{VIR_DOMAIN_EVENT_CRASHED, VIR_DOMAIN_EVENT_CRASHED_CRASHLOADED, "crashloaded", T::Crashed, D::CrashLoaded, std::nullopt, R::Unknown},
+    // Defined / undefined: a transient domain has no definition to change; reported as is.
+    Row{VIR_DOMAIN_EVENT_DEFINED, VIR_DOMAIN_EVENT_DEFINED_ADDED, "added", T::Defined, D::Added, std::nullopt, R::Unknown},
+    Row{VIR_DOMAIN_EVENT_DEFINED, VIR_DOMAIN_EVENT_DEFINED_UPDATED, "updated", T::Defined, D::Updated, std::nullopt, R::Unknown},
+    Row{VIR_DOMAIN_EVENT_UNDEFINED, VIR_DOMAIN_EVENT_UNDEFINED_REMOVED, "removed", T::Undefined, D::Removed, std::nullopt, R::Unknown},
+};
+
+const char* event_name(int event) {
+  switch (event) {
+    case VIR_DOMAIN_EVENT_DEFINED: return "defined";
+    case VIR_DOMAIN_EVENT_UNDEFINED: return "undefined";
+    case VIR_DOMAIN_EVENT_STARTED: return "started";
+    case VIR_DOMAIN_EVENT_SUSPENDED: return "suspended";
+    case VIR_DOMAIN_EVENT_RESUMED: return "resumed";
+    case VIR_DOMAIN_EVENT_STOPPED: return "stopped";
+    case VIR_DOMAIN_EVENT_SHUTDOWN: return "shutdown";
+    case VIR_DOMAIN_EVENT_PMSUSPENDED: return "pmsuspended";
+    case VIR_DOMAIN_EVENT_CRASHED: return "crashed";
+    default: return "unknown";
+  }
+}
+
+const Row* find_row(int event, int detail) {
+  for (const auto& r : kRows)
+    if (r.event == event && r.detail == detail) return &r;
+  return nullptr;
+}
+
+}  // namespace
+
+std::string libvirt_event_name(int event, int detail) {
+  const Row* r = find_row(event, detail);
+  return std::string(event_name(event)) + "/" + (r ? r->name : std::to_string(detail));
+}
+
+std::vector<DomainEvent> LibvirtEventTracker::on_lifecycle(int event, int detail) {
+  const std::string cause = "libvirt/" + libvirt_event_name(event, detail);
+  if (finished_) {
+    CHL_LOG_DEBUG("events: {} after the domain stopped; ignored", cause);
+    return {};
+  }
+  const Row* row = find_row(event, detail);
+  if (!row) {
+    CHL_LOG_WARN("events: unknown libvirt event {} detail {}; ignored", event, detail);
+    return {};
+  }
+  // A paused start: Started (QEMU exists, paused), Suspended, then our Resumed = booted.
+  if (paused_start_) {
+    if (event == VIR_DOMAIN_EVENT_STARTED) {
+      started_seen_ = true;
+      return {};
+    }
+    if (event == VIR_DOMAIN_EVENT_SUSPENDED && detail == VIR_DOMAIN_EVENT_SUSPENDED_PAUSED) return {};
+    if (event == VIR_DOMAIN_EVENT_RESUMED && started_seen_) {
+      paused_start_ = false;
+      row = find_row(VIR_DOMAIN_EVENT_STARTED, VIR_DOMAIN_EVENT_STARTED_BOOTED);
+    } else if (event != VIR_DOMAIN_EVENT_RESUMED) {
+      paused_start_ = false;  // anything else ends the start (e.g. it stopped)
+    }
+  }
+  std::optional<S> state = row->state;
+  R reason = row->reason;
+  T type = row->type;
+  D ours = row->ours;
+  if (event == VIR_DOMAIN_EVENT_STOPPED) {
+    finished_ = true;
+    if (state_ == S::Crashed) {
+      state = S::Crashed;  // a crash keeps its first reason
+      reason = reason_;
+    } else if (state == S::Crashed && stop_ == events::StopRequest::Forced) {
+      state = S::Shutoff;  // we killed QEMU ourselves
+      reason = R::Destroyed;
+    } else if (state == S::Shutoff && detail == VIR_DOMAIN_EVENT_STOPPED_SHUTDOWN && stop_ == events::StopRequest::Forced) {
+      reason = R::Destroyed;
+    }
+    if (state == S::Crashed && state_ != S::Crashed)
+      CHL_LOG_ERROR("events: QEMU ended without a shutdown ({}) while the domain was {}/{}", cause,
+                    events::to_string(state_), events::to_string(reason_));
+  }
+  if (state) {
+    state_ = *state;
+    reason_ = reason;
+  }
+  DomainEvent ev;
+  ev.type = type;
+  ev.detail = ours;
+  ev.state = state_;
+  ev.reason = reason_;
+  ev.cause = cause;
+  return {ev};
+}
+
+std::vector<DomainEvent> LibvirtEventTracker::on_reboot() {
+  if (finished_) return {};
+  // Same row as Cloud Hypervisor's vm/rebooted: Reboot/Booted, Running/Booted.
+  state_ = S::Running;
+  reason_ = R::Booted;
+  DomainEvent ev;
+  ev.type = T::Reboot;
+  ev.detail = D::Booted;
+  ev.state = state_;
+  ev.reason = reason_;
+  ev.cause = "libvirt/reboot";
+  return {ev};
+}
+
+std::vector<DomainEvent> LibvirtEventTracker::on_connection_lost(const std::string& why) {
+  if (finished_) return {};
+  finished_ = true;
+  if (state_ != S::Crashed) {
+    state_ = stop_ == events::StopRequest::Forced ? S::Shutoff : S::Crashed;
+    reason_ = stop_ == events::StopRequest::Forced ? R::Destroyed : R::Unknown;
+  }
+  DomainEvent ev;
+  ev.type = T::Stopped;
+  ev.detail = state_ == S::Crashed ? D::Failed : D::Destroyed;
+  ev.state = state_;
+  ev.reason = reason_;
+  ev.cause = "launcher/libvirt-connection-lost";
+  ev.properties = {{"error", why}};
+  return {ev};
+}
+
+void LibvirtEventTracker::on_stop_requested(events::StopRequest kind) {
+  if (static_cast<int>(kind) > static_cast<int>(stop_)) stop_ = kind;
+}
+
+}  // namespace chl::core

@@ -1,0 +1,50 @@
+#pragma once
+// libvirt's domain events, translated into the launcher's domain events (events/domain_state.hpp)
+// — the same vocabulary Cloud Hypervisor's event stream is translated into. libvirt already
+// speaks it, so the table (libvirt_events.cpp) is mostly one row per (event, detail); the rules
+// beyond the table keep both drivers to one contract:
+// - A paused start (the driver starts QEMU paused, attaches the console, then resumes) reports
+//   one Started/Booted, when the guest really runs: the Suspended and Resumed of that start
+//   are not reported.
+// - A crash keeps its first reason: Crashed/Panicked stays so when QEMU is then stopped.
+// - QEMU ending without a shutdown (libvirt's Stopped/Failed or Stopped/Crashed) is
+//   Crashed/Unknown, unless the launcher asked for a forced stop: then Shutoff/Destroyed.
+// - Once the domain stopped it is finished; later events are ignored.
+#include <vector>
+
+#include "events/domain_state.hpp"
+#include "events/domain_state_tracker.hpp"
+
+namespace chl::core {
+
+class LibvirtEventTracker {
+ public:
+  // The next start is a paused start (VIR_DOMAIN_START_PAUSED followed by a resume).
+  void expect_paused_start() { paused_start_ = true; }
+  // A VIR_DOMAIN_EVENT_ID_LIFECYCLE callback: virDomainEventType and its detail.
+  std::vector<events::DomainEvent> on_lifecycle(int event, int detail);
+  // VIR_DOMAIN_EVENT_ID_REBOOT: the guest was reset (by itself or by virDomainReset).
+  std::vector<events::DomainEvent> on_reboot();
+  // The connection to libvirtd broke: the domain is out of reach.
+  std::vector<events::DomainEvent> on_connection_lost(const std::string& why);
+  void on_stop_requested(events::StopRequest kind);
+
+  [[nodiscard]] events::DomainState state() const { return state_; }
+  [[nodiscard]] events::StateReason reason() const { return reason_; }
+  // QEMU is gone: the domain stopped (or libvirt is out of reach).
+  [[nodiscard]] bool finished() const { return finished_; }
+  [[nodiscard]] events::StopRequest stop_requested() const { return stop_; }
+
+ private:
+  events::DomainState state_ = events::DomainState::NoState;
+  events::StateReason reason_ = events::StateReason::Unknown;
+  events::StopRequest stop_ = events::StopRequest::None;
+  bool paused_start_ = false;
+  bool started_seen_ = false;  // during a paused start: Started arrived, waiting for Resumed
+  bool finished_ = false;
+};
+
+// "Started/Booted" for logs: libvirt's names of an event and its detail.
+std::string libvirt_event_name(int event, int detail);
+
+}  // namespace chl::core
