@@ -1,9 +1,10 @@
 // A real kernel reads the disks ch-launcher writes: the Linux test guest (Debian's cloud kernel +
 // busybox initramfs, tests/guests/linux/init) under QEMU software emulation finds the cloud-init
-// media by label (findfs LABEL=cidata / LABEL=config-2), mounts them and prints every file;
-// the output must be exactly what we wrote. The media are attached as virtio-blk raw disks, as
-// Cloud Hypervisor presents them (it has no CD-ROM). Also a raw disk made by our qcow2 -> raw
-// conversion, holding an ext4 filesystem, is mounted and read. And the guest's console: typed
+// media by label (util-linux blkid -tLABEL=cidata, as cloud-init does, and busybox findfs,
+// which skips disks under 68 KiB unless they are FAT: see check_found), mounts them and prints
+// every file; the output must be exactly what we wrote. The media are attached as virtio-blk raw
+// disks, as Cloud Hypervisor presents them (it has no CD-ROM). Also a raw disk made by our qcow2 ->
+// raw conversion, holding an ext4 filesystem, is mounted and read. And the guest's console: typed
 // lines answered, typed poweroff ends QEMU; the uncompressed vmlinux boots through PVH.
 #include <doctest/doctest.h>
 #include <fcntl.h>
