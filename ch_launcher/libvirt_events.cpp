@@ -130,6 +130,8 @@ std::vector<DomainEvent> LibvirtEventTracker::on_lifecycle(int event, int detail
       paused_start_ = false;  // anything else ends the start (e.g. it stopped)
     }
   }
+  std::string ev_cause = cause;
+  if (row->event != event) ev_cause = "libvirt/started/booted (resumed after a paused start)";
   std::optional<S> state = row->state;
   R reason = row->reason;
   T type = row->type;
@@ -158,7 +160,7 @@ std::vector<DomainEvent> LibvirtEventTracker::on_lifecycle(int event, int detail
   ev.detail = ours;
   ev.state = state_;
   ev.reason = reason_;
-  ev.cause = cause;
+  ev.cause = ev_cause;
   return {ev};
 }
 

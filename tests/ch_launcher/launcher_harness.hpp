@@ -34,6 +34,9 @@ inline std::filesystem::path guest_kernel() {
 
 struct LauncherRun {
   TempDir dir{"chl-run"};
+  // spec.hypervisor of the VMI write_vmi() writes: "cloud-hypervisor" (the VMM double or a real
+  // CH) or "qemu-kvm" (QEMU through libvirt; --vmm-binary is then not passed).
+  std::string hypervisor = "cloud-hypervisor";
   std::filesystem::path state_dir() const { return dir.path() / "state"; }
   std::filesystem::path socket() const { return state_dir() / "launcher.sock"; }
   std::filesystem::path vmi_file() const { return dir.path() / "vmi.yaml"; }
@@ -49,11 +52,12 @@ struct LauncherRun {
     std::ofstream f(vmi_file());
     f << "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nmetadata:\n  name: " << name
       << "\n  namespace: default\n  uid: 6a1f3c2e-0000-4000-8000-00000000abcd\n"
-      << "spec:\n  hypervisor: cloud-hypervisor\n  terminationGracePeriodSeconds: " << grace << "\n"
+      << "spec:\n  hypervisor: " << hypervisor << "\n  terminationGracePeriodSeconds: " << grace << "\n"
       << "  domain:\n    cpu:\n      cores: 1\n    memory:\n      guest: 64Mi\n"
       << "    firmware:\n      kernelBoot:\n        kernelArgs: \"" << cmdline << "\"\n"
       << "        container:\n          image: kernel-boot:latest\n          kernelPath: /guest.elf\n"
-      << "    devices:\n      autoattachPodInterface: false\n";
+      << "    devices:\n      autoattachPodInterface: false\n"
+      << (hypervisor == "qemu-kvm" ? "      autoattachGraphicsDevice: false\n" : "");
   }
 
   // A wrapper VMM binary that runs the double with fault-injection variables (the launcher
@@ -71,8 +75,12 @@ struct LauncherRun {
 
   void start(const std::vector<std::string>& extra = {}, const std::string& vmm = vmm_binary()) {
     std::vector<std::string> argv = {launcher_binary(), "run", "--vmi", vmi_file().string(), "--state-dir",
-                                     state_dir().string(), "--vmm-binary", vmm, "--volume",
+                                     state_dir().string(), "--volume",
                                      "kernel-boot=" + (dir.path() / "kernel").string(), "--log-level", "debug"};
+    if (hypervisor == "cloud-hypervisor") {
+      argv.push_back("--vmm-binary");
+      argv.push_back(vmm);
+    }
     argv.insert(argv.end(), extra.begin(), extra.end());
     common::SpawnOptions so;
     so.argv = argv;

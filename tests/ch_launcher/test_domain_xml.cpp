@@ -1,0 +1,210 @@
+// VMI -> libvirt domain XML for qemu-kvm (domain_xml.hpp): every example VMI renders XML that
+// libvirt's own schema accepts (virt-xml-validate from libvirt-clients), with the name, uuid,
+// boot, disks, console and seclabel the launcher relies on. No daemon, no QEMU.
+#include <doctest/doctest.h>
+
+#include "ch_launcher/domain_xml.hpp"
+#include "ch_launcher/plan.hpp"
+#include "ch_launcher/validator.hpp"
+#include "ch_launcher/vmi_parser.hpp"
+#include "tests/support/test_support.hpp"
+
+using namespace chl::core;
+using chl::test::source_dir;
+
+namespace {
+
+struct Case {
+  const char* vmi;
+  std::vector<std::pair<std::string, std::string>> volumes;
+  const char* cpu_set = "";
+  bool pod_layout = false;
+};
+
+// The golden VMIs of test_vmi_plan.cpp, with the same volume files.
+const std::vector<Case>& cases() {
+  static const std::vector<Case> c = {
+      {"containerdisk-cloudinit.yaml", {{"containerdisk", "/images/fedora-40.qcow2"}}},
+      {"masquerade.yaml", {}, "", true},
+      {"ephemeral.yaml", {{"containerdisk", "/images/cirros.img"}}},
+      {"empty-disk.yaml", {{"containerdisk", "/images/ubuntu-24.04.qcow2"}}},
+      {"host-disk.yaml", {}},
+      {"pvc.json", {}, "", true},
+      {"kernel-boot.yaml", {{"containerdisk", "/images/alpine.img"}, {"kernel-boot", "/kernel-root"}}},
+      {"efi.yaml", {{"containerdisk", "/images/alpine.img"}}},
+      {"hugepages.yaml", {{"containerdisk", "/images/fedora-40.qcow2"}}},
+      {"dedicated-cpus.yaml", {{"containerdisk", "/images/fedora-40.qcow2"}}, "4-7"},
+      {"multi-disk-nic.yaml",
+       {{"data", "/pvc/data/disk.img"}, {"root", "/images/debian-12.qcow2"}, {"app-config", "/configmaps/app-settings"}}},
+      {"virtiofs.yaml", {{"containerdisk", "/images/fedora-40.qcow2"}, {"config-fs", "/configmaps/app-config"}}},
+  };
+  return c;
+}
+
+struct Rendered {
+  Vmi vmi;
+  LaunchPlan plan;
+  std::string xml;
+};
+
+Rendered render_text(const std::string& text, const Case& c, Accel accel = Accel::Tcg) {
+  auto checked = check_vmi(text, "qemu-kvm");
+  if (!checked) {
+    std::string all;
+    for (const auto& v : checked.error()) all += to_string(v) + "\n";
+    FAIL(c.vmi << " does not validate for qemu-kvm:\n" << all);
+  }
+  PlanInputs in;
+  for (const auto& [k, v] : c.volumes) in.volume_paths[k] = v;
+  in.pod_layout = c.pod_layout;
+  in.state_dir = "/run/ch-launcher/test/vm";
+  if (*c.cpu_set) in.cpu_set = parse_cpu_list(c.cpu_set);
+  auto plan = plan_launch(checked->vmi, *checked->caps, in);
+  if (!plan) {
+    std::string all;
+    for (const auto& v : plan.error()) all += to_string(v) + "\n";
+    FAIL(c.vmi << ": plan failed:\n" << all);
+  }
+  DomainXmlOptions xo;
+  xo.accel = accel;
+  xo.run_as = std::make_pair(uid_t{0}, gid_t{0});
+  std::string xml = to_domain_xml(checked->vmi, *plan, xo);
+  return {checked->vmi, std::move(*plan), std::move(xml)};
+}
+
+Rendered render_file(const Case& c, Accel accel = Accel::Tcg) {
+  auto text = read_manifest((source_dir() / "tests/ch_launcher/vmis" / c.vmi).string());
+  REQUIRE_MESSAGE(text.has_value(), c.vmi);
+  // The example VMIs name no hypervisor or cloud-hypervisor; qemu-kvm is what is rendered here.
+  std::string t = *text;
+  for (auto pos = t.find("hypervisor: cloud-hypervisor"); pos != std::string::npos;
+       pos = t.find("hypervisor: cloud-hypervisor"))
+    t.replace(pos, std::strlen("hypervisor: cloud-hypervisor"), "hypervisor: qemu-kvm");
+  return render_text(t, c, accel);
+}
+
+// virt-xml-validate's verdict ("" = valid), or nullopt when the tool is missing.
+std::optional<std::string> schema_errors(const std::string& xml, const std::string& name) {
+  auto tool = chl::test::tool("virt-xml-validate");
+  if (!tool) return std::nullopt;
+  chl::test::TempDir dir("chl-domxml");
+  auto path = dir.path() / (name + ".xml");
+  chl::test::write_file(path, xml);
+  auto r = chl::test::run_command({*tool, path.string(), "domain"});
+  if (r.exit_code == 0) return std::string();
+  return r.output.empty() ? std::string("exit ") + std::to_string(r.exit_code) : r.output;
+}
+
+bool has(const std::string& xml, const std::string& what) { return xml.find(what) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("domain XML: every example VMI renders XML libvirt's schema accepts, under KVM and TCG") {
+  bool validated = false;
+  for (const auto& c : cases()) {
+    for (Accel a : {Accel::Tcg, Accel::Kvm}) {
+      CAPTURE(c.vmi);
+      CAPTURE(to_string(a));
+      Rendered r = render_file(c, a);
+      CHECK(has(r.xml, "<name>" + r.vmi.metadata.namespace_ + "_" + r.vmi.metadata.name + "</name>"));
+      CHECK(has(r.xml, a == Accel::Kvm ? "<domain type='kvm'>" : "<domain type='qemu'>"));
+      CHECK(has(r.xml, "<serial type='pty'>"));
+      CHECK(has(r.xml, "<seclabel type='static' model='dac' relabel='no'>"));
+      CHECK(has(r.xml, "<on_crash>destroy</on_crash>"));
+      auto errors = schema_errors(r.xml, c.vmi);
+      if (!errors) continue;
+      validated = true;
+      CHECK_MESSAGE(errors->empty(), c.vmi << " (" << to_string(a) << "):\n" << *errors << "\n" << r.xml);
+    }
+  }
+  if (!validated) chl::test::skip("virt-xml-validate not installed (libvirt-clients): schema not checked");
+}
+
+TEST_CASE("domain XML: name and uuid from the VMI, memory in bytes, topology, kernel boot") {
+  Rendered r = render_file({"kernel-boot.yaml", {{"containerdisk", "/images/alpine.img"}, {"kernel-boot", "/kernel-root"}}});
+  // firmware.uuid when the VMI sets one (KubeVirt's), else the VMI's uid.
+  const std::string uuid = r.plan.platform_uuid.empty() ? r.vmi.metadata.uid : r.plan.platform_uuid;
+  if (uuid.empty()) CHECK_FALSE(has(r.xml, "<uuid>"));  // none: libvirt makes one
+  else CHECK(has(r.xml, "<uuid>" + uuid + "</uuid>"));
+  CHECK(has(r.xml, "<memory unit='b'>" + std::to_string(r.plan.memory.size) + "</memory>"));
+  CHECK(has(r.xml, "<kernel>" + r.plan.payload.kernel + "</kernel>"));
+  if (!r.plan.payload.initramfs.empty()) CHECK(has(r.xml, "<initrd>" + r.plan.payload.initramfs + "</initrd>"));
+  CHECK(has(r.xml, "<cmdline>" + xml_escape(r.plan.payload.cmdline) + "</cmdline>"));
+  CHECK_FALSE(has(r.xml, "<boot order="));  // the kernel boots, not a disk
+  CHECK_FALSE(has(r.xml, "<loader"));
+  CHECK(has(r.xml, "<cpu mode='maximum'"));  // TCG: no host CPU to pass through
+}
+
+TEST_CASE("domain XML: buses, cdrom, qcow2 overlays, boot order, EFI, named CPU, pinning") {
+  const std::string vmi = R"(apiVersion: kubevirt.io/v1
+kind: VirtualMachineInstance
+metadata: {name: mix-1, namespace: lab, uid: 0b6f5d0e-1111-4222-8333-444455556666}
+spec:
+  hypervisor: qemu-kvm
+  domain:
+    cpu: {sockets: 1, cores: 2, threads: 1, model: Skylake-Server, dedicatedCpuPlacement: true}
+    memory: {guest: 1Gi}
+    firmware:
+      bootloader: {efi: {secureBoot: false}}
+    devices:
+      autoattachPodInterface: false
+      autoattachGraphicsDevice: false
+      disks:
+      - name: root
+        bootOrder: 2
+        disk: {bus: scsi}
+      - name: seed
+        bootOrder: 1
+        cdrom: {bus: sata}
+      - name: scratch
+        disk: {bus: virtio}
+  volumes:
+  - name: root
+    persistentVolumeClaim: {claimName: root-pvc}
+  - name: seed
+    cloudInitNoCloud: {userData: "#cloud-config\n"}
+  - name: scratch
+    ephemeral: {persistentVolumeClaim: {claimName: base}}
+)";
+  Rendered r = render_text(vmi, {"inline", {{"root", "/pvc/root.img"}, {"scratch", "/pvc/base.img"}}, "2-3"}, Accel::Kvm);
+  CAPTURE(r.xml);
+  CHECK(has(r.xml, "<name>lab_mix-1</name>"));
+  CHECK(xml_escape("a<b>&'\"") == "a&lt;b&gt;&amp;&apos;&quot;");
+  CHECK(has(r.xml, "<disk type='file' device='cdrom'>"));
+  CHECK(has(r.xml, "bus='sata'"));
+  CHECK(has(r.xml, "<controller type='scsi' index='0' model='virtio-scsi'/>"));
+  CHECK(has(r.xml, "<target dev='sda' bus='sata'/>"));  // the cdrom boots first (bootOrder 1)
+  CHECK(has(r.xml, "<target dev='sdb' bus='scsi'/>"));
+  CHECK(has(r.xml, "<target dev='vda' bus='virtio'/>"));
+  CHECK(has(r.xml, "<driver name='qemu' type='qcow2'/>"));  // the ephemeral overlay
+  CHECK(has(r.xml, "<loader readonly='yes' type='pflash'>"));
+  CHECK(has(r.xml, "OVMF_VARS.fd"));
+  CHECK(has(r.xml, "<model fallback='forbid'>Skylake-Server</model>"));
+  CHECK(has(r.xml, "<vcpupin vcpu='1' cpuset='3'/>"));
+  CHECK(has(r.xml, "<label>+0:+0</label>"));
+  auto pos_cd = r.xml.find("device='cdrom'");
+  auto pos_root = r.xml.find("ua-root");
+  CHECK(pos_cd < pos_root);
+  auto errors = schema_errors(r.xml, "inline");
+  if (!errors) {
+    chl::test::skip("virt-xml-validate not installed (libvirt-clients): schema not checked");
+  } else {
+    CHECK_MESSAGE(errors->empty(), *errors);
+  }
+}
+
+TEST_CASE("domain XML: render --hypervisor qemu-kvm prints the XML through the CLI") {
+  auto r = chl::test::run_command({chl::test::launcher_binary(), "render", "--vmi",
+                                   (source_dir() / "tests/ch_launcher/vmis/containerdisk-cloudinit.yaml").string(),
+                                   "--hypervisor", "qemu-kvm", "--accel", "tcg", "--volume",
+                                   "containerdisk=/images/fedora-40.qcow2"});
+  CHECK_MESSAGE(r.exit_code == 0, r.output);
+  CHECK(r.output.rfind("<domain type='qemu'>", 0) == 0);
+  CHECK(has(r.output, "<name>demo_vmi-fedora</name>"));
+  CHECK(has(r.output, "<rng model='virtio'>"));
+  auto bad = chl::test::run_command({chl::test::launcher_binary(), "render", "--vmi",
+                                     (source_dir() / "tests/ch_launcher/vmis/containerdisk-cloudinit.yaml").string(),
+                                     "--hypervisor", "qemu-kvm", "--accel", "fast"});
+  CHECK(bad.exit_code == 2);
+  CHECK(has(bad.output, "--accel"));
+}
