@@ -49,8 +49,19 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+// The run's temporary directories, removed on every way out (normal end, die(), stall).
+std::vector<std::filesystem::path> g_temp_dirs;
+
+void remove_temp_dirs() {
+  for (const auto& d : g_temp_dirs) {
+    std::error_code ec;
+    std::filesystem::remove_all(d, ec);
+  }
+}
+
 [[noreturn]] void die(const std::string& msg) {
   std::fprintf(stderr, "console_bridge_bench: %s\n", msg.c_str());
+  remove_temp_dirs();
   std::exit(1);
 }
 
@@ -58,9 +69,8 @@ namespace {
 // of the benchmark (in any thread) calls tick() when it gets somewhere.
 class StallWatchdog {
  public:
-  void start(std::chrono::seconds limit, std::vector<std::filesystem::path> cleanup_dirs) {
+  void start(std::chrono::seconds limit) {
     limit_ = limit;
-    cleanup_dirs_ = std::move(cleanup_dirs);
     thread_ = std::thread([this] { loop(); });
     thread_.detach();  // lives as long as the process
   }
@@ -93,10 +103,7 @@ class StallWatchdog {
                    "console_bridge_bench: STALL: no progress for %lld s during: %s; aborting (the relays "
                    "are killed with this process)\n",
                    static_cast<long long>(limit_.count()), phase.c_str());
-      for (const auto& d : cleanup_dirs_) {
-        std::error_code ec;
-        std::filesystem::remove_all(d, ec);
-      }
+      remove_temp_dirs();
       std::_Exit(2);
     }
   }
@@ -104,7 +111,6 @@ class StallWatchdog {
   std::mutex mu_;
   std::string phase_ = "starting";
   std::chrono::seconds limit_{20};
-  std::vector<std::filesystem::path> cleanup_dirs_;
   std::thread thread_;
 };
 
@@ -332,10 +338,12 @@ int main(int argc, char** argv) {
   char tmpl[] = "/tmp/chl-cbbench-XXXXXX";
   if (!::mkdtemp(tmpl)) die("mkdtemp failed");
   std::filesystem::path dir = tmpl;
+  g_temp_dirs.push_back(dir);
   char shm_tmpl[] = "/dev/shm/chl-cbbench-XXXXXX";
   if (!::mkdtemp(shm_tmpl)) die("mkdtemp in /dev/shm failed");
   std::filesystem::path shm_dir = shm_tmpl;
-  watchdog.start(std::chrono::seconds(stall_seconds), {dir, shm_dir});
+  g_temp_dirs.push_back(shm_dir);
+  watchdog.start(std::chrono::seconds(stall_seconds));
 
   double load[3] = {0, 0, 0};
   if (FILE* f = std::fopen("/proc/loadavg", "r")) {
@@ -397,7 +405,6 @@ int main(int argc, char** argv) {
       (void)rig.relay.wait_for(std::chrono::seconds(5));
     }
   }
-  std::filesystem::remove_all(dir);
-  std::filesystem::remove_all(shm_dir);
+  remove_temp_dirs();
   return 0;
 }
