@@ -43,7 +43,7 @@ FROM debian:bookworm-slim
 # BEGIN runtime-libraries
 RUN apt-get update \
  && apt-get install -y -t bookworm --no-install-recommends \
-      libc6 libfmt9 libgcc-s1 libspdlog1.10 libstdc++6 libyaml-cpp0.7 libzstd1 zlib1g \
+      libc6 libfmt9 libgcc-s1 libseccomp2 libspdlog1.10 libstdc++6 libyaml-cpp0.7 libzstd1 zlib1g \
  && rm -rf /var/lib/apt/lists/*
 # END runtime-libraries
 COPY --from=build /ch-launcher /usr/bin/ch-launcher

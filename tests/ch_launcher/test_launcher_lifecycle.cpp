@@ -54,6 +54,36 @@ TEST_CASE("run: full lifecycle through the CLI ends Shutoff with exit 0 and noth
   r.check_clean(pid);
 }
 
+TEST_CASE("run: the launcher confines itself with seccomp once its VMM runs") {
+  LauncherRun r;
+  r.write_vmi("console=ttyS0");
+  r.start();
+  REQUIRE_MESSAGE(r.wait_state("Running"), r.output());
+  CHECK(r.domain()["seccomp"] == "enforce");
+  // The kernel agrees: the launcher runs under a seccomp filter (mode 2), and its VMM, started
+  // before, is not under the launcher's filter.
+  auto proc_seccomp = [](long pid) {
+    auto text = chl::test::read_file("/proc/" + std::to_string(pid) + "/status");
+    auto at = text.find("Seccomp:");
+    return at == std::string::npos ? std::string("?") : text.substr(at + 8, text.find('\n', at) - at - 8);
+  };
+  CHECK(proc_seccomp(r.child.pid()).find('2') != std::string::npos);
+  if (!chl::test::using_real_vmm()) CHECK(proc_seccomp(vmm_pid(r.domain())).find('0') != std::string::npos);
+  // Everything still works under the filter: console, pause/resume, reboot (a new PTY), stop.
+  CHECK(r.console("", "ready").find("ready") != std::string::npos);
+  CHECK(r.cli({"pause"}).exit_code == 0);
+  CHECK(r.cli({"resume"}).exit_code == 0);
+  CHECK(r.cli({"reboot"}).exit_code == 0);
+  CHECK(r.wait_state("Running"));
+  auto stop = r.cli({"stop"});
+  CHECK_MESSAGE(stop.output.find("Shutoff (Shutdown)") != std::string::npos, stop.output);
+  auto exit = r.wait_exit();
+  REQUIRE(exit);
+  CHECK_MESSAGE(exit->code == 0, r.output());
+  CHECK(r.output().find("seccomp: launcher confined (enforce") != std::string::npos);
+  CHECK(r.output().find("\"level\":\"error\"") == std::string::npos);
+}
+
 TEST_CASE("run: the guest powering itself off ends the launcher with exit 0") {
   LauncherRun r;
   r.write_vmi("console=ttyS0 poweroff");
