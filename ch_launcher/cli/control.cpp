@@ -2,8 +2,12 @@
 // restore. Each talks to a running launcher's command socket (found from --state-dir, --vmi or
 // --socket). Human output by default, --json for scripts. Exit 1 with a clear message when the
 // launcher refuses (wrong state) or is not there.
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
+#include <thread>
 #include <ctime>
+#include <memory>
 
 #include <nlohmann/json.hpp>
 
@@ -144,25 +148,57 @@ int stop_or_kill(const std::string& name, const std::vector<std::string>& argv) 
       return usage_error(name, "--grace-period takes a whole number of seconds");
     }
   }
-  auto r = core::command_request(*sock, "PUT", name == "kill" ? "/v1/kill" : "/v1/shutdown",
-                                 body.empty() ? std::string() : body.dump());
-  int rc = report(name, r, false, [](const json&) {});
-  if (rc != 0) return rc;
+  const std::string target = name == "kill" ? "/v1/kill" : "/v1/shutdown";
+  const std::string payload = body.empty() ? std::string() : body.dump();
   if (a.has("--no-wait")) {
-    std::printf("%s\n", name == "kill" ? "killing" : "stopping");
-    return 0;
+    int rc = report(name, core::command_request(*sock, "PUT", target, payload), false, [](const json&) {});
+    if (rc == 0) std::printf("%s\n", name == "kill" ? "killing" : "stopping");
+    return rc;
   }
-  // Follow the VM down: the launcher closes the stream when the VM is gone.
-  std::string last_state = "?", last_reason = "?";
-  auto st = core::command_stream(*sock, "/v1/events", [&](const std::string& line) {
-    json e = json::parse(line, nullptr, false);
-    if (!e.is_object()) return true;
-    last_state = e.value("state", last_state);
-    last_reason = e.value("reason", last_reason);
-    return !(last_state == "Shutoff" || last_state == "Crashed");
+  // Follow the VM down. The event stream is opened *before* the request, so that the final
+  // state is seen even when the VM is gone (and the launcher with it) a moment after the
+  // request: the stream starts with the current state, then every change, and the launcher
+  // closes it when the VM is gone.
+  struct Follow {
+    std::mutex m;
+    std::condition_variable cv;
+    bool subscribed = false, done = false;
+    std::string state = "?", reason = "?";
+  };
+  auto f = std::make_shared<Follow>();  // shared with the follower, which may outlive a refusal
+  std::thread follower([f, path = *sock] {
+    (void)core::command_stream(path, "/v1/events", [&](const std::string& line) {
+      json e = json::parse(line, nullptr, false);
+      std::lock_guard lock(f->m);
+      if (e.is_object()) {
+        f->state = e.value("state", f->state);
+        f->reason = e.value("reason", f->reason);
+      }
+      f->subscribed = true;
+      f->cv.notify_all();
+      return !(f->state == "Shutoff" || f->state == "Crashed");
+    });
+    std::lock_guard lock(f->m);
+    f->done = true;
+    f->cv.notify_all();
   });
-  if (!st && last_state == "?") {
-    // The launcher was already gone by the time we listened: it finished.
+  bool already_down = false;
+  {
+    std::unique_lock lock(f->m);
+    f->cv.wait(lock, [&] { return f->subscribed || f->done; });
+    already_down = f->state == "Shutoff" || f->state == "Crashed";
+  }
+  int rc = 0;
+  if (!already_down) rc = report(name, core::command_request(*sock, "PUT", target, payload), false, [](const json&) {});
+  if (rc != 0) {
+    // Refused (the reason is printed): the VM is not going down, so stop following.
+    follower.detach();
+    return rc;
+  }
+  follower.join();
+  std::string last_state = f->state, last_reason = f->reason;
+  if (last_state == "?") {
+    // No launcher answered the stream: it had already finished.
     last_state = "Shutoff";
     last_reason = "gone";
   }
