@@ -46,6 +46,9 @@ void append_both32(std::string& s, std::uint32_t v) {
   put_both32(s, at, v);
 }
 
+// 80 KiB: past the 68 KiB (0x11000) busybox reads before probing, like xorrisofs's padding.
+constexpr std::uint32_t kMinSectors = 40;
+
 std::uint32_t sectors_for(std::uint64_t bytes) {
   return static_cast<std::uint32_t>((bytes + kSector - 1) / kSector);
 }
@@ -263,7 +266,10 @@ class IsoBuilder {
       f.extent = f.file->data.empty() ? meta_end : next;  // empty files: a valid block, length 0
       next += sectors_for(f.file->data.size());
     }
-    const std::uint32_t total = std::max(next, meta_end + 1);
+    // At least kMinSectors: busybox's volume_id (findfs, mdev) reads the first 0x11000 bytes in
+    // one go before it probes for ISO 9660 and gives up on a shorter disk, so an image that ends
+    // earlier is never found by LABEL there (blkid finds it). The padding is sparse.
+    const std::uint32_t total = std::max({next, meta_end + 1, kMinSectors});
 
     std::string meta(static_cast<std::size_t>(meta_end) * kSector, '\0');
     write_descriptor(meta, 16, false, opts_.volume_id, total, ppt_size, ppt_l, ppt_m,
