@@ -162,6 +162,12 @@ int main(int argc, char** argv) {
   row("ours, vfat, fsync", fat_sync, ours_size(d::CloudInitFormat::vfat));
   row("xorrisofs -joliet -rock", xorr, xorrisofs ? fs::file_size(base / "xorriso-0.iso") : 0);
   row("mkfs.vfat + mcopy", mkfsmcopy, mkfs ? fs::file_size(base / "mkfs-0.img") : 0);
+  // For bench/run.sh: key, what, ours, peer name, peer, unit, target kind, target.
+  if (xorr > 0)
+    std::printf("RESULT\tcloudinit_iso\tcloud-init NoCloud ISO build\t%.3f\txorrisofs\t%.3f\tms\tfaster_ge\t10\n", iso, xorr);
+  if (mkfsmcopy > 0)
+    std::printf("RESULT\tcloudinit_vfat\tcloud-init NoCloud vfat build\t%.3f\tmkfs.vfat+mcopy\t%.3f\tms\tfaster_ge\t10\n", fat,
+                mkfsmcopy);
   if (arg(argc, argv, "--dir", "").empty()) fs::remove_all(base);
   return 0;
 }

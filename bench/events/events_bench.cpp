@@ -136,6 +136,10 @@ int main(int argc, char** argv) {
     std::printf("%-34s %10.0f events/s %8.1f MiB/s\n",
                 which == 0 ? "parser" : "parser+tracker+bus(2 subscribers)",
                 static_cast<double>(best.events) / best.seconds, mib / best.seconds);
+    // For bench/run.sh (informational: no peer, no target).
+    std::printf("RESULT\t%s\t%s\t%.0f\t\t\tevents/s\tinfo\t\n", which == 0 ? "events_parser" : "events_pipeline",
+                which == 0 ? "event-monitor parser" : "events parser+tracker+bus",
+                static_cast<double>(best.events) / best.seconds);
   }
   return 0;
 }

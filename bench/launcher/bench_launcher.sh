@@ -70,3 +70,8 @@ awk -v b="$b" -v o="$o" -v n="$N" 'BEGIN {
   printf "launch overhead (median difference): %.1f ms\n", (o - b) / 1000 }'
 awk -v r="$rss" -v t="$threads" 'BEGIN { printf "launcher RSS with a running VM: %.1f MiB (%d threads)\n", r / 1024, t }'
 echo "launcher context switches in 10 s idle: $((cs1 - cs0))"
+# For bench/run.sh: key, what, ours, peer name, peer, unit, target kind, target.
+awk -v b="$b" -v o="$o" -v r="$rss" -v cs="$((cs1 - cs0))" 'BEGIN {
+  printf "RESULT\tlaunch\trun -> Running (median)\t%.1f\tbare curl create+boot\t%.1f\tms\tdiff_le\t5\n", o / 1000, b / 1000
+  printf "RESULT\trss\tlauncher RSS, VM running\t%.1f\t\t\tMiB\tabs_le\t8\n", r / 1024
+  printf "RESULT\tidle_wakeups\tlauncher wake-ups per second, idle\t%.1f\t\t\t/s\tabs_le\t0\n", cs / 10 }'

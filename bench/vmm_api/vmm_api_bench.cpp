@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/child_process.hpp"
@@ -85,6 +86,9 @@ bool measure(const char* name, int n, const std::function<bool()>& call) {
   };
   std::printf("%-22s n=%-6d median=%8.1f us  p99=%8.1f us  max=%8.1f us\n", name, n, pct(0.5),
               pct(0.99), us.back());
+  if (std::string_view(name) == "vm.info (Running)" || std::string_view(name) == "vmm.ping")
+    std::printf("RESULT\tapi_%s\tVMM API %s round trip (median)\t%.1f\t\t\tus\tinfo\t\n",
+                std::string_view(name) == "vmm.ping" ? "ping" : "info", name, pct(0.5));
   return true;
 }
 

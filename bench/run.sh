@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Every benchmark of the project beside its peer, in one run, into bench/results.md (a table:
+# ours, peer, ratio, target, met or not), bench/results.tsv (the raw RESULT lines) and
+# bench/results.svg (each figure's margin against its target, drawn by gnuplot).
+#
+# Each benchmark prints its figures as RESULT lines, tab-separated:
+#   RESULT  key  what  ours  peer-name  peer  unit  kind  target
+# kind: faster_ge T  (times; met when peer/ours >= T)     rate_ge T (rates; met when ours/peer >= T)
+#       abs_le T     (met when ours <= T)                 diff_le T (met when ours - peer <= T)
+#       info         (no target)
+# Usage: bench/run.sh [--quick] [BUILD_DIR]   (--quick: fewer rounds, 1 qcow2 run; for CI smoke)
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+QUICK=0
+if [ "${1:-}" = "--quick" ]; then QUICK=1; shift; fi
+BUILD=${1:-$ROOT/build}
+OUT=$ROOT/bench
+RAW=$(mktemp /tmp/chl-bench-raw-XXXXXX)
+trap 'rm -f "$RAW"' EXIT
+
+bash "$ROOT/scripts/setup.sh" >/dev/null
+if ! command -v gnuplot >/dev/null 2>&1; then
+  echo "bench: installing gnuplot-nox (draws bench/results.svg)"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get install -y -q -t bookworm --no-install-recommends gnuplot-nox </dev/null >/dev/null
+fi
+cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$BUILD" -j "$(nproc)" --target ch-launcher vmm-double pvh_guest console_bridge_bench \
+  vmm_api_bench events_bench cloud_init_bench vmi_bench qcow2_convert_bench >/dev/null
+
+r() { [ "$QUICK" = 1 ] && echo "$1" || echo "$2"; }
+bench() {  # bench NAME COMMAND... : run, show its output, keep its RESULT lines
+  echo "=== $1"
+  shift
+  local log
+  log=$(mktemp)
+  if "$@" 2>&1 | tee "$log"; then :; else echo "bench: $* failed (its figures are missing)"; fi
+  grep '^RESULT' "$log" >> "$RAW" || true
+  rm -f "$log"
+}
+
+B=$BUILD/bench
+bench "launcher: overhead, RSS, idle wake-ups" bash "$ROOT/bench/launcher/bench_launcher.sh" "$BUILD" "$(r 5 20)"
+bench "100 idle launchers" bash "$ROOT/bench/launcher/idle_launchers.sh" "$BUILD" "$(r 20 100)" "$(r 5 10)"
+bench "console bridge vs socat" "$B/console_bridge/console_bridge_bench" $( [ "$QUICK" = 1 ] && echo --mib 16 --rounds 200 --trials 1 )
+bench "VMM API client" "$B/vmm_api/vmm_api_bench" --vmm "$BUILD/tests/vmm_double/vmm-double" --kernel "$BUILD/guests/pvh-guest.elf" --n "$(r 200 2000)"
+bench "event stream" "$B/events/events_bench" --rounds "$(r 2 5)"
+bench "cloud-init media" "$B/cloud_init/cloud_init_bench" --rounds "$(r 5 30)"
+bench "VMI pipeline" "$B/vmi/vmi_bench" --n "$(r 200 2000)"
+bench "qcow2 -> raw" "$B/disks/qcow2_convert_bench" /tmp "$(r 1 3)"
+for extra in "$ROOT"/bench/guests/*.sh "$ROOT"/bench/libvirt/*.sh; do
+  [ -f "$extra" ] || continue
+  bench "$(basename "$(dirname "$extra")")/$(basename "$extra")" bash "$extra" "$BUILD"
+done
+
+cp "$RAW" "$OUT/results.tsv"
+# The table and the margins (>= 1 means the target is met).
+awk -F'\t' -v when="$(date -u '+%Y-%m-%d %H:%M UTC')" -v host="$(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)" \
+    -v quick="$QUICK" -v margins="$OUT/results.margins" '
+  function f(x) { return (x == "" ? "" : (x + 0 == int(x + 0) ? sprintf("%d", x) : sprintf("%.3g", x))) }
+  BEGIN {
+    print "# Benchmark results"
+    print ""
+    printf "Written by `bench/run.sh`%s on %s (%s). Each row: ours, the peer measured in the same run, the ratio, the target and whether it is met. Generated: edit the benchmarks, not this file.\n\n", (quick ? " --quick" : ""), when, host
+    print "| figure | ours | peer | ratio | target | met |"
+    print "|---|---|---|---|---|---|"
+    printf "" > margins
+  }
+  {
+    key = $2; what = $3; ours = $4; pname = $5; peer = $6; unit = $7; kind = $8; t = $9
+    ratio = ""; met = ""; margin = ""; target = ""
+    if (kind == "faster_ge") { ratio = peer / ours; target = "≥ " t "× faster"; margin = ratio / t; ratio = sprintf("%.2f× faster", ratio) }
+    else if (kind == "rate_ge") { ratio = ours / peer; target = "≥ " t "×"; margin = ratio / t; ratio = sprintf("%.2f×", ratio) }
+    else if (kind == "abs_le") { target = "≤ " t " " unit; margin = (ours > 0 ? t / ours : 10); if (t == 0) margin = (ours == 0 ? 1 : 0) }
+    else if (kind == "diff_le") { ratio = sprintf("%+.1f %s", ours - peer, unit); target = "≤ +" t " " unit; margin = (ours > 0 ? (peer + t) / ours : 10) }
+    if (kind != "info") { met = (margin >= 1 ? "yes" : "**no**"); if (margin > 10) margin = 10; printf "%s\t%.3f\n", key, margin >> margins }
+    printf "| %s | %s %s | %s | %s | %s | %s |\n", what, f(ours), unit, (pname == "" ? "—" : pname ": " f(peer) " " unit), ratio, target, met
+  }' "$RAW" > "$OUT/results.md"
+
+if command -v gnuplot >/dev/null 2>&1 && [ -s "$OUT/results.margins" ]; then
+  gnuplot <<GP
+set terminal svg size 900,420 font "sans,11" background "white"
+set output "$OUT/results.svg"
+set title "ch-launcher: each figure against its target (>= 1 met; capped at 10)"
+set style data histograms
+set style fill solid 0.8 border -1
+set boxwidth 0.7
+set logscale y
+set yrange [0.1:10]
+set ylabel "margin (target met at 1)"
+set xtics rotate by -35 noenhanced
+set key off
+set grid ytics
+plot "$OUT/results.margins" using 2:xtic(1) lc rgb "#3b7dd8", 1 with lines lc rgb "#d83b3b" lw 2
+GP
+  printf '\n![margins against targets](results.svg)\n' >> "$OUT/results.md"
+fi
+rm -f "$OUT/results.margins"
+echo "=== bench/results.md"
+cat "$OUT/results.md"
