@@ -62,17 +62,21 @@ Status set_nonblocking(int fd) {
   return {};
 }
 
+Status make_raw(int fd, const std::filesystem::path& path) {
+  if (!::isatty(fd)) return {};
+  termios t{};
+  if (::tcgetattr(fd, &t) != 0) return fail_errno("tcgetattr " + path.string());
+  ::cfmakeraw(&t);
+  if (::tcsetattr(fd, TCSANOW, &t) != 0) return fail_errno("tcsetattr raw " + path.string());
+  return {};
+}
+
 Result<UniqueFd> open_pty_path(const std::filesystem::path& path, bool raw) {
   int fd = common::retry_eintr(
       [&] { return ::open(path.c_str(), O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC); });
   if (fd < 0) return fail_errno("opening PTY " + path.string());
   UniqueFd owned(fd);
-  if (raw && ::isatty(fd)) {
-    termios t{};
-    if (::tcgetattr(fd, &t) != 0) return fail_errno("tcgetattr " + path.string());
-    ::cfmakeraw(&t);
-    if (::tcsetattr(fd, TCSANOW, &t) != 0) return fail_errno("tcsetattr raw " + path.string());
-  }
+  if (raw) CHL_TRY_VOID(make_raw(fd, path));
   return owned;
 }
 
@@ -368,18 +372,20 @@ void Bridge::Impl::try_return() {
       if (auto st = adopt(std::move(parked_), true); !st) CHL_LOG_ERROR("console bridge: {}", st.error().message());
       return;
     }
-  } else if (auto fd = open_pty_path(*pty_path_, opts.raw_pty); fd) {
+  } else if (auto fd = open_pty_path(*pty_path_, false); fd) {
     // By path: the slave was hung up (vhangup) while its master stayed open, so the path still
     // leads to the same PTY — the parked fd pins its number, so it cannot be another terminal's.
     // When the master is gone the path does not exist (open fails): the VMM's next PTY comes
-    // with a new number through attach_pty_path().
+    // with a new number through attach_pty_path(). Identity is checked before anything (raw
+    // mode) is done to the terminal.
     if (same_file(fd->get(), parked_.get()) && !pty_hung_up(fd->get())) {
-      if (auto st = adopt(std::move(*fd)); !st) {
-        CHL_LOG_ERROR("console bridge: {}", st.error().message());
-      } else {
+      Status st = opts.raw_pty ? make_raw(fd->get(), *pty_path_) : Status{};
+      if (st) st = adopt(std::move(*fd));
+      if (st) {
         parked_.reset();
+        return;
       }
-      return;
+      CHL_LOG_ERROR("console bridge: {}", st.error().message());
     }
   }
   arm_reopen();
