@@ -30,8 +30,8 @@ AccelChoice choose_accel(AccelRequest request, const AccelProbePaths& paths) {
   if (request == AccelRequest::Kvm) {
     std::string why = "KVM forced by --accel kvm";
     if (!kvm) why += " (but " + paths.dev_kvm.string() + " cannot be opened: " + std::strerror(open_errno) + ")";
-    else if (pvm) why += " (nested PVM KVM: ordinary guest kernels may crash under it)";
-    return {Accel::Kvm, why};
+    else if (pvm) why += " (nested PVM KVM: ordinary guest kernels may crash under it; the guest gets QEMU's qemu64 CPU)";
+    return {Accel::Kvm, why, pvm};
   }
   if (!kvm)
     return {Accel::Tcg, "software emulation (TCG): " + paths.dev_kvm.string() + " cannot be opened (" +

@@ -153,7 +153,9 @@ std::string to_domain_xml(const Vmi& vmi, const LaunchPlan& plan, const DomainXm
   // `max` CPU stands for host-model and host-passthrough.
   const CpuTopology& t = plan.cpus.topology;
   const std::string& model = dom.cpu.model;
-  if (model.empty() || model == "host-model") {
+  if (kvm && opts.plain_cpu) {
+    x << "  <cpu mode='custom' match='exact' check='none'>\n    <model fallback='allow'>qemu64</model>\n";
+  } else if (model.empty() || model == "host-model") {
     x << (kvm ? "  <cpu mode='host-model' check='partial'>\n" : "  <cpu mode='maximum' check='none'>\n");
   } else if (model == "host-passthrough") {
     x << (kvm ? "  <cpu mode='host-passthrough' check='none'>\n" : "  <cpu mode='maximum' check='none'>\n");

@@ -22,6 +22,9 @@ namespace chl::core {
 
 struct DomainXmlOptions {
   Accel accel = Accel::Tcg;
+  // KVM on nested PVM (AccelChoice::nested_pvm): QEMU's qemu64 CPU, unchecked, whatever model
+  // the VMI asks for.
+  bool plain_cpu = false;
   std::string emulator;  // "" = libvirt's default for the arch (qemu-system-x86_64)
   // QEMU's uid:gid (static DAC label, no relabelling); nullopt = the daemon's default user.
   std::optional<std::pair<uid_t, gid_t>> run_as;

@@ -40,6 +40,26 @@ constexpr const char* kQemuConf =
     "dynamic_ownership = 0\n"
     "remember_owner = 0\n";
 
+// Our libvirtd's own configuration (-f): no keepalive pings to clients, so an idle launcher's
+// libvirt thread is never woken (a dead client is seen as a closed socket anyway).
+constexpr const char* kLibvirtdConf =
+    "# Written by ch-launcher for the libvirtd it starts (docs/qemu.md).\n"
+    "keepalive_interval = -1\n";
+
+// Write `text` to `path` through a temporary file and a rename.
+Status write_config(const fs::path& path, const char* text) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << text;
+    if (!f.flush()) return fail(std::errc::io_error, "writing " + tmp.string());
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) return fail(ec, "writing " + path.string());
+  return {};
+}
+
 std::optional<std::string> find_daemon(const std::string& name) {
   if (auto p = common::find_program(name)) return p;
   for (const char* dir : {"/usr/sbin/", "/sbin/"}) {
@@ -175,25 +195,20 @@ Result<LibvirtDaemons> LibvirtDaemons::ensure(const LibvirtDaemonOptions& opts) 
     ::unlink(libvirtd_pid.c_str());
     std::vector<std::string> argv;
     auto unshare = common::find_program("unshare");
+    const fs::path daemon_conf = opts.run_dir / "libvirtd.conf";
+    CHL_TRY_VOID(write_config(daemon_conf, kLibvirtdConf));
     if (opts.private_qemu_conf && unshare) {
       const fs::path conf = opts.run_dir / "qemu.conf";
-      const fs::path tmp = opts.run_dir / "qemu.conf.tmp";
-      {
-        std::ofstream f(tmp, std::ios::trunc);
-        f << kQemuConf;
-        if (!f.flush()) return fail(std::errc::io_error, "writing " + tmp.string());
-      }
-      fs::rename(tmp, conf, ec);
-      if (ec) return fail(ec, "writing " + conf.string());
+      CHL_TRY_VOID(write_config(conf, kQemuConf));
       // Positional parameters, no interpolation: paths never become shell code.
       argv = {*unshare, "--mount", "--propagation", "private", "--", "/bin/sh", "-c",
-              "mount --bind \"$1\" /etc/libvirt/qemu.conf && exec \"$2\" -d -p \"$3\"", "sh", conf.string(),
-              *libvirtd, libvirtd_pid.string()};
+              "mount --bind \"$1\" /etc/libvirt/qemu.conf && exec \"$2\" -d -f \"$4\" -p \"$3\"", "sh",
+              conf.string(), *libvirtd, libvirtd_pid.string(), daemon_conf.string()};
     } else {
       CHL_LOG_WARN("libvirt: starting libvirtd with the host's qemu.conf ({}): with /dev/kvm root-only, libvirt "
                    "re-probes QEMU on every domain start",
                    unshare ? "private qemu.conf disabled" : "no unshare(1)");
-      argv = {*libvirtd, "-d", "-p", libvirtd_pid.string()};
+      argv = {*libvirtd, "-d", "-f", daemon_conf.string(), "-p", libvirtd_pid.string()};
     }
     CHL_TRY_VOID(common::wrap(run_daemonizing(argv, log, opts.start_timeout), "starting libvirtd"));
     if (!wait_for(opts.start_timeout, [&] { return unix_socket_answers(opts.libvirtd_socket); }))

@@ -9,13 +9,18 @@ namespace chl::core {
 
 namespace {
 void wake(int /*timer*/, void* /*opaque*/) {}
+// libvirt prints every error to stderr by default; the launcher reports them itself (with
+// context) through libvirt_fail(), from virGetLastError().
+void quiet(void* /*opaque*/, virErrorPtr /*error*/) {}
 }  // namespace
 
 common::Status LibvirtEventLoop::start() {
   static std::once_flag once;
   static int registered = -1;
   std::call_once(once, [] {
-    if (virInitialize() == 0) registered = virEventRegisterDefaultImpl();
+    if (virInitialize() != 0) return;
+    virSetErrorFunc(nullptr, quiet);
+    registered = virEventRegisterDefaultImpl();
   });
   if (registered != 0) return libvirt_fail("registering libvirt's event loop");
   quit_ = false;

@@ -135,6 +135,9 @@ int run_launcher(const LaunchOptions& opts) {
     else CHL_LOG_INFO("accelerator: {}", accel.why);
     DomainXmlOptions xo;
     xo.accel = accel.accel;
+    xo.plain_cpu = accel.nested_pvm;
+    if (accel.nested_pvm && !vmi.spec.domain.cpu.model.empty())
+      CHL_LOG_WARN("accelerator: nested PVM KVM: the VMI's CPU model {} is replaced by qemu64", vmi.spec.domain.cpu.model);
     xo.emulator = emulator;
     xo.run_as = std::make_pair(::geteuid(), ::getegid());
     LibvirtDriverOptions lo;

@@ -63,7 +63,9 @@ int run(const std::vector<std::string>& argv) {
   }
   if (qemu && !args.has("--plan")) {
     chl::core::DomainXmlOptions xo;
-    xo.accel = chl::core::choose_accel(*accel).accel;
+    auto choice = chl::core::choose_accel(*accel);
+    xo.accel = choice.accel;
+    xo.plain_cpu = choice.nested_pvm;
     xo.emulator = args.get_or("--emulator", "");
     std::fputs(chl::core::to_domain_xml(checked->vmi, *plan, xo).c_str(), stdout);
   } else if (qemu) {
