@@ -15,7 +15,8 @@ bool is_qcow2(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   char magic[4] = {};
   if (!f.read(magic, 4)) return false;
-  return magic[0] == 'Q' && magic[1] == 'F' && magic[2] == 'I' && static_cast<unsigned char>(magic[3]) == 0xfb;
+  return magic[0] == 'Q' && magic[1] == 'F' && magic[2] == 'I' &&
+         static_cast<unsigned char>(magic[3]) == 0xfb;
 }
 
 bool looks_like_uuid(const std::string& s) {
@@ -47,7 +48,8 @@ struct Bus {
 
 Bus disk_bus(const Disk& d) {
   std::string b = d.bus;
-  if (b.empty()) b = d.device == DiskDevice::Cdrom ? "sata" : (d.device == DiskDevice::Lun ? "scsi" : "virtio");
+  if (b.empty())
+    b = d.device == DiskDevice::Cdrom ? "sata" : (d.device == DiskDevice::Lun ? "scsi" : "virtio");
   return {b, b != "virtio"};
 }
 
@@ -58,18 +60,31 @@ std::string xml_escape(std::string_view s) {
   out.reserve(s.size());
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '\'': out += "&apos;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
 }
 
-std::string domain_name(const Vmi& vmi) { return vmi.metadata.namespace_ + "_" + vmi.metadata.name; }
+std::string domain_name(const Vmi& vmi) {
+  return vmi.metadata.namespace_ + "_" + vmi.metadata.name;
+}
 
 std::string to_domain_xml(const Vmi& vmi, const LaunchPlan& plan, const DomainXmlOptions& opts) {
   const Domain& dom = vmi.spec.domain;
@@ -87,8 +102,9 @@ std::string to_domain_xml(const Vmi& vmi, const LaunchPlan& plan, const DomainXm
                      : looks_like_uuid(vmi.metadata.uid) ? vmi.metadata.uid
                                                          : std::string();
   if (!uuid.empty()) x << "  <uuid>" << uuid << "</uuid>\n";
-  x << "  <description>" << xml_escape("VMI " + vmi.metadata.namespace_ + "/" + vmi.metadata.name + " uid " +
-                                       vmi.metadata.uid + ", run by ch-launcher")
+  x << "  <description>"
+    << xml_escape("VMI " + vmi.metadata.namespace_ + "/" + vmi.metadata.name + " uid " +
+                  vmi.metadata.uid + ", run by ch-launcher")
     << "</description>\n";
 
   // Memory (bytes; libvirt rounds to KiB) and its backing.
@@ -96,7 +112,8 @@ std::string to_domain_xml(const Vmi& vmi, const LaunchPlan& plan, const DomainXm
   if (plan.memory.hugepage_size > 0 || plan.memory.shared) {
     x << "  <memoryBacking>\n";
     if (plan.memory.hugepage_size > 0)
-      x << "    <hugepages><page size='" << plan.memory.hugepage_size << "' unit='b'/></hugepages>\n";
+      x << "    <hugepages><page size='" << plan.memory.hugepage_size
+        << "' unit='b'/></hugepages>\n";
     if (plan.memory.shared) x << "    <source type='memfd'/>\n    <access mode='shared'/>\n";
     x << "  </memoryBacking>\n";
   }
@@ -112,30 +129,36 @@ std::string to_domain_xml(const Vmi& vmi, const LaunchPlan& plan, const DomainXm
     x << "  </cputune>\n";
   }
   if (!fw.serial.empty() || !uuid.empty()) {
-    x << "  <sysinfo type='smbios'>\n    <system>\n      <entry name='manufacturer'>KubeVirt</entry>\n"
+    x << "  <sysinfo type='smbios'>\n    <system>\n      <entry "
+         "name='manufacturer'>KubeVirt</entry>\n"
          "      <entry name='product'>None</entry>\n";
-    if (!fw.serial.empty()) x << "      <entry name='serial'>" << xml_escape(fw.serial) << "</entry>\n";
+    if (!fw.serial.empty())
+      x << "      <entry name='serial'>" << xml_escape(fw.serial) << "</entry>\n";
     if (!uuid.empty()) x << "      <entry name='uuid'>" << uuid << "</entry>\n";
     x << "    </system>\n  </sysinfo>\n";
   }
 
   // Boot: firmware (SeaBIOS by default, OVMF for EFI) or the kernel directly.
   x << "  <os>\n";
-  x << "    <type arch='x86_64' machine='" << xml_escape(dom.machine_type.empty() ? "q35" : dom.machine_type)
-    << "'>hvm</type>\n";
+  x << "    <type arch='x86_64' machine='"
+    << xml_escape(dom.machine_type.empty() ? "q35" : dom.machine_type) << "'>hvm</type>\n";
   if (efi) {
     const std::string code = secure_boot ? opts.ovmf_dir + "/OVMF_CODE_4M.secboot.fd"
                              : !plan.payload.firmware.empty() ? plan.payload.firmware
                                                               : opts.ovmf_dir + "/OVMF_CODE.fd";
-    const std::string vars = opts.ovmf_dir + (secure_boot ? "/OVMF_VARS_4M.ms.fd" : "/OVMF_VARS.fd");
-    x << "    <loader readonly='yes'" << (secure_boot ? " secure='yes'" : "") << " type='pflash'>" << xml_escape(code)
-      << "</loader>\n";
-    x << "    <nvram" << attr("template", vars) << ">" << xml_escape(plan.state_dir + "/efi-vars.fd") << "</nvram>\n";
+    const std::string vars =
+        opts.ovmf_dir + (secure_boot ? "/OVMF_VARS_4M.ms.fd" : "/OVMF_VARS.fd");
+    x << "    <loader readonly='yes'" << (secure_boot ? " secure='yes'" : "") << " type='pflash'>"
+      << xml_escape(code) << "</loader>\n";
+    x << "    <nvram" << attr("template", vars) << ">"
+      << xml_escape(plan.state_dir + "/efi-vars.fd") << "</nvram>\n";
   }
   if (kernel_boot) {
     x << "    <kernel>" << xml_escape(plan.payload.kernel) << "</kernel>\n";
-    if (!plan.payload.initramfs.empty()) x << "    <initrd>" << xml_escape(plan.payload.initramfs) << "</initrd>\n";
-    if (!plan.payload.cmdline.empty()) x << "    <cmdline>" << xml_escape(plan.payload.cmdline) << "</cmdline>\n";
+    if (!plan.payload.initramfs.empty())
+      x << "    <initrd>" << xml_escape(plan.payload.initramfs) << "</initrd>\n";
+    if (!plan.payload.cmdline.empty())
+      x << "    <cmdline>" << xml_escape(plan.payload.cmdline) << "</cmdline>\n";
   }
   if (!fw.serial.empty() || !uuid.empty()) x << "    <smbios mode='sysinfo'/>\n";
   x << "  </os>\n";
@@ -146,7 +169,8 @@ std::string to_domain_xml(const Vmi& vmi, const LaunchPlan& plan, const DomainXm
   if (dom.features.apic.value_or(true)) x << "    <apic/>\n";
   if (secure_boot || dom.features.smm.value_or(false)) x << "    <smm state='on'/>\n";
   if (kvm && dom.features.kvm_hidden.value_or(false)) x << "    <kvm><hidden state='on'/></kvm>\n";
-  if (dom.features.pvspinlock) x << "    <pvspinlock state='" << (*dom.features.pvspinlock ? "on" : "off") << "'/>\n";
+  if (dom.features.pvspinlock)
+    x << "    <pvspinlock state='" << (*dom.features.pvspinlock ? "on" : "off") << "'/>\n";
   x << "  </features>\n";
 
   // CPU model and topology. Under TCG there is no host CPU to pass through or model: QEMU's
@@ -154,22 +178,27 @@ std::string to_domain_xml(const Vmi& vmi, const LaunchPlan& plan, const DomainXm
   const CpuTopology& t = plan.cpus.topology;
   const std::string& model = dom.cpu.model;
   if (kvm && opts.plain_cpu) {
-    x << "  <cpu mode='custom' match='exact' check='none'>\n    <model fallback='allow'>qemu64</model>\n";
+    x << "  <cpu mode='custom' match='exact' check='none'>\n    <model "
+         "fallback='allow'>qemu64</model>\n";
   } else if (model.empty() || model == "host-model") {
-    x << (kvm ? "  <cpu mode='host-model' check='partial'>\n" : "  <cpu mode='maximum' check='none'>\n");
+    x << (kvm ? "  <cpu mode='host-model' check='partial'>\n"
+              : "  <cpu mode='maximum' check='none'>\n");
   } else if (model == "host-passthrough") {
-    x << (kvm ? "  <cpu mode='host-passthrough' check='none'>\n" : "  <cpu mode='maximum' check='none'>\n");
+    x << (kvm ? "  <cpu mode='host-passthrough' check='none'>\n"
+              : "  <cpu mode='maximum' check='none'>\n");
   } else {
-    x << "  <cpu mode='custom' match='exact' check='partial'>\n    <model fallback='forbid'>" << xml_escape(model)
-      << "</model>\n";
+    x << "  <cpu mode='custom' match='exact' check='partial'>\n    <model fallback='forbid'>"
+      << xml_escape(model) << "</model>\n";
   }
-  x << "    <topology sockets='" << t.sockets << "' dies='1' cores='" << t.cores << "' threads='" << t.threads
-    << "'/>\n";
+  x << "    <topology sockets='" << t.sockets << "' dies='1' cores='" << t.cores << "' threads='"
+    << t.threads << "'/>\n";
   for (const auto& f : dom.cpu.features)
-    x << "    <feature" << attr("policy", f.policy.empty() ? "require" : f.policy) << attr("name", f.name) << "/>\n";
+    x << "    <feature" << attr("policy", f.policy.empty() ? "require" : f.policy)
+      << attr("name", f.name) << "/>\n";
   x << "  </cpu>\n";
   x << "  <clock offset='utc'/>\n";
-  x << "  <on_poweroff>destroy</on_poweroff>\n  <on_reboot>restart</on_reboot>\n  <on_crash>destroy</on_crash>\n";
+  x << "  <on_poweroff>destroy</on_poweroff>\n  <on_reboot>restart</on_reboot>\n  "
+       "<on_crash>destroy</on_crash>\n";
 
   x << "  <devices>\n";
   if (!opts.emulator.empty()) x << "    <emulator>" << xml_escape(opts.emulator) << "</emulator>\n";
@@ -187,8 +216,10 @@ std::string to_domain_xml(const Vmi& vmi, const LaunchPlan& plan, const DomainXm
     x << "    <disk type='file'" << attr("device", cdrom ? "cdrom" : "disk") << ">\n";
     x << "      <driver name='qemu'" << attr("type", qcow2 ? "qcow2" : "raw");
     if (!cache.empty()) x << attr("cache", cache);
-    if (d && !d->io.empty()) x << attr("io", d->io);
-    else if (cache == "none") x << " io='native'";
+    if (d && !d->io.empty())
+      x << attr("io", d->io);
+    else if (cache == "none")
+      x << " io='native'";
     if (pd.num_queues > 0 && bus.name == "virtio") x << " queues='" << pd.num_queues << "'";
     x << "/>\n";
     x << "      <source" << attr("file", pd.path) << "/>\n";
@@ -212,7 +243,8 @@ std::string to_domain_xml(const Vmi& vmi, const LaunchPlan& plan, const DomainXm
     for (const auto& i : dev.interfaces)
       if (i.name == n.name && !i.model.empty()) nic_model = i.model;
     x << "      <model" << attr("type", nic_model) << "/>\n";
-    if (n.num_queues > 0 && nic_model == "virtio") x << "      <driver name='vhost' queues='" << n.num_queues << "'/>\n";
+    if (n.num_queues > 0 && nic_model == "virtio")
+      x << "      <driver name='vhost' queues='" << n.num_queues << "'/>\n";
     x << "      <alias" << attr("name", "ua-" + n.name) << "/>\n";
     x << "    </interface>\n";
   }
@@ -233,15 +265,19 @@ std::string to_domain_xml(const Vmi& vmi, const LaunchPlan& plan, const DomainXm
       << attr("socket", plan.state_dir + "/virt-vnc") << "/>\n    </graphics>\n";
     x << "    <video>\n      <model type='vga' heads='1'/>\n    </video>\n";
   }
-  if (plan.rng) x << "    <rng model='virtio'>\n      <backend model='random'>/dev/urandom</backend>\n    </rng>\n";
-  if (dev.autoattach_mem_balloon.value_or(true)) x << "    <memballoon model='virtio'/>\n";
-  else x << "    <memballoon model='none'/>\n";
+  if (plan.rng)
+    x << "    <rng model='virtio'>\n      <backend model='random'>/dev/urandom</backend>\n    "
+         "</rng>\n";
+  if (dev.autoattach_mem_balloon.value_or(true))
+    x << "    <memballoon model='virtio'/>\n";
+  else
+    x << "    <memballoon model='none'/>\n";
   if (plan.pvpanic) x << "    <panic model='isa'/>\n";
   x << "  </devices>\n";
 
   if (opts.run_as) {
-    x << "  <seclabel type='static' model='dac' relabel='no'>\n    <label>+" << opts.run_as->first << ":+"
-      << opts.run_as->second << "</label>\n  </seclabel>\n";
+    x << "  <seclabel type='static' model='dac' relabel='no'>\n    <label>+" << opts.run_as->first
+      << ":+" << opts.run_as->second << "</label>\n  </seclabel>\n";
   }
   x << "</domain>\n";
   return x.str();

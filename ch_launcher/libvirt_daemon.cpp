@@ -79,23 +79,27 @@ bool wait_for(std::chrono::milliseconds timeout, const std::function<bool()>& pr
 }
 
 // Run `argv` (a daemon that forks into the background) and wait for its first process to exit 0.
-Status run_daemonizing(const std::vector<std::string>& argv, const fs::path& log, std::chrono::seconds timeout) {
+Status run_daemonizing(const std::vector<std::string>& argv, const fs::path& log,
+                       std::chrono::seconds timeout) {
   common::SpawnOptions so;
   so.argv = argv;
   so.env = {kPath, "LC_ALL=C"};
-  common::UniqueFd out(::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600));
+  common::UniqueFd out(
+      ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600));
   so.stdout_fd = out.get();
   so.stderr_fd = out.get();
   so.die_with_parent = false;  // the daemon outlives this process by design
   CHL_TRY(auto child, common::ChildProcess::spawn(so));
   CHL_TRY(auto st, child.wait_for(timeout));
-  if (!st) return fail(std::errc::timed_out, argv[0] + " did not go to the background within " +
-                                                  std::to_string(timeout.count()) + " s");
+  if (!st)
+    return fail(std::errc::timed_out, argv[0] + " did not go to the background within " +
+                                          std::to_string(timeout.count()) + " s");
   if (!st->success()) {
     std::ifstream f(log);
     std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
     if (text.size() > 600) text = text.substr(text.size() - 600);
-    return fail(std::errc::io_error, argv[0] + " " + st->describe() + (text.empty() ? "" : ": " + text));
+    return fail(std::errc::io_error,
+                argv[0] + " " + st->describe() + (text.empty() ? "" : ": " + text));
   }
   return {};
 }
@@ -103,7 +107,8 @@ Status run_daemonizing(const std::vector<std::string>& argv, const fs::path& log
 Status stop_pid(pid_t pid, const char* what) {
   if (!process_alive(pid)) return {};
   CHL_LOG_INFO("stopping {} (pid {})", what, pid);
-  if (::kill(pid, SIGTERM) != 0 && errno != ESRCH) return common::fail_errno(std::string("SIGTERM to ") + what);
+  if (::kill(pid, SIGTERM) != 0 && errno != ESRCH)
+    return common::fail_errno(std::string("SIGTERM to ") + what);
   if (wait_for(std::chrono::seconds(15), [pid] { return !process_alive(pid); })) return {};
   CHL_LOG_WARN("{} (pid {}) still running 15 s after SIGTERM: SIGKILL", what, pid);
   (void)::kill(pid, SIGKILL);
@@ -129,7 +134,8 @@ bool unix_socket_answers(const fs::path& path) {
   std::memcpy(addr.sun_path, p.c_str(), p.size() + 1);
   common::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd) return false;
-  int r = common::retry_eintr([&] { return ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr); });
+  int r = common::retry_eintr(
+      [&] { return ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr); });
   return r == 0;
 }
 
@@ -160,7 +166,8 @@ Result<LibvirtDaemons> LibvirtDaemons::ensure(const LibvirtDaemonOptions& opts) 
   fs::create_directories(opts.run_dir, ec);
   if (ec) return fail(ec, "creating " + opts.run_dir.string());
   ::chmod(opts.run_dir.c_str(), 0700);
-  d.lock_.reset(::open((opts.run_dir / "daemons.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  d.lock_.reset(::open((opts.run_dir / "daemons.lock").c_str(),
+                       O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!d.lock_) return common::fail_errno("opening " + (opts.run_dir / "daemons.lock").string());
   // Exclusive while deciding and starting, so two launchers never start two daemons.
   if (common::retry_eintr([&] { return ::flock(d.lock_.get(), LOCK_EX); }) != 0)
@@ -180,18 +187,23 @@ Result<LibvirtDaemons> LibvirtDaemons::ensure(const LibvirtDaemonOptions& opts) 
     if (!libvirtd || !virtlogd)
       return fail(std::errc::no_such_file_or_directory,
                   "no libvirt daemon answers on " + opts.libvirtd_socket.string() +
-                      " and libvirtd/virtlogd are not installed (scripts/setup.sh installs libvirt-daemon-system)");
+                      " and libvirtd/virtlogd are not installed (scripts/setup.sh installs "
+                      "libvirt-daemon-system)");
     const fs::path log = opts.run_dir / "daemons.log";
     // virtlogd first: libvirtd hands it QEMU's output.
     if (!unix_socket_answers(opts.virtlogd_socket)) {
-      CHL_LOG_INFO("libvirt: no virtlogd answers on {}: starting {} -d", opts.virtlogd_socket.string(), *virtlogd);
+      CHL_LOG_INFO("libvirt: no virtlogd answers on {}: starting {} -d",
+                   opts.virtlogd_socket.string(), *virtlogd);
       ::unlink(virtlogd_pid.c_str());
-      CHL_TRY_VOID(common::wrap(run_daemonizing({*virtlogd, "-d", "-p", virtlogd_pid.string()}, log, opts.start_timeout),
-                                "starting virtlogd"));
+      CHL_TRY_VOID(common::wrap(
+          run_daemonizing({*virtlogd, "-d", "-p", virtlogd_pid.string()}, log, opts.start_timeout),
+          "starting virtlogd"));
       if (!wait_for(opts.start_timeout, [&] { return unix_socket_answers(opts.virtlogd_socket); }))
-        return fail(std::errc::timed_out, "starting virtlogd: " + opts.virtlogd_socket.string() + " does not answer");
+        return fail(std::errc::timed_out,
+                    "starting virtlogd: " + opts.virtlogd_socket.string() + " does not answer");
     }
-    CHL_LOG_INFO("libvirt: no libvirtd answers on {}: starting {} -d", opts.libvirtd_socket.string(), *libvirtd);
+    CHL_LOG_INFO("libvirt: no libvirtd answers on {}: starting {} -d",
+                 opts.libvirtd_socket.string(), *libvirtd);
     ::unlink(libvirtd_pid.c_str());
     std::vector<std::string> argv;
     auto unshare = common::find_program("unshare");
@@ -201,19 +213,33 @@ Result<LibvirtDaemons> LibvirtDaemons::ensure(const LibvirtDaemonOptions& opts) 
       const fs::path conf = opts.run_dir / "qemu.conf";
       CHL_TRY_VOID(write_config(conf, kQemuConf));
       // Positional parameters, no interpolation: paths never become shell code.
-      argv = {*unshare, "--mount", "--propagation", "private", "--", "/bin/sh", "-c",
-              "mount --bind \"$1\" /etc/libvirt/qemu.conf && exec \"$2\" -d -f \"$4\" -p \"$3\"", "sh",
-              conf.string(), *libvirtd, libvirtd_pid.string(), daemon_conf.string()};
+      argv = {*unshare,
+              "--mount",
+              "--propagation",
+              "private",
+              "--",
+              "/bin/sh",
+              "-c",
+              "mount --bind \"$1\" /etc/libvirt/qemu.conf && exec \"$2\" -d -f \"$4\" -p \"$3\"",
+              "sh",
+              conf.string(),
+              *libvirtd,
+              libvirtd_pid.string(),
+              daemon_conf.string()};
     } else {
-      CHL_LOG_WARN("libvirt: starting libvirtd with the host's qemu.conf ({}): with /dev/kvm root-only, libvirt "
-                   "re-probes QEMU on every domain start",
-                   unshare ? "private qemu.conf disabled" : "no unshare(1)");
+      CHL_LOG_WARN(
+          "libvirt: starting libvirtd with the host's qemu.conf ({}): with /dev/kvm root-only, "
+          "libvirt "
+          "re-probes QEMU on every domain start",
+          unshare ? "private qemu.conf disabled" : "no unshare(1)");
       argv = {*libvirtd, "-d", "-f", daemon_conf.string(), "-p", libvirtd_pid.string()};
     }
     CHL_TRY_VOID(common::wrap(run_daemonizing(argv, log, opts.start_timeout), "starting libvirtd"));
     if (!wait_for(opts.start_timeout, [&] { return unix_socket_answers(opts.libvirtd_socket); }))
-      return fail(std::errc::timed_out, "starting libvirtd: " + opts.libvirtd_socket.string() + " does not answer within " +
-                                            std::to_string(opts.start_timeout.count()) + " s (log: " + log.string() + ")");
+      return fail(std::errc::timed_out, "starting libvirtd: " + opts.libvirtd_socket.string() +
+                                            " does not answer within " +
+                                            std::to_string(opts.start_timeout.count()) +
+                                            " s (log: " + log.string() + ")");
     d.managed_ = true;
     d.started_here_ = true;
   }
@@ -253,14 +279,17 @@ void LibvirtDaemons::release() {
     return;
   }
   if (int n = running_domains(); n != 0) {
-    CHL_LOG_INFO("libvirt: libvirtd runs {} other domain(s); leaving it running", n < 0 ? "unknown" : std::to_string(n));
+    CHL_LOG_INFO("libvirt: libvirtd runs {} other domain(s); leaving it running",
+                 n < 0 ? "unknown" : std::to_string(n));
     return;
   }
   if (auto pid = live_pid_from_file(opts_.run_dir / "libvirtd.pid")) {
-    if (auto st = stop_pid(*pid, "libvirtd"); !st) CHL_LOG_WARN("libvirt: {}", st.error().message());
+    if (auto st = stop_pid(*pid, "libvirtd"); !st)
+      CHL_LOG_WARN("libvirt: {}", st.error().message());
   }
   if (auto pid = live_pid_from_file(opts_.run_dir / "virtlogd.pid")) {
-    if (auto st = stop_pid(*pid, "virtlogd"); !st) CHL_LOG_WARN("libvirt: {}", st.error().message());
+    if (auto st = stop_pid(*pid, "virtlogd"); !st)
+      CHL_LOG_WARN("libvirt: {}", st.error().message());
   }
   ::unlink((opts_.run_dir / "libvirtd.pid").c_str());
   ::unlink((opts_.run_dir / "virtlogd.pid").c_str());

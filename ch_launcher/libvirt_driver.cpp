@@ -5,10 +5,9 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <boost/asio/post.hpp>
 #include <cstring>
 #include <fstream>
-
-#include <boost/asio/post.hpp>
 
 #include "ch_launcher/libvirt_daemon.hpp"
 #include "common/log.hpp"
@@ -63,19 +62,28 @@ bool is_our_qemu(pid_t pid, const std::string& name) {
   if (pid <= 0 || !process_alive(pid)) return false;
   std::ifstream f("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
   std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  return cmd.find("guest=" + name + ",") != std::string::npos || cmd.find("guest=" + name + '\0') != std::string::npos;
+  return cmd.find("guest=" + name + ",") != std::string::npos ||
+         cmd.find("guest=" + name + '\0') != std::string::npos;
 }
 
 std::string_view state_name(int s) {
   switch (s) {
-    case VIR_DOMAIN_RUNNING: return "running";
-    case VIR_DOMAIN_BLOCKED: return "blocked";
-    case VIR_DOMAIN_PAUSED: return "paused";
-    case VIR_DOMAIN_SHUTDOWN: return "shutting-down";
-    case VIR_DOMAIN_SHUTOFF: return "shutoff";
-    case VIR_DOMAIN_CRASHED: return "crashed";
-    case VIR_DOMAIN_PMSUSPENDED: return "pmsuspended";
-    default: return "nostate";
+    case VIR_DOMAIN_RUNNING:
+      return "running";
+    case VIR_DOMAIN_BLOCKED:
+      return "blocked";
+    case VIR_DOMAIN_PAUSED:
+      return "paused";
+    case VIR_DOMAIN_SHUTDOWN:
+      return "shutting-down";
+    case VIR_DOMAIN_SHUTOFF:
+      return "shutoff";
+    case VIR_DOMAIN_CRASHED:
+      return "crashed";
+    case VIR_DOMAIN_PMSUSPENDED:
+      return "pmsuspended";
+    default:
+      return "nostate";
   }
 }
 
@@ -103,8 +111,10 @@ void LibvirtDriver::cleanup() {
     if (dom_) {
       int st = 0, reason = 0;
       if (virDomainGetState(dom_.get(), &st, &reason, 0) == 0 && st != VIR_DOMAIN_SHUTOFF) {
-        CHL_LOG_WARN("libvirt: domain {} still {} at exit: destroying it", opts_.domain_name, state_name(st));
-        if (virDomainDestroy(dom_.get()) != 0) CHL_LOG_WARN("libvirt: destroy: {}", libvirt_last_error());
+        CHL_LOG_WARN("libvirt: domain {} still {} at exit: destroying it", opts_.domain_name,
+                     state_name(st));
+        if (virDomainDestroy(dom_.get()) != 0)
+          CHL_LOG_WARN("libvirt: destroy: {}", libvirt_last_error());
       }
       dom_.reset();
     }
@@ -160,8 +170,8 @@ Status LibvirtDriver::connect() {
   unsigned long version = 0;
   if (virConnectGetVersion(conn_.get(), &version) == 0) {
     std::lock_guard lk(id_mu_);
-    qemu_version_ = std::to_string(version / 1000000) + "." + std::to_string(version / 1000 % 1000) + "." +
-                    std::to_string(version % 1000);
+    qemu_version_ = std::to_string(version / 1000000) + "." +
+                    std::to_string(version / 1000 % 1000) + "." + std::to_string(version % 1000);
   }
   return {};
 }
@@ -192,7 +202,8 @@ Result<std::optional<std::string>> LibvirtDriver::pty_from_live_xml() {
 Result<std::optional<std::string>> LibvirtDriver::create_and_boot() {
   auto fail_start = [this](common::Error e) -> Result<std::optional<std::string>> {
     if (dom_) {
-      if (virDomainDestroy(dom_.get()) != 0) CHL_LOG_WARN("libvirt: destroying the failed domain: {}", libvirt_last_error());
+      if (virDomainDestroy(dom_.get()) != 0)
+        CHL_LOG_WARN("libvirt: destroying the failed domain: {}", libvirt_last_error());
     }
     start_failed_ = true;
     return tl::unexpected(std::move(e));
@@ -202,7 +213,8 @@ Result<std::optional<std::string>> LibvirtDriver::create_and_boot() {
   if (VirDomain old{virDomainLookupByName(conn_.get(), opts_.domain_name.c_str())}) {
     CHL_LOG_WARN("libvirt: a domain {} already exists (left by a previous launcher): destroying it",
                  opts_.domain_name);
-    if (virDomainDestroy(old.get()) != 0) return fail_start(libvirt_fail("destroying the stale domain " + opts_.domain_name).value());
+    if (virDomainDestroy(old.get()) != 0)
+      return fail_start(libvirt_fail("destroying the stale domain " + opts_.domain_name).value());
   }
   CHL_LOG_INFO("libvirt: creating domain {} ({})", opts_.domain_name, opts_.accel.why);
   dom_.reset(virDomainCreateXML(conn_.get(), opts_.domain_xml.c_str(),
@@ -215,14 +227,16 @@ Result<std::optional<std::string>> LibvirtDriver::create_and_boot() {
   if (!pty) return fail_start(pty.error().wrap("the console PTY"));
   if (*pty) {
     pty_hold_.reset(::open((*pty)->c_str(), O_RDWR | O_NOCTTY | O_CLOEXEC | O_NONBLOCK));
-    if (!pty_hold_) return fail_start(common::fail_errno("opening the console PTY " + **pty).value());
+    if (!pty_hold_)
+      return fail_start(common::fail_errno("opening the console PTY " + **pty).value());
     termios t{};
     if (::tcgetattr(pty_hold_.get(), &t) == 0) {
       ::cfmakeraw(&t);  // never echo the guest's output back to it
       (void)::tcsetattr(pty_hold_.get(), TCSANOW, &t);
     }
   }
-  if (virDomainResume(dom_.get()) != 0) return fail_start(libvirt_fail("starting the guest's vCPUs").value());
+  if (virDomainResume(dom_.get()) != 0)
+    return fail_start(libvirt_fail("starting the guest's vCPUs").value());
   return *pty;
 }
 
@@ -270,14 +284,10 @@ Result<json> LibvirtDriver::info() {
   if (virDomainGetInfo(dom_.get(), &in) != 0) return libvirt_fail("reading the domain info");
   int st = 0, reason = 0;
   (void)virDomainGetState(dom_.get(), &st, &reason, 0);
-  return json{{"domain", opts_.domain_name},
-              {"libvirt_state", state_name(st)},
-              {"libvirt_reason", reason},
-              {"max_memory_kib", in.maxMem},
-              {"memory_kib", in.memory},
-              {"vcpus", in.nrVirtCpu},
-              {"cpu_time_ns", in.cpuTime},
-              {"accel", to_string(opts_.accel.accel)}};
+  return json{{"domain", opts_.domain_name}, {"libvirt_state", state_name(st)},
+              {"libvirt_reason", reason},    {"max_memory_kib", in.maxMem},
+              {"memory_kib", in.memory},     {"vcpus", in.nrVirtCpu},
+              {"cpu_time_ns", in.cpuTime},   {"accel", to_string(opts_.accel.accel)}};
 }
 
 Result<std::optional<std::string>> LibvirtDriver::console_pty() { return pty_from_live_xml(); }
@@ -312,11 +322,12 @@ void LibvirtDriver::kill_vmm() {
 
 json LibvirtDriver::vmm_identity() const {
   std::lock_guard lk(id_mu_);
-  json j = {{"binary", opts_.emulator},
-            {"version", qemu_version_},
-            {"libvirt", {{"uri", opts_.uri}, {"domain", opts_.domain_name}, {"daemon", opts_.daemon}}},
-            {"accel", to_string(opts_.accel.accel)},
-            {"accel_reason", opts_.accel.why}};
+  json j = {
+      {"binary", opts_.emulator},
+      {"version", qemu_version_},
+      {"libvirt", {{"uri", opts_.uri}, {"domain", opts_.domain_name}, {"daemon", opts_.daemon}}},
+      {"accel", to_string(opts_.accel.accel)},
+      {"accel_reason", opts_.accel.why}};
   if (pid_t pid = qemu_pid_.load(); pid > 0) j["pid"] = pid;
   return j;
 }
@@ -343,7 +354,8 @@ void LibvirtDriver::on_reboot() {
 }
 
 void LibvirtDriver::on_connection_closed(int reason) {
-  static constexpr const char* kWhy[] = {"error", "end of file", "keepalive timeout", "client closed"};
+  static constexpr const char* kWhy[] = {"error", "end of file", "keepalive timeout",
+                                         "client closed"};
   std::string why = reason >= 0 && reason < 4 ? kWhy[reason] : std::to_string(reason);
   if (tracker_.finished()) return;
   CHL_LOG_ERROR("libvirt: the connection to libvirtd closed ({}) while the domain was {}", why,

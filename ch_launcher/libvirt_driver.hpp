@@ -14,10 +14,9 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <boost/asio/io_context.hpp>
 #include <memory>
 #include <mutex>
-
-#include <boost/asio/io_context.hpp>
 
 #include "ch_launcher/accel_probe.hpp"
 #include "ch_launcher/driver.hpp"
@@ -34,10 +33,10 @@ struct LibvirtDriverOptions {
   std::string domain_xml;   // domain_xml.hpp
   std::filesystem::path state_dir;
   AccelChoice accel;
-  std::string emulator;     // for status
-  std::string daemon;       // which libvirtd, for status
+  std::string emulator;                                      // for status
+  std::string daemon;                                        // which libvirtd, for status
   std::filesystem::path qemu_pid_dir = "/run/libvirt/qemu";  // libvirt's <name>.pid files
-  std::function<void(pid_t)> on_vmm_started;  // called on the worker thread
+  std::function<void(pid_t)> on_vmm_started;                 // called on the worker thread
 };
 
 class LibvirtDriver final : public Driver {
@@ -52,7 +51,9 @@ class LibvirtDriver final : public Driver {
   void kill_vmm() override;
   [[nodiscard]] events::DomainState state() const override { return tracker_.state(); }
   [[nodiscard]] events::StateReason reason() const override { return tracker_.reason(); }
-  [[nodiscard]] bool finished() const override { return tracker_.finished() || start_failed_.load(); }
+  [[nodiscard]] bool finished() const override {
+    return tracker_.finished() || start_failed_.load();
+  }
   [[nodiscard]] nlohmann::json vmm_identity() const override;
 
   common::Result<std::optional<std::string>> create_and_boot() override;

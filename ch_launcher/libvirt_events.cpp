@@ -22,15 +22,16 @@ using R = StateReason;
 struct Row {
   int event;
   int detail;
-  const char* name;                // libvirt's detail name, for logs and `cause`
+  const char* name;  // libvirt's detail name, for logs and `cause`
   T type;
   D ours;
-  std::optional<S> state;          // nullopt: the event changes no state
+  std::optional<S> state;  // nullopt: the event changes no state
   R reason;
 };
 
 // (virDomainEventType, detail) -> domain event, state and reason. One row per detail libvirt
 // defines for the lifecycle events a QEMU domain emits.
+// clang-format off
 constexpr std::array kRows{
     // Started: the domain's QEMU runs (or, with a paused start, exists).
     Row{VIR_DOMAIN_EVENT_STARTED, VIR_DOMAIN_EVENT_STARTED_BOOTED, "booted", T::Started, D::Booted, S::Running, R::Booted},
@@ -76,19 +77,30 @@ constexpr std::array kRows{
     Row{VIR_DOMAIN_EVENT_DEFINED, VIR_DOMAIN_EVENT_DEFINED_UPDATED, "updated", T::Defined, D::Updated, std::nullopt, R::Unknown},
     Row{VIR_DOMAIN_EVENT_UNDEFINED, VIR_DOMAIN_EVENT_UNDEFINED_REMOVED, "removed", T::Undefined, D::Removed, std::nullopt, R::Unknown},
 };
+// clang-format on
 
 const char* event_name(int event) {
   switch (event) {
-    case VIR_DOMAIN_EVENT_DEFINED: return "defined";
-    case VIR_DOMAIN_EVENT_UNDEFINED: return "undefined";
-    case VIR_DOMAIN_EVENT_STARTED: return "started";
-    case VIR_DOMAIN_EVENT_SUSPENDED: return "suspended";
-    case VIR_DOMAIN_EVENT_RESUMED: return "resumed";
-    case VIR_DOMAIN_EVENT_STOPPED: return "stopped";
-    case VIR_DOMAIN_EVENT_SHUTDOWN: return "shutdown";
-    case VIR_DOMAIN_EVENT_PMSUSPENDED: return "pmsuspended";
-    case VIR_DOMAIN_EVENT_CRASHED: return "crashed";
-    default: return "unknown";
+    case VIR_DOMAIN_EVENT_DEFINED:
+      return "defined";
+    case VIR_DOMAIN_EVENT_UNDEFINED:
+      return "undefined";
+    case VIR_DOMAIN_EVENT_STARTED:
+      return "started";
+    case VIR_DOMAIN_EVENT_SUSPENDED:
+      return "suspended";
+    case VIR_DOMAIN_EVENT_RESUMED:
+      return "resumed";
+    case VIR_DOMAIN_EVENT_STOPPED:
+      return "stopped";
+    case VIR_DOMAIN_EVENT_SHUTDOWN:
+      return "shutdown";
+    case VIR_DOMAIN_EVENT_PMSUSPENDED:
+      return "pmsuspended";
+    case VIR_DOMAIN_EVENT_CRASHED:
+      return "crashed";
+    default:
+      return "unknown";
   }
 }
 
@@ -122,7 +134,8 @@ std::vector<DomainEvent> LibvirtEventTracker::on_lifecycle(int event, int detail
       started_seen_ = true;
       return {};
     }
-    if (event == VIR_DOMAIN_EVENT_SUSPENDED && detail == VIR_DOMAIN_EVENT_SUSPENDED_PAUSED) return {};
+    if (event == VIR_DOMAIN_EVENT_SUSPENDED && detail == VIR_DOMAIN_EVENT_SUSPENDED_PAUSED)
+      return {};
     if (event == VIR_DOMAIN_EVENT_RESUMED && started_seen_) {
       paused_start_ = false;
       row = find_row(VIR_DOMAIN_EVENT_STARTED, VIR_DOMAIN_EVENT_STARTED_BOOTED);
@@ -144,7 +157,8 @@ std::vector<DomainEvent> LibvirtEventTracker::on_lifecycle(int event, int detail
     } else if (state == S::Crashed && stop_ == events::StopRequest::Forced) {
       state = S::Shutoff;  // we killed QEMU ourselves
       reason = R::Destroyed;
-    } else if (state == S::Shutoff && detail == VIR_DOMAIN_EVENT_STOPPED_SHUTDOWN && stop_ == events::StopRequest::Forced) {
+    } else if (state == S::Shutoff && detail == VIR_DOMAIN_EVENT_STOPPED_SHUTDOWN &&
+               stop_ == events::StopRequest::Forced) {
       reason = R::Destroyed;
     }
     if (state == S::Crashed && state_ != S::Crashed)

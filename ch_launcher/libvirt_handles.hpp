@@ -40,7 +40,8 @@ inline tl::unexpected<common::Error> libvirt_fail(std::string_view what) {
   if (virErrorPtr e = virGetLastError()) {
     if (e->code == VIR_ERR_NO_SUPPORT || e->code == VIR_ERR_OPERATION_UNSUPPORTED)
       code = std::errc::operation_not_supported;
-    else if (e->code == VIR_ERR_XML_ERROR || e->code == VIR_ERR_INVALID_ARG || e->code == VIR_ERR_CONFIG_UNSUPPORTED)
+    else if (e->code == VIR_ERR_XML_ERROR || e->code == VIR_ERR_INVALID_ARG ||
+             e->code == VIR_ERR_CONFIG_UNSUPPORTED)
       code = std::errc::invalid_argument;
     else if (e->code == VIR_ERR_OPERATION_INVALID)
       code = std::errc::operation_not_permitted;

@@ -30,13 +30,17 @@ const std::vector<Case>& cases() {
       {"empty-disk.yaml", {{"containerdisk", "/images/ubuntu-24.04.qcow2"}}},
       {"host-disk.yaml", {}},
       {"pvc.json", {}, "", true},
-      {"kernel-boot.yaml", {{"containerdisk", "/images/alpine.img"}, {"kernel-boot", "/kernel-root"}}},
+      {"kernel-boot.yaml",
+       {{"containerdisk", "/images/alpine.img"}, {"kernel-boot", "/kernel-root"}}},
       {"efi.yaml", {{"containerdisk", "/images/alpine.img"}}},
       {"hugepages.yaml", {{"containerdisk", "/images/fedora-40.qcow2"}}},
       {"dedicated-cpus.yaml", {{"containerdisk", "/images/fedora-40.qcow2"}}, "4-7"},
       {"multi-disk-nic.yaml",
-       {{"data", "/pvc/data/disk.img"}, {"root", "/images/debian-12.qcow2"}, {"app-config", "/configmaps/app-settings"}}},
-      {"virtiofs.yaml", {{"containerdisk", "/images/fedora-40.qcow2"}, {"config-fs", "/configmaps/app-config"}}},
+       {{"data", "/pvc/data/disk.img"},
+        {"root", "/images/debian-12.qcow2"},
+        {"app-config", "/configmaps/app-settings"}}},
+      {"virtiofs.yaml",
+       {{"containerdisk", "/images/fedora-40.qcow2"}, {"config-fs", "/configmaps/app-config"}}},
   };
   return c;
 }
@@ -95,7 +99,9 @@ std::optional<std::string> schema_errors(const std::string& xml, const std::stri
   return r.output.empty() ? std::string("exit ") + std::to_string(r.exit_code) : r.output;
 }
 
-bool has(const std::string& xml, const std::string& what) { return xml.find(what) != std::string::npos; }
+bool has(const std::string& xml, const std::string& what) {
+  return xml.find(what) != std::string::npos;
+}
 
 }  // namespace
 
@@ -106,7 +112,8 @@ TEST_CASE("domain XML: every example VMI renders XML libvirt's schema accepts, u
       CAPTURE(c.vmi);
       CAPTURE(to_string(a));
       Rendered r = render_file(c, a);
-      CHECK(has(r.xml, "<name>" + r.vmi.metadata.namespace_ + "_" + r.vmi.metadata.name + "</name>"));
+      CHECK(
+          has(r.xml, "<name>" + r.vmi.metadata.namespace_ + "_" + r.vmi.metadata.name + "</name>"));
       CHECK(has(r.xml, a == Accel::Kvm ? "<domain type='kvm'>" : "<domain type='qemu'>"));
       CHECK(has(r.xml, "<serial type='pty'>"));
       CHECK(has(r.xml, "<seclabel type='static' model='dac' relabel='no'>"));
@@ -114,21 +121,29 @@ TEST_CASE("domain XML: every example VMI renders XML libvirt's schema accepts, u
       auto errors = schema_errors(r.xml, c.vmi);
       if (!errors) continue;
       validated = true;
-      CHECK_MESSAGE(errors->empty(), c.vmi << " (" << to_string(a) << "):\n" << *errors << "\n" << r.xml);
+      CHECK_MESSAGE(errors->empty(), c.vmi << " (" << to_string(a) << "):\n"
+                                           << *errors << "\n"
+                                           << r.xml);
     }
   }
-  if (!validated) chl::test::skip("virt-xml-validate not installed (libvirt-clients): schema not checked");
+  if (!validated)
+    chl::test::skip("virt-xml-validate not installed (libvirt-clients): schema not checked");
 }
 
 TEST_CASE("domain XML: name and uuid from the VMI, memory in bytes, topology, kernel boot") {
-  Rendered r = render_file({"kernel-boot.yaml", {{"containerdisk", "/images/alpine.img"}, {"kernel-boot", "/kernel-root"}}});
+  Rendered r =
+      render_file({"kernel-boot.yaml",
+                   {{"containerdisk", "/images/alpine.img"}, {"kernel-boot", "/kernel-root"}}});
   // firmware.uuid when the VMI sets one (KubeVirt's), else the VMI's uid.
   const std::string uuid = r.plan.platform_uuid.empty() ? r.vmi.metadata.uid : r.plan.platform_uuid;
-  if (uuid.empty()) CHECK_FALSE(has(r.xml, "<uuid>"));  // none: libvirt makes one
-  else CHECK(has(r.xml, "<uuid>" + uuid + "</uuid>"));
+  if (uuid.empty())
+    CHECK_FALSE(has(r.xml, "<uuid>"));  // none: libvirt makes one
+  else
+    CHECK(has(r.xml, "<uuid>" + uuid + "</uuid>"));
   CHECK(has(r.xml, "<memory unit='b'>" + std::to_string(r.plan.memory.size) + "</memory>"));
   CHECK(has(r.xml, "<kernel>" + r.plan.payload.kernel + "</kernel>"));
-  if (!r.plan.payload.initramfs.empty()) CHECK(has(r.xml, "<initrd>" + r.plan.payload.initramfs + "</initrd>"));
+  if (!r.plan.payload.initramfs.empty())
+    CHECK(has(r.xml, "<initrd>" + r.plan.payload.initramfs + "</initrd>"));
   CHECK(has(r.xml, "<cmdline>" + xml_escape(r.plan.payload.cmdline) + "</cmdline>"));
   CHECK_FALSE(has(r.xml, "<boot order="));  // the kernel boots, not a disk
   CHECK_FALSE(has(r.xml, "<loader"));
@@ -166,7 +181,9 @@ spec:
   - name: scratch
     ephemeral: {persistentVolumeClaim: {claimName: base}}
 )";
-  Rendered r = render_text(vmi, {"inline", {{"root", "/pvc/root.img"}, {"scratch", "/pvc/base.img"}}, "2-3"}, Accel::Kvm);
+  Rendered r =
+      render_text(vmi, {"inline", {{"root", "/pvc/root.img"}, {"scratch", "/pvc/base.img"}}, "2-3"},
+                  Accel::Kvm);
   CAPTURE(r.xml);
   CHECK(has(r.xml, "<name>lab_mix-1</name>"));
   CHECK(xml_escape("a<b>&'\"") == "a&lt;b&gt;&amp;&apos;&quot;");
@@ -194,17 +211,19 @@ spec:
 }
 
 TEST_CASE("domain XML: render --hypervisor qemu-kvm prints the XML through the CLI") {
-  auto r = chl::test::run_command({chl::test::launcher_binary(), "render", "--vmi",
-                                   (source_dir() / "tests/ch_launcher/vmis/containerdisk-cloudinit.yaml").string(),
-                                   "--hypervisor", "qemu-kvm", "--accel", "tcg", "--volume",
-                                   "containerdisk=/images/fedora-40.qcow2"});
+  auto r = chl::test::run_command(
+      {chl::test::launcher_binary(), "render", "--vmi",
+       (source_dir() / "tests/ch_launcher/vmis/containerdisk-cloudinit.yaml").string(),
+       "--hypervisor", "qemu-kvm", "--accel", "tcg", "--volume",
+       "containerdisk=/images/fedora-40.qcow2"});
   CHECK_MESSAGE(r.exit_code == 0, r.output);
   CHECK(r.output.rfind("<domain type='qemu'>", 0) == 0);
   CHECK(has(r.output, "<name>demo_vmi-fedora</name>"));
   CHECK(has(r.output, "<rng model='virtio'>"));
-  auto bad = chl::test::run_command({chl::test::launcher_binary(), "render", "--vmi",
-                                     (source_dir() / "tests/ch_launcher/vmis/containerdisk-cloudinit.yaml").string(),
-                                     "--hypervisor", "qemu-kvm", "--accel", "fast"});
+  auto bad = chl::test::run_command(
+      {chl::test::launcher_binary(), "render", "--vmi",
+       (source_dir() / "tests/ch_launcher/vmis/containerdisk-cloudinit.yaml").string(),
+       "--hypervisor", "qemu-kvm", "--accel", "fast"});
   CHECK(bad.exit_code == 2);
   CHECK(has(bad.output, "--accel"));
 }

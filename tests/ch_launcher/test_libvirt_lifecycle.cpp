@@ -25,12 +25,15 @@ bool libvirt_runnable() {
   }
   for (const char* t : {"qemu-system-x86_64", "libvirtd", "virtlogd"}) {
     if (!chl::test::tool(t) && ::access((std::string("/usr/sbin/") + t).c_str(), X_OK) != 0) {
-      chl::test::skip(std::string(t) + " not installed (scripts/setup.sh installs qemu-system-x86 libvirt-daemon-system)");
+      chl::test::skip(
+          std::string(t) +
+          " not installed (scripts/setup.sh installs qemu-system-x86 libvirt-daemon-system)");
       return false;
     }
   }
   if (!std::filesystem::exists(chl::test::guest_kernel())) {
-    chl::test::skip("no PVH test guest at " + chl::test::guest_kernel().string() + " (build target pvh_guest)");
+    chl::test::skip("no PVH test guest at " + chl::test::guest_kernel().string() +
+                    " (build target pvh_guest)");
     return false;
   }
   return true;
@@ -57,7 +60,9 @@ struct QemuRun : LauncherRun {
   // daemon that still answers).
   void check_clean_qemu(long pid) {
     check_clean(-1);
-    if (pid > 0) CHECK_MESSAGE(!chl::core::process_alive(static_cast<pid_t>(pid)), "QEMU pid " << pid << " still alive");
+    if (pid > 0)
+      CHECK_MESSAGE(!chl::core::process_alive(static_cast<pid_t>(pid)),
+                    "QEMU pid " << pid << " still alive");
     if (chl::core::unix_socket_answers("/run/libvirt/libvirt-sock")) {
       auto r = chl::test::run_command({"virsh", "-c", "qemu:///system", "list", "--all", "--name"});
       CHECK_MESSAGE(r.output.find("default_testvm") == std::string::npos, r.output);
@@ -65,14 +70,16 @@ struct QemuRun : LauncherRun {
     // Only the launcher's lasting files remain in the state directory.
     for (const auto& e : std::filesystem::directory_iterator(state_dir())) {
       auto n = e.path().filename().string();
-      CHECK_MESSAGE((n == "launcher.lock" || n == "vmi.uid" || n.rfind("virt-serial0-log", 0) == 0), "left behind: " << n);
+      CHECK_MESSAGE((n == "launcher.lock" || n == "vmi.uid" || n.rfind("virt-serial0-log", 0) == 0),
+                    "left behind: " << n);
     }
   }
 };
 
 }  // namespace
 
-TEST_CASE("qemu-kvm run: lifecycle through the CLI, console banner and echo, ends Shutoff with exit 0") {
+TEST_CASE(
+    "qemu-kvm run: lifecycle through the CLI, console banner and echo, ends Shutoff with exit 0") {
   if (!libvirt_runnable()) return;
   QemuRun r;
   r.write_vmi("console=ttyS0");
@@ -87,13 +94,15 @@ TEST_CASE("qemu-kvm run: lifecycle through the CLI, console banner and echo, end
 
   auto st = r.cli({"status"});
   CHECK(st.exit_code == 0);
-  CHECK_MESSAGE(st.output.find("default/testvm on qemu-kvm: Running (Booted)") != std::string::npos, st.output);
+  CHECK_MESSAGE(st.output.find("default/testvm on qemu-kvm: Running (Booted)") != std::string::npos,
+                st.output);
 
   // The banner is in the scrollback (the guest's first lines were not lost before the bridge
   // attached), and typed input is echoed.
   CHECK(r.console("", "ready", 60s).find("ready") != std::string::npos);
   auto first = r.console("hello-qemu\r", "hello-qemu", 30s);
-  CHECK_MESSAGE(first.find("ch-launcher PVH test guest: hello from COM1") != std::string::npos, first);
+  CHECK_MESSAGE(first.find("ch-launcher PVH test guest: hello from COM1") != std::string::npos,
+                first);
   CHECK_MESSAGE(first.find("cmdline: console=ttyS0") != std::string::npos, first);
   CHECK(first.find("hello-qemu") != std::string::npos);
 
@@ -111,18 +120,26 @@ TEST_CASE("qemu-kvm run: lifecycle through the CLI, console banner and echo, end
 
   // Reboot (a reset): the guest boots again on the same console.
   CHECK(r.cli({"reboot"}).exit_code == 0);
-  CHECK(chl::test::wait_until(60s, [&] {
-    auto log = chl::test::read_file(r.state_dir() / "virt-serial0-log");
-    std::size_t n = 0;
-    for (auto pos = log.find("hello from COM1"); pos != std::string::npos; pos = log.find("hello from COM1", pos + 1)) ++n;
-    return n >= 2;
-  }, 100ms));
+  CHECK(chl::test::wait_until(
+      60s,
+      [&] {
+        auto log = chl::test::read_file(r.state_dir() / "virt-serial0-log");
+        std::size_t n = 0;
+        for (auto pos = log.find("hello from COM1"); pos != std::string::npos;
+             pos = log.find("hello from COM1", pos + 1))
+          ++n;
+        return n >= 2;
+      },
+      100ms));
   CHECK(r.wait_state("Running", 60s));
   std::string after;
-  CHECK(chl::test::wait_until(60s, [&] {
-    after = r.console("hello-after\r", "hello-after", 1s);
-    return after.find("hello-after") != std::string::npos;
-  }, 100ms));
+  CHECK(chl::test::wait_until(
+      60s,
+      [&] {
+        after = r.console("hello-after\r", "hello-after", 1s);
+        return after.find("hello-after") != std::string::npos;
+      },
+      100ms));
 
   // Unsupported operations say so, and change nothing.
   auto snap = r.cli({"snapshot", "--dir", (r.dir.path() / "snap").string()});
@@ -164,7 +181,8 @@ TEST_CASE("qemu-kvm run: a guest panic is reported Crashed (Panicked), exit 3") 
   auto exit = r.wait_exit(120s);
   REQUIRE_MESSAGE(exit, r.output());
   CHECK_MESSAGE(exit->code == 3, r.output());
-  CHECK_MESSAGE(r.output().find("VM ended: state Crashed reason Panicked") != std::string::npos, r.output());
+  CHECK_MESSAGE(r.output().find("VM ended: state Crashed reason Panicked") != std::string::npos,
+                r.output());
   r.check_clean_qemu(pid);
 }
 
@@ -180,7 +198,8 @@ TEST_CASE("qemu-kvm run: QEMU killed from outside is Crashed, exit 3") {
   auto exit = r.wait_exit(120s);
   REQUIRE_MESSAGE(exit, r.output());
   CHECK_MESSAGE(exit->code == 3, r.output());
-  CHECK_MESSAGE(r.output().find("VM ended: state Crashed reason Unknown") != std::string::npos, r.output());
+  CHECK_MESSAGE(r.output().find("VM ended: state Crashed reason Unknown") != std::string::npos,
+                r.output());
   r.check_clean_qemu(pid);
 }
 
@@ -196,11 +215,14 @@ TEST_CASE("qemu-kvm run: SIGTERM presses the power button and a cooperative gues
   auto exit = r.wait_exit(120s);
   REQUIRE_MESSAGE(exit, r.output());
   CHECK_MESSAGE(exit->code == 0, r.output());
-  CHECK(chl::test::read_file(r.state_dir() / "virt-serial0-log").find("ACPI power button") != std::string::npos);
+  CHECK(chl::test::read_file(r.state_dir() / "virt-serial0-log").find("ACPI power button") !=
+        std::string::npos);
   r.check_clean_qemu(pid);
 }
 
-TEST_CASE("qemu-kvm run: SIGTERM with a guest that ignores the power button forces it off after the grace period") {
+TEST_CASE(
+    "qemu-kvm run: SIGTERM with a guest that ignores the power button forces it off after the "
+    "grace period") {
   if (!libvirt_runnable()) return;
   QemuRun r;
   r.write_vmi("console=ttyS0 ignore-acpi", 3);
@@ -212,9 +234,12 @@ TEST_CASE("qemu-kvm run: SIGTERM with a guest that ignores the power button forc
   auto exit = r.wait_exit(120s);
   REQUIRE_MESSAGE(exit, r.output());
   CHECK_MESSAGE(exit->code == 4, r.output());
-  CHECK(r.output().find("the guest did not power off within the grace period") != std::string::npos);
+  CHECK(r.output().find("the guest did not power off within the grace period") !=
+        std::string::npos);
   CHECK(r.output().find("VM ended: state Shutoff reason Destroyed") != std::string::npos);
-  CHECK(chl::test::read_file(r.state_dir() / "virt-serial0-log").find("ignoring the power button") != std::string::npos);
+  CHECK(
+      chl::test::read_file(r.state_dir() / "virt-serial0-log").find("ignoring the power button") !=
+      std::string::npos);
   r.check_clean_qemu(pid);
 }
 

@@ -17,7 +17,8 @@ using chl::events::StopRequest;
 namespace {
 
 // Feed (event, detail) pairs; returns every domain event emitted.
-std::vector<chl::events::DomainEvent> feed(LibvirtEventTracker& t, std::initializer_list<std::pair<int, int>> evs) {
+std::vector<chl::events::DomainEvent> feed(LibvirtEventTracker& t,
+                                           std::initializer_list<std::pair<int, int>> evs) {
   std::vector<chl::events::DomainEvent> out;
   for (auto [e, d] : evs) {
     auto got = t.on_lifecycle(e, d);
