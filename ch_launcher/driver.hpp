@@ -1,11 +1,13 @@
 #pragma once
-// The interface the launcher's lifecycle code talks to, one implementation per hypervisor
-// (CloudHypervisorDriver now; a LibvirtDriver for QEMU/KVM later). Adding a hypervisor is adding
-// a capabilities description and a driver.
+// The interface the launcher's lifecycle code talks to, one implementation per hypervisor:
+// CloudHypervisorDriver (ch_driver.hpp) and LibvirtDriver for QEMU/KVM (libvirt_driver.hpp),
+// chosen by run_launcher from the VMI's spec.hypervisor. Adding a hypervisor is adding a
+// capabilities description and a driver.
 //
 // Threading contract:
 // - launch(), kill_vmm(), request_stop(), state queries and the event sink run on the launcher's
-//   io_context thread.
+//   io_context thread; none of them may block (LibvirtDriver's kill_vmm signals QEMU itself).
+//   A driver whose events come from another thread (libvirt's event loop) posts them there.
 // - The blocking operations (create_and_boot, pause, …) run on the launcher's single worker
 //   thread, one at a time, so a slow hypervisor never stalls the event loop.
 // An operation a driver cannot do answers std::errc::operation_not_supported with

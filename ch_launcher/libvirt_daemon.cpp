@@ -278,13 +278,14 @@ void LibvirtDaemons::release() {
     CHL_LOG_INFO("libvirt: other launchers use the daemons; leaving them running");
     return;
   }
-  if (int n = running_domains(); n != 0) {
-    CHL_LOG_INFO("libvirt: libvirtd runs {} other domain(s); leaving it running",
-                 n < 0 ? "unknown" : std::to_string(n));
+  const auto libvirtd = live_pid_from_file(opts_.run_dir / "libvirtd.pid");
+  // A libvirtd that died (killed) runs nothing: its virtlogd is still ours to stop.
+  if (int n = libvirtd ? running_domains() : 0; n != 0) {
+    CHL_LOG_INFO("libvirt: libvirtd runs {} other domain(s); leaving it running", n < 0 ? "unknown" : std::to_string(n));
     return;
   }
-  if (auto pid = live_pid_from_file(opts_.run_dir / "libvirtd.pid")) {
-    if (auto st = stop_pid(*pid, "libvirtd"); !st)
+  if (libvirtd) {
+    if (auto st = stop_pid(*libvirtd, "libvirtd"); !st)
       CHL_LOG_WARN("libvirt: {}", st.error().message());
   }
   if (auto pid = live_pid_from_file(opts_.run_dir / "virtlogd.pid")) {
