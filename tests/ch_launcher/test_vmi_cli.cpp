@@ -107,7 +107,7 @@ TEST_CASE("render: prints exactly the golden vm.create body and writes nothing")
   CHECK(std::filesystem::is_empty(state.path()));  // nothing written
 }
 
-TEST_CASE("render: missing volume file and bad arguments exit 2, qemu-kvm exits 1 for now") {
+TEST_CASE("render: missing volume file and bad arguments exit 2, qemu-kvm prints domain XML") {
   auto r = run_command({launcher_binary(), "render", "--vmi", vmi("containerdisk-cloudinit.yaml")});
   CHECK(r.exit_code == 2);
   CHECK(contains(r.output,
@@ -120,10 +120,10 @@ TEST_CASE("render: missing volume file and bad arguments exit 2, qemu-kvm exits 
   auto cpus =
       run_command({launcher_binary(), "render", "--vmi", vmi("efi.yaml"), "--cpu-set", "x"});
   CHECK(cpus.exit_code == 2);
-  auto q = run_command(
-      {launcher_binary(), "render", "--vmi", vmi("efi.yaml"), "--hypervisor", "qemu-kvm"});
-  CHECK(q.exit_code == 1);
-  CHECK(contains(q.output, "not yet implemented"));
+  auto q = run_command({launcher_binary(), "render", "--vmi", vmi("efi.yaml"), "--hypervisor",
+                        "qemu-kvm", "--volume", "containerdisk=/images/alpine.img"});
+  CHECK_MESSAGE(q.exit_code == 0, q.output);
+  CHECK(contains(q.output, "<loader readonly='yes'"));  // EFI: OVMF (docs/qemu.md)
 }
 
 TEST_CASE("render: dedicated CPUs take --cpu-set") {
