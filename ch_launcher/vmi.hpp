@@ -151,6 +151,13 @@ struct Volume {
 enum class Binding { Bridge, Masquerade, Sriov, Slirp, Passt, Macvtap, Plugin, None };
 const char* to_string(Binding b);
 
+// interfaces[].ports[]: what masquerade forwards inbound (all ports when none are listed).
+struct Port {
+  std::string name;
+  std::string protocol;  // "TCP" or "UDP" as written; "" = TCP
+  std::int64_t port = 0;
+};
+
 struct Interface {
   std::string name;
   Binding binding = Binding::None;
@@ -159,6 +166,7 @@ struct Interface {
   std::string mac_address;  // "" = generated
   std::optional<std::int64_t> boot_order;
   std::string pci_address;
+  std::vector<Port> ports;
 };
 
 enum class NetworkKind { Pod, Multus, None };

@@ -437,6 +437,27 @@ void parse_interface(Reader& r, const YAML::Node& n, const std::string& p, Inter
   i.mac_address = r.str(n, "macAddress", p).value_or("");
   i.boot_order = r.integer(n, "bootOrder", p, 1, std::numeric_limits<std::int32_t>::max());
   i.pci_address = r.str(n, "pciAddress", p).value_or("");
+  YAML::Node ports = Reader::child(n, "ports");
+  if (ports.IsDefined() && r.expect_list(ports, p + ".ports")) {
+    for (std::size_t k = 0; k < ports.size(); ++k) {
+      const std::string pp = Reader::index(p + ".ports", k);
+      if (!r.expect_map(ports[k], pp)) continue;
+      r.unknown_keys(ports[k], pp, {"name", "protocol", "port"});
+      Port port;
+      port.name = r.str(ports[k], "name", pp).value_or("");
+      port.protocol = r.str(ports[k], "protocol", pp).value_or("");
+      if (!port.protocol.empty() && port.protocol != "TCP" && port.protocol != "UDP" &&
+          port.protocol != "tcp" && port.protocol != "udp") {
+        r.problem(Reader::join(pp, "protocol"), "must be TCP or UDP, got " + port.protocol,
+                  ports[k]["protocol"]);
+      }
+      auto number = r.integer(ports[k], "port", pp, 1, 65535);
+      if (!number && !Reader::child(ports[k], "port").IsDefined())
+        r.problem(Reader::join(pp, "port"), "is required", ports[k]);
+      port.port = number.value_or(0);
+      i.ports.push_back(std::move(port));
+    }
+  }
 }
 
 void parse_devices(Reader& r, const YAML::Node& n, const std::string& p, Devices& dev) {

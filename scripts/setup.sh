@@ -13,6 +13,7 @@ PACKAGES=(
   qemu-system-x86  # boots the PVH test guest (tests/guests)
   busybox-static cpio lz4  # the Linux test guest's initramfs and vmlinux (scripts/build-guests.sh)
   libvirt-daemon-system libvirt-clients ovmf  # the qemu-kvm path (libvirtd, virt-xml-validate, EFI)
+  libnl-route-3-dev libnftables-dev dnsmasq-base iperf3 iproute2  # pod networking (network/), its tests and bench
 )
 
 missing=()

@@ -1,0 +1,71 @@
+#pragma once
+// Wiring the pod's network for the guest, in the calling thread's network namespace (the
+// pod's): per NetworkPlan a bridge k6t-<pod iface>, a persistent multiqueue-capable tap on it
+// whose fds are kept for the VMM, and per binding:
+//   masquerade  10.0.2.1/24 (+ fd10:0:2::1/120) on the bridge, IP forwarding on, the nftables
+//               table `inet ch_launcher` (SNAT/masquerade out, DNAT in), DHCP for 10.0.2.2;
+//   bridge      the pod interface's address and routes recorded in the bridge's alias and
+//               removed, the pod interface enslaved to the bridge, DHCP handing them to the guest.
+// A second wiring in the same pod (a restarted launcher) finds the devices by name and reuses
+// them (re-attaching to the persistent tap, rebuilding it when its flags differ), and replaces
+// the nftables table atomically: nothing is duplicated. The WiredNetwork's destructor removes
+// everything it made and gives a bridge-bound pod interface its address and routes back.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+
+#include "common/error.hpp"
+#include "common/unique_fd.hpp"
+#include "network/dhcp_server.hpp"
+#include "network/plan.hpp"
+
+namespace chl::network {
+
+struct WiredInterface {
+  std::string iface_name;  // spec.domain.devices.interfaces[].name
+  std::string tap;         // "tap0"
+  Mac mac{};               // the guest's MAC (give it to the VMM)
+  std::uint32_t mtu = 1500;
+  std::uint32_t queues = 1;              // queue pairs; CH's num_queues is 2 * queues
+  std::vector<common::UniqueFd> tap_fds;  // one per queue pair; hand them over with SCM_RIGHTS
+};
+
+class WiredNetwork {
+ public:
+  WiredNetwork() = default;
+  WiredNetwork(const WiredNetwork&) = delete;
+  WiredNetwork& operator=(const WiredNetwork&) = delete;
+  ~WiredNetwork();  // teardown(), errors logged
+
+  std::vector<WiredInterface>& interfaces() { return interfaces_; }
+  [[nodiscard]] const std::vector<NetworkPlan>& plans() const { return plans_; }
+  [[nodiscard]] std::uint64_t dhcp_answers() const;
+
+  // Remove what was made (idempotent); the first error is returned, the rest still done.
+  // Must run in the namespace that was wired (netlink/nft sockets are opened here).
+  common::Status teardown();
+  // Forget everything without removing it (what a crashed launcher leaves behind; tests).
+  void abandon();
+
+ private:
+  friend common::Result<std::unique_ptr<WiredNetwork>> wire_pod_network(
+      const std::vector<NetworkPlan>&, boost::asio::io_context*);
+  std::vector<NetworkPlan> plans_;
+  std::vector<WiredInterface> interfaces_;
+  std::vector<std::unique_ptr<DhcpServer>> dhcp_;
+  bool done_ = false;
+};
+
+// The pod's facts: its links (a bridge-bound pod interface's original address read back from
+// our bridge's alias) and DNS from `resolv_conf`.
+common::Result<PodFacts> discover_pod(const std::string& resolv_conf = "/etc/resolv.conf");
+
+// Wire every plan (SR-IOV plans are skipped: the VF is passed through by the hypervisor).
+// DHCP servers run on `io` (nullptr: no DHCP, e.g. for a guest configured statically); the io
+// thread may be any thread, the sockets stay in this namespace.
+common::Result<std::unique_ptr<WiredNetwork>> wire_pod_network(const std::vector<NetworkPlan>& plans,
+                                                               boost::asio::io_context* io);
+
+}  // namespace chl::network

@@ -1,0 +1,122 @@
+#include "tests/network/netns.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <stdexcept>
+
+#include "tests/support/test_support.hpp"
+
+namespace chl::test::net {
+
+Netns::~Netns() {
+  if (made_) run_command({"ip", "netns", "del", name_});
+}
+
+std::string Netns::create() {
+  auto r = run_command({"ip", "netns", "add", name_});
+  if (r.exit_code != 0) return "ip netns add " + name_ + ": " + r.output;
+  made_ = true;
+  return {};
+}
+
+void in_netns(const std::string& ns, const std::function<void()>& fn) {
+  std::string err;
+  std::exception_ptr thrown;  // a failed REQUIRE inside fn is rethrown on the caller's thread
+  std::thread t([&] {
+    const std::string path = "/var/run/netns/" + ns;
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || ::setns(fd, CLONE_NEWNET) != 0) {
+      err = "joining " + path + ": " + std::strerror(errno);
+      if (fd >= 0) ::close(fd);
+      return;
+    }
+    ::close(fd);
+    try {
+      fn();
+    } catch (...) {
+      thrown = std::current_exception();
+    }
+  });
+  t.join();
+  if (thrown) std::rethrow_exception(thrown);
+  if (!err.empty()) throw std::runtime_error(err);
+}
+
+std::string ip(const std::string& ns, const std::vector<std::string>& args) {
+  std::vector<std::string> argv{"ip", "-n", ns};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto r = run_command(argv);
+  if (r.exit_code == 0) return {};
+  std::string cmd;
+  for (const auto& a : argv) cmd += a + " ";
+  return cmd + "-> " + r.output;
+}
+
+common::UniqueFd tcp_listen(const std::string& ns, int port) {
+  common::UniqueFd fd;
+  in_netns(ns, [&] {
+    fd.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    int one = 1;
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(static_cast<std::uint16_t>(port));
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(fd.get(), 8) != 0)
+      fd.reset();
+  });
+  return fd;
+}
+
+std::string accept_one(int listener, std::chrono::milliseconds timeout, const std::string& greeting) {
+  pollfd p{listener, POLLIN, 0};
+  if (::poll(&p, 1, static_cast<int>(timeout.count())) != 1) return {};
+  sockaddr_in peer{};
+  socklen_t len = sizeof peer;
+  common::UniqueFd c(::accept4(listener, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_CLOEXEC));
+  if (!c) return {};
+  if (!greeting.empty()) (void)!::write(c.get(), greeting.data(), greeting.size());
+  char buf[INET_ADDRSTRLEN];
+  return inet_ntop(AF_INET, &peer.sin_addr, buf, sizeof buf) ? buf : "";
+}
+
+int tcp_connect(const std::string& ns, const std::string& ip, int port, std::chrono::milliseconds timeout,
+                std::string* read_back) {
+  common::UniqueFd fd;
+  in_netns(ns, [&] { fd.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)); });
+  if (!fd) return errno;
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<std::uint16_t>(port));
+  inet_pton(AF_INET, ip.c_str(), &sa.sin_addr);
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 && errno != EINPROGRESS) return errno;
+  pollfd p{fd.get(), POLLOUT, 0};
+  if (::poll(&p, 1, static_cast<int>(timeout.count())) != 1) return ETIMEDOUT;
+  int err = 0;
+  socklen_t len = sizeof err;
+  ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+  if (err != 0) return err;
+  if (read_back) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    char buf[256];
+    while (std::chrono::steady_clock::now() < deadline) {
+      pollfd r{fd.get(), POLLIN, 0};
+      if (::poll(&r, 1, 100) != 1) continue;
+      ssize_t n = ::read(fd.get(), buf, sizeof buf);
+      if (n <= 0) break;
+      read_back->append(buf, static_cast<std::size_t>(n));
+      if (read_back->find('\n') != std::string::npos) break;
+    }
+  }
+  return 0;
+}
+
+}  // namespace chl::test::net

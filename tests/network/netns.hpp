@@ -1,0 +1,48 @@
+#pragma once
+// Test-only helpers for real kernel networking: named network namespaces made with iproute2's
+// `ip netns` (allowed in tests only; the library itself uses netlink), code run inside one on
+// a thread of its own (setns), and TCP probes with timeouts.
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/unique_fd.hpp"
+
+namespace chl::test::net {
+
+// `ip netns add NAME`, `ip netns del NAME` on destruction (which also removes its devices).
+class Netns {
+ public:
+  explicit Netns(std::string name) : name_(std::move(name)) {}
+  Netns(const Netns&) = delete;
+  Netns& operator=(const Netns&) = delete;
+  ~Netns();
+  // Creates it; "" on success, else why not.
+  std::string create();
+  [[nodiscard]] const std::string& name() const { return name_; }
+
+ private:
+  std::string name_;
+  bool made_ = false;
+};
+
+// Run `fn` on a new thread that has joined namespace `ns` (setns), and wait for it.
+void in_netns(const std::string& ns, const std::function<void()>& fn);
+
+// `ip -n NS args...`; returns "" on success, else the command and its output.
+std::string ip(const std::string& ns, const std::vector<std::string>& args);
+
+// A TCP listener on 0.0.0.0:port made inside `ns`.
+common::UniqueFd tcp_listen(const std::string& ns, int port);
+// Accept one connection within `timeout`; the peer's IPv4 address as text, or "" on timeout.
+// Writes `greeting` to the accepted connection.
+std::string accept_one(int listener, std::chrono::milliseconds timeout, const std::string& greeting = {});
+// Connect from inside `ns` to ip:port within `timeout`: 0 on success (with `read_back` filled
+// with what the server sent before closing), else the errno (ETIMEDOUT on timeout).
+int tcp_connect(const std::string& ns, const std::string& ip, int port, std::chrono::milliseconds timeout,
+                std::string* read_back = nullptr);
+
+}  // namespace chl::test::net

@@ -1,0 +1,364 @@
+// network: real kernel networking in namespaces the test makes. A "node" and a "pod" namespace
+// joined by a veth (node 192.168.77.1, pod eth0 192.168.77.2 with its default route via the
+// node); wire_pod_network runs in the pod namespace (on a thread that setns'd into it), and a
+// third "guest" namespace plays the guest.
+//
+// Why a veth stands in for the guest's NIC: the guest end of a tap is a file descriptor (the
+// VMM's virtio-net backend), not a netdev, so nothing in a namespace can use it; and a tap
+// cannot be moved to another namespace while its fds are open. So the test keeps the real tap
+// (checked: on the bridge, persistent, fds open) and adds a veth on the same bridge whose
+// other end, in the guest namespace, carries the guest's MAC — to the bridge, DHCP server and
+// nftables it is the same thing as the guest behind the tap.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <cerrno>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "ch_launcher/vmi_parser.hpp"
+#include "network/netlink.hpp"
+#include "network/nft_ruleset.hpp"
+#include "network/tap.hpp"
+#include "network/wire.hpp"
+#include "tests/network/netns.hpp"
+#include "tests/support/test_support.hpp"
+
+using namespace chl::network;
+using namespace chl::test::net;
+using namespace std::chrono_literals;
+namespace asio = boost::asio;
+
+namespace {
+
+struct Topology {
+  std::string tag = std::to_string(::getpid());
+  Netns node{"chl" + tag + "n"}, pod{"chl" + tag + "p"}, guest{"chl" + tag + "g"};
+
+  // "" when ready, else why the test must skip.
+  std::string up(std::uint32_t pod_mtu) {
+    if (::geteuid() != 0) return "needs root (network namespaces, netlink, nftables)";
+    if (!chl::test::tool("ip")) return "iproute2's ip not found (tests make namespaces with it)";
+    for (auto* ns : {&node, &pod, &guest})
+      if (auto e = ns->create(); !e.empty()) return e;
+    const std::string mtu = std::to_string(pod_mtu);
+    for (auto e : {ip(node.name(), {"link", "add", "n-eth0", "mtu", mtu, "type", "veth", "peer", "name", "eth0",
+                                    "mtu", mtu, "netns", pod.name()}),
+                   ip(node.name(), {"addr", "add", "192.168.77.1/24", "dev", "n-eth0"}),
+                   ip(node.name(), {"link", "set", "n-eth0", "up"}),
+                   ip(node.name(), {"link", "set", "lo", "up"}),
+                   ip(pod.name(), {"addr", "add", "192.168.77.2/24", "dev", "eth0"}),
+                   ip(pod.name(), {"link", "set", "eth0", "up"}),
+                   ip(pod.name(), {"link", "set", "lo", "up"}),
+                   ip(pod.name(), {"route", "add", "default", "via", "192.168.77.1"}),
+                   ip(guest.name(), {"link", "set", "lo", "up"})})
+      if (!e.empty()) return e;
+    std::string why;
+    in_netns(pod.name(), [&] {
+      if (auto st = nft_run("add table inet chl_probe\ndelete table inet chl_probe\n"); !st)
+        why = "nftables not permitted here: " + st.error().message();
+    });
+    return why;
+  }
+
+  // The guest stand-in: veth gst0 on `bridge` in the pod, its peer eth0 in the guest ns.
+  std::string plug_guest(const std::string& bridge, const Mac& mac, std::uint32_t mtu) {
+    const std::string m = std::to_string(mtu);
+    for (auto e : {ip(pod.name(), {"link", "add", "gst0", "mtu", m, "type", "veth", "peer", "name", "eth0", "mtu", m,
+                                   "netns", guest.name()}),
+                   ip(pod.name(), {"link", "set", "gst0", "master", bridge, "up"}),
+                   ip(guest.name(), {"link", "set", "eth0", "address", format_mac(mac), "up"})})
+      if (!e.empty()) return e;
+    return {};
+  }
+};
+
+// The io_context the DHCP servers run on, on a thread of its own.
+struct IoThread {
+  asio::io_context io;
+  asio::executor_work_guard<asio::io_context::executor_type> guard{io.get_executor()};
+  std::thread t{[this] { io.run(); }};
+  ~IoThread() {
+    guard.reset();
+    io.stop();
+    t.join();
+  }
+};
+
+// busybox udhcpc in the guest namespace; the lease it got as name=value lines, applied to eth0.
+std::map<std::string, std::string> run_udhcpc(const std::string& guest_ns, const chl::test::TempDir& dir,
+                                              std::string& log) {
+  const auto script = dir / "udhcpc.sh";
+  const auto lease = dir / "lease.txt";
+  chl::test::write_file(script, "#!/bin/sh\n[ \"$1\" = bound ] || [ \"$1\" = renew ] || exit 0\n"
+                                "for v in ip subnet router dns domain search mtu lease serverid hostname staticroutes; do\n"
+                                "  eval echo \"$v=\\$$v\"\ndone > " + lease.string() + "\n"
+                                "/usr/sbin/ip addr add $ip/$subnet dev $interface\n"
+                                "set -- $router\n/usr/sbin/ip route add default via $1 dev $interface\n");
+  ::chmod(script.c_str(), 0755);
+  auto r = chl::test::run_command({"ip", "netns", "exec", guest_ns, "/bin/busybox", "udhcpc", "-i", "eth0", "-f",
+                                   "-q", "-n", "-t", "6", "-T", "1", "-s", script.string(), "-O", "mtu", "-O",
+                                   "staticroutes", "-O", "search"});
+  log = "udhcpc exit " + std::to_string(r.exit_code) + ": " + r.output;
+  std::map<std::string, std::string> out;
+  std::istringstream in(chl::test::read_file(lease));
+  std::string line;
+  while (std::getline(in, line))
+    if (auto eq = line.find('='); eq != std::string::npos) out[line.substr(0, eq)] = line.substr(eq + 1);
+  return out;
+}
+
+chl::core::Vmi vmi_with(const std::string& iface_yaml) {
+  auto out = chl::core::parse_vmi(R"(apiVersion: kubevirt.io/v1
+kind: VirtualMachineInstance
+metadata: {name: vm1, uid: 5a5a-0001}
+spec:
+  domain:
+    memory: {guest: 128Mi}
+    devices:
+      interfaces:
+)" + iface_yaml + R"(
+  networks:
+  - name: default
+    pod: {}
+)");
+  REQUIRE(out.problems.empty());
+  return out.vmi;
+}
+
+PlanResult plan_in(const std::string& pod_ns, const chl::core::Vmi& vmi, const chl::test::TempDir& dir) {
+  chl::test::write_file(dir / "resolv.conf", "nameserver 10.96.0.10\nsearch ns1.svc.cluster.local cluster.local\n");
+  PlanResult r;
+  in_netns(pod_ns, [&] {
+    auto facts = discover_pod((dir / "resolv.conf").string());
+    REQUIRE(facts);
+    r = plan_networks(vmi, *facts, 1);
+  });
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("netns: masquerade — devices, DHCP lease by udhcpc, SNAT to the pod IP, forwarded port only, restart, teardown") {
+  Topology t;
+  if (auto why = t.up(1400); !why.empty()) {
+    chl::test::skip(why);
+    return;
+  }
+  if (!chl::test::tool("busybox") && access("/bin/busybox", X_OK) != 0) {
+    chl::test::skip("busybox (busybox-static) not installed: no udhcpc");
+    return;
+  }
+  chl::test::TempDir dir("chlnet");
+  auto vmi = vmi_with("      - name: default\n        masquerade: {}\n        ports: [{port: 8080}]\n");
+  auto plan = plan_in(t.pod.name(), vmi, dir);
+  REQUIRE(plan.refusals.empty());
+  REQUIRE(plan.plans.size() == 1);
+  const NetworkPlan p = plan.plans[0];
+  CHECK(p.mtu == 1400);
+
+  IoThread io;
+  std::unique_ptr<WiredNetwork> wired;
+  in_netns(t.pod.name(), [&] {
+    auto w = wire_pod_network(plan.plans, &io.io);
+    REQUIRE_MESSAGE(w, w.error().message());
+    wired = std::move(*w);
+  });
+  REQUIRE(wired->interfaces().size() == 1);
+  CHECK(wired->interfaces()[0].tap == "tap0");
+  CHECK(wired->interfaces()[0].tap_fds.size() == 1);
+  CHECK(tap_name_of_fd(wired->interfaces()[0].tap_fds[0].get()).value_or("") == "tap0");
+
+  // Devices, addresses and rules.
+  int bridge_index = 0;
+  in_netns(t.pod.name(), [&] {
+    auto nl = Netlink::open();
+    REQUIRE(nl);
+    auto br = nl->find_link("k6t-eth0");
+    REQUIRE(br);
+    REQUIRE(br->has_value());
+    CHECK((*br)->kind == "bridge");
+    CHECK((*br)->mtu == 1400);
+    bridge_index = (*br)->index;
+    auto tap = nl->find_link("tap0");
+    REQUIRE(tap);
+    REQUIRE(tap->has_value());
+    CHECK((*tap)->master == bridge_index);
+    CHECK((*tap)->mtu == 1400);
+    auto links = nl->list_links();
+    REQUIRE(links);
+    bool gw = false;
+    for (const auto& l : *links)
+      if (l.name == "k6t-eth0")
+        for (const auto& a : l.ipv4) gw = gw || format_ipv4_cidr(a) == "10.0.2.1/24";
+    CHECK(gw);
+    auto table = nft_list_table();
+    REQUIRE(table);
+    CHECK(table->find("tcp dport 8080 counter") != std::string::npos);
+    CHECK(table->find("dnat ip to 10.0.2.2") != std::string::npos);
+    CHECK(table->find("ip saddr 10.0.2.2 counter") != std::string::npos);
+  });
+
+  // DHCP: udhcpc behind the bridge with the guest's MAC gets exactly the lease.
+  REQUIRE(t.plug_guest("k6t-eth0", p.mac, p.mtu) == "");
+  std::string log;
+  auto lease = run_udhcpc(t.guest.name(), dir, log);
+  INFO(log);
+  CHECK(lease["ip"] == "10.0.2.2");
+  CHECK(lease["subnet"] == "255.255.255.0");
+  CHECK(lease["router"] == "10.0.2.1");
+  CHECK(lease["serverid"] == "10.0.2.1");
+  CHECK(lease["dns"] == "10.96.0.10");
+  CHECK(lease["domain"] == "ns1.svc.cluster.local");
+  CHECK(lease["search"] == "ns1.svc.cluster.local cluster.local");
+  CHECK(lease["mtu"] == "1400");
+  CHECK(lease["lease"] == "31536000");
+  CHECK(lease["hostname"] == "vm1");
+  CHECK(lease["staticroutes"] == "0.0.0.0/0 10.0.2.1");
+  CHECK(wired->dhcp_answers() >= 2);  // OFFER and ACK
+
+  // Outbound: the node sees the pod's address (SNAT), not 10.0.2.2.
+  auto node_listener = tcp_listen(t.node.name(), 7000);
+  REQUIRE(node_listener);
+  CHECK(tcp_connect(t.guest.name(), "192.168.77.1", 7000, 3s) == 0);
+  CHECK(accept_one(node_listener.get(), 3s) == "192.168.77.2");
+
+  // Inbound: the forwarded port reaches the guest's listener, another port does not.
+  auto g8080 = tcp_listen(t.guest.name(), 8080);
+  auto g9090 = tcp_listen(t.guest.name(), 9090);
+  REQUIRE(g8080);
+  REQUIRE(g9090);
+  std::string got;
+  std::thread server([&] { got = accept_one(g8080.get(), 3s, "hello from the guest\n"); });
+  std::string reply;
+  CHECK(tcp_connect(t.node.name(), "192.168.77.2", 8080, 3s, &reply) == 0);
+  server.join();
+  CHECK(reply == "hello from the guest\n");
+  CHECK(got == "192.168.77.1");  // the node's own address: no SNAT on the way in
+  CHECK(tcp_connect(t.node.name(), "192.168.77.2", 9090, 2s) == ECONNREFUSED);
+  CHECK(accept_one(g9090.get(), 100ms).empty());
+
+  // Restart: a launcher that died without teardown; the next one reuses the devices and
+  // replaces the rules instead of adding a second copy.
+  wired->abandon();
+  wired.reset();
+  in_netns(t.pod.name(), [&] {
+    auto w = wire_pod_network(plan.plans, &io.io);
+    REQUIRE_MESSAGE(w, w.error().message());
+    wired = std::move(*w);
+    auto nl = Netlink::open();
+    REQUIRE(nl);
+    auto br = nl->find_link("k6t-eth0");
+    REQUIRE(br);
+    REQUIRE(br->has_value());
+    CHECK((*br)->index == bridge_index);  // reused, not rebuilt
+    auto links = nl->list_links();
+    REQUIRE(links);
+    int bridges = 0, addrs = 0;
+    for (const auto& l : *links) {
+      if (l.name.rfind("k6t-", 0) == 0) ++bridges;
+      if (l.name == "k6t-eth0") addrs = static_cast<int>(l.ipv4.size());
+    }
+    CHECK(bridges == 1);
+    CHECK(addrs == 1);
+    auto table = nft_list_table();
+    REQUIRE(table);
+    std::size_t count = 0;
+    for (std::size_t at = table->find("masquerade"); at != std::string::npos; at = table->find("masquerade", at + 1))
+      ++count;
+    CHECK(count == 1);
+  });
+  // The guest still gets through after the restart.
+  CHECK(tcp_connect(t.guest.name(), "192.168.77.1", 7000, 3s) == 0);
+  CHECK(accept_one(node_listener.get(), 3s) == "192.168.77.2");
+
+  // Teardown leaves nothing of ours.
+  in_netns(t.pod.name(), [&] {
+    auto st = wired->teardown();
+    CHECK_MESSAGE(st, (st ? "" : st.error().message()));
+    wired.reset();
+    auto nl = Netlink::open();
+    REQUIRE(nl);
+    CHECK_FALSE(nl->find_link("k6t-eth0")->has_value());
+    CHECK_FALSE(nl->find_link("tap0")->has_value());
+    auto table = nft_list_table();
+    REQUIRE_MESSAGE(table, table.error().message());
+    CHECK_MESSAGE(table->empty(), *table);
+  });
+}
+
+TEST_CASE("netns: bridge binding — the guest gets the pod's address and gateway, teardown gives them back") {
+  Topology t;
+  if (auto why = t.up(1500); !why.empty()) {
+    chl::test::skip(why);
+    return;
+  }
+  if (access("/bin/busybox", X_OK) != 0) {
+    chl::test::skip("busybox (busybox-static) not installed: no udhcpc");
+    return;
+  }
+  chl::test::TempDir dir("chlnet");
+  auto vmi = vmi_with("      - name: default\n        bridge: {}\n");
+  auto plan = plan_in(t.pod.name(), vmi, dir);
+  REQUIRE(plan.refusals.empty());
+  IoThread io;
+  std::unique_ptr<WiredNetwork> wired;
+  in_netns(t.pod.name(), [&] {
+    auto w = wire_pod_network(plan.plans, &io.io);
+    REQUIRE_MESSAGE(w, w.error().message());
+    wired = std::move(*w);
+    auto nl = Netlink::open();
+    REQUIRE(nl);
+    auto links = nl->list_links();
+    REQUIRE(links);
+    for (const auto& l : *links)
+      if (l.name == "eth0") CHECK(l.ipv4.empty());  // moved to the guest
+    auto eth0 = nl->find_link("eth0");
+    auto br = nl->find_link("k6t-eth0");
+    REQUIRE((eth0 && br && eth0->has_value() && br->has_value()));
+    CHECK((*eth0)->master == (*br)->index);
+    // What a restarted launcher would plan from: the address read back from the bridge alias.
+    auto facts = discover_pod("");
+    REQUIRE(facts);
+    REQUIRE(facts->links["eth0"].ipv4.size() == 1);
+    CHECK(format_ipv4_cidr(facts->links["eth0"].ipv4[0]) == "192.168.77.2/24");
+  });
+  REQUIRE(t.plug_guest("k6t-eth0", plan.plans[0].mac, 1500) == "");
+  std::string log;
+  auto lease = run_udhcpc(t.guest.name(), dir, log);
+  INFO(log);
+  CHECK(lease["ip"] == "192.168.77.2");
+  CHECK(lease["subnet"] == "255.255.255.0");
+  CHECK(lease["router"] == "192.168.77.1");
+  CHECK(lease["serverid"] == "169.254.75.10");
+  // The guest is on the node's L2 segment with the pod's address.
+  auto node_listener = tcp_listen(t.node.name(), 7001);
+  REQUIRE(node_listener);
+  CHECK(tcp_connect(t.guest.name(), "192.168.77.1", 7001, 3s) == 0);
+  CHECK(accept_one(node_listener.get(), 3s) == "192.168.77.2");
+
+  in_netns(t.pod.name(), [&] {
+    auto st = wired->teardown();
+    CHECK_MESSAGE(st, (st ? "" : st.error().message()));
+    wired.reset();
+    auto nl = Netlink::open();
+    REQUIRE(nl);
+    CHECK_FALSE(nl->find_link("k6t-eth0")->has_value());
+    CHECK_FALSE(nl->find_link("tap0")->has_value());
+    auto links = nl->list_links();
+    REQUIRE(links);
+    for (const auto& l : *links) {
+      if (l.name != "eth0") continue;
+      REQUIRE(l.ipv4.size() == 1);
+      CHECK(format_ipv4_cidr(l.ipv4[0]) == "192.168.77.2/24");
+      bool default_route = false;
+      for (const auto& r : l.routes4)
+        default_route = default_route || (r.destination.prefix == 0 && r.gateway && format_ipv4(*r.gateway) == "192.168.77.1");
+      CHECK(default_route);
+    }
+  });
+}
