@@ -987,7 +987,15 @@ Reply Vmm::vm_add(const std::string& endpoint, const Json& body,
               endpoint, {"Error from device manager", "Cannot create virtio-net device",
                          "Failed to open taps", "Error getting tap interface name", os_error(e)});
         }
+        if ((ifr.ifr_flags & IFF_TAP) == 0) {
+          return api_error(endpoint, {"Error from device manager", "Cannot create virtio-net device",
+                                      "Failed to open taps",
+                                      std::string("fd is a tun device, not a tap: ") + ifr.ifr_name});
+        }
         log(0, "vm.add-net: fd " + std::to_string(fd.get()) + " is tap '" + ifr.ifr_name + "'");
+        // The double reports which tap it got in vm.info's net entry (CH's NetConfig.tap), so
+        // tests can check the launcher handed over the right device.
+        if (!cfg["tap"].is_string()) cfg["tap"] = std::string(ifr.ifr_name);
         list.push_back(-1);
         taps.push_back(std::move(fd));
       }

@@ -685,6 +685,7 @@ TEST_CASE("add-net takes a tap fd with SCM_RIGHTS - a non-tap fd is refused") {
   auto info = Json::parse(vmm.get("vm.info").body);
   REQUIRE(info["config"]["net"].is_array());
   CHECK(info["config"]["net"][0]["mac"] == "52:54:00:12:34:56");
+  if (!chl::test::using_real_vmm()) CHECK(info["config"]["net"][0]["tap"] == std::string(ifr.ifr_name));
   UniqueFd devnull(::open("/dev/null", O_RDWR | O_CLOEXEC));
   auto bad = vmm.put("vm.add-net", R"J({"id":"net10"})J", {devnull.get()});
   CHECK(bad.status == 500);
