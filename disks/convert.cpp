@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -64,9 +65,31 @@ common::Status set_size(int fd, const std::filesystem::path& path, std::uint64_t
   return {};
 }
 
+// Buffers are page-aligned so that their blocks can be written with O_DIRECT.
+struct FreeDeleter {
+  void operator()(std::uint8_t* p) const { std::free(p); }
+};
+using AlignedBuffer = std::unique_ptr<std::uint8_t, FreeDeleter>;
+AlignedBuffer aligned_buffer() {
+  return AlignedBuffer(static_cast<std::uint8_t*>(std::aligned_alloc(kDirectAlign, kBuffer)));
+}
+
+// A second descriptor of the temporary output opened with O_DIRECT, or none (-1) where the
+// filesystem does not support it (tmpfs before Linux 6.6, ...): then everything is buffered.
+common::UniqueFd open_direct(const AtomicFile& out, const ConvertOptions& opts) {
+  if (!opts.direct) return {};
+  // Reopened through /proc so that it is the very file `out` holds, whatever its name.
+  const std::string self = "/proc/self/fd/" + std::to_string(out.fd());
+  return common::UniqueFd(::open(self.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC));
+}
+
 unsigned worker_count(const ConvertOptions& opts, std::uint64_t chunks) {
   unsigned n = opts.threads;
-  if (n == 0) n = std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
+  // With O_DIRECT a worker waits for its writes to reach the device: twice as many workers as
+  // cores keep the CPUs busy meanwhile (measured: 2 workers on 2 cores 1.5-2.1 s, 4 workers
+  // 1.3-1.6 s for the bench image).
+  if (n == 0) n = std::clamp(std::thread::hardware_concurrency() * (opts.direct ? 2u : 1u), 1u,
+                             opts.direct ? 8u : 4u);
   return static_cast<unsigned>(std::clamp<std::uint64_t>(chunks, 1, n));
 }
 
@@ -74,6 +97,7 @@ unsigned worker_count(const ConvertOptions& opts, std::uint64_t chunks) {
 struct Job {
   const ImageLayer* top = nullptr;
   int out_fd = -1;
+  OutputFile out;
   std::uint64_t size = 0;
   bool sync = true;
   std::atomic<std::uint64_t> next_chunk{0};
@@ -99,7 +123,7 @@ common::Status convert_chunk(Job& job, ReadContext& ctx, std::uint8_t* buf, std:
     CHL_TRY(Extent e, job.top->status(ctx, pos, std::min(b - pos, kBuffer)));
     if (!e.zero) {
       CHL_TRY_VOID(job.top->read(ctx, pos, e.length, buf));
-      CHL_TRY(std::uint64_t w, write_sparse(job.out_fd, pos, buf, e.length));
+      CHL_TRY(std::uint64_t w, write_sparse(job.out, pos, buf, e.length));
       job.written.fetch_add(w, std::memory_order_relaxed);
     }
     pos += e.length;
@@ -113,7 +137,7 @@ common::Status convert_chunk(Job& job, ReadContext& ctx, std::uint8_t* buf, std:
 
 void worker(Job& job) {
   ReadContext ctx(job.top->chain_length());
-  std::unique_ptr<std::uint8_t[]> buf(new (std::nothrow) std::uint8_t[kBuffer]);
+  AlignedBuffer buf = aligned_buffer();
   if (!buf) {
     job.fail_with(common::Error{std::make_error_code(std::errc::not_enough_memory),
                                 "allocating a read buffer"});
@@ -184,9 +208,11 @@ common::Result<ConvertStats> convert_chain(const ImageLayer& top, const std::fil
   CHL_TRY(AtomicFile out, AtomicFile::create(dst));
   CHL_TRY_VOID(set_size(out.fd(), dst, stats.virtual_size));
 
+  common::UniqueFd direct = open_direct(out, opts);
   Job job;
   job.top = &top;
   job.out_fd = out.fd();
+  job.out = OutputFile{out.fd(), direct ? direct.get() : -1};
   job.size = stats.virtual_size;
   job.sync = opts.sync;
   const std::uint64_t chunks = (job.size + kChunk - 1) / kChunk;
@@ -255,8 +281,10 @@ common::Result<ConvertStats> copy_raw_image(const std::filesystem::path& src,
   CHL_TRY(AtomicFile out, AtomicFile::create(dst));
   CHL_TRY_VOID(set_size(out.fd(), dst, stats.virtual_size));
 
-  std::unique_ptr<std::uint8_t[]> buf(new (std::nothrow) std::uint8_t[kBuffer]);
+  AlignedBuffer buf = aligned_buffer();
   if (!buf) return fail(std::errc::not_enough_memory, "allocating a copy buffer");
+  common::UniqueFd direct = open_direct(out, opts);
+  const OutputFile dest{out.fd(), direct ? direct.get() : -1};
   const std::uint64_t size = stats.virtual_size;
   std::uint64_t pos = 0;
   while (pos < size) {
@@ -271,7 +299,7 @@ common::Result<ConvertStats> copy_raw_image(const std::filesystem::path& src,
     while (p < end) {
       const std::size_t n = static_cast<std::size_t>(std::min(end - p, kBuffer));
       CHL_TRY_VOID(pread_full(in.get(), p, n, buf.get()));
-      CHL_TRY(std::uint64_t w, write_sparse(out.fd(), p, buf.get(), n));
+      CHL_TRY(std::uint64_t w, write_sparse(dest, p, buf.get(), n));
       stats.bytes_written += w;
       p += n;
       if (opts.progress) opts.progress({p, size});

@@ -23,8 +23,12 @@ struct ConvertOptions {
   bool allow_backing = false;       // resolve backing chains instead of refusing them
   unsigned max_backing_depth = 16;  // layers below the top image
   bool copy_raw = false;            // raw input: copy it (sparse) instead of passing it through
-  unsigned threads = 0;             // worker threads; 0: one per core, at most 4
+  unsigned threads = 0;             // worker threads; 0: two per core (at most 8) with direct,
+                                    // else one per core (at most 4)
   bool sync = true;                 // fdatasync the output before the rename
+  // Write 4 KiB-aligned data through an O_DIRECT descriptor (no page-cache fill; falls back to
+  // buffered writes where the filesystem refuses O_DIRECT).
+  bool direct = true;
   bool check_free_space = true;
   // Called on the calling thread about four times a second while converting, and at the end.
   std::function<void(const ConvertProgress&)> progress;

@@ -15,9 +15,29 @@ common::Status pread_full(int fd, std::uint64_t offset, std::size_t len, std::ui
 
 bool all_zero(const std::uint8_t* p, std::size_t n);
 common::Status pwrite_full(int fd, std::uint64_t offset, const std::uint8_t* buf, std::size_t len);
+
+// Alignment (file offset, length and memory) of the writes that go through an O_DIRECT fd.
+inline constexpr std::size_t kDirectAlign = 4096;
+
+// Where output goes: `fd` (buffered), and optionally `direct_fd`, an O_DIRECT descriptor of the
+// same file. Runs whose offset, length and buffer address are all kDirectAlign-aligned are
+// written through `direct_fd` — straight from the caller's buffer to the device, without
+// filling the page cache (on the development VM buffered writes of fresh pages ran at 200 MB/s,
+// direct ones at 1 GB/s) — and the rest through `fd`. The two never write the same block, so
+// the page cache stays coherent. A direct write the filesystem refuses (EINVAL) is redone
+// buffered.
+struct OutputFile {
+  int fd = -1;
+  int direct_fd = -1;
+};
+
 // Write buf (the bytes at file offset `offset`) skipping all-zero blocks aligned to
 // kSparseBlock in the file. Returns the bytes actually written.
-common::Result<std::uint64_t> write_sparse(int fd, std::uint64_t offset, const std::uint8_t* buf,
-                                           std::size_t len);
+common::Result<std::uint64_t> write_sparse(const OutputFile& out, std::uint64_t offset,
+                                           const std::uint8_t* buf, std::size_t len);
+inline common::Result<std::uint64_t> write_sparse(int fd, std::uint64_t offset,
+                                                  const std::uint8_t* buf, std::size_t len) {
+  return write_sparse(OutputFile{fd, -1}, offset, buf, len);
+}
 
 }  // namespace chl::disks

@@ -8,6 +8,7 @@ PACKAGES=(
   build-essential cmake pkg-config git
   libcpp-httplib-dev nlohmann-json3-dev libboost-dev libseccomp-dev libspdlog-dev
   doctest-dev libexpected-dev libyaml-cpp-dev libvirt-dev zlib1g-dev libzstd-dev
+  libdeflate-dev  # disks/: fast raw-deflate decompression of qcow2 compressed clusters
   # the real tools our tests check images and relays with
   qemu-utils dosfstools mtools xorriso genisoimage socat util-linux tmux curl procps
   qemu-system-x86  # boots the PVH test guest (tests/guests)
