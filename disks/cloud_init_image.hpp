@@ -22,6 +22,7 @@ namespace chl::disks {
 struct MediaFile {
   std::string path;
   std::string data;
+  unsigned mode = 0;  // permission bits (ISO Rock Ridge PX); 0 = the writer's default
 };
 
 struct ImageExtent {

@@ -390,7 +390,9 @@ class IsoBuilder {
     if (root_self) su += rr_sp();
     const Node* target = e ? e->dir : (is_self ? &dir : (dir.parent ? dir.parent : &dir));
     if (e && !e->dir) {
-      su += rr_px(0100000 | opts_.file_mode, 1);
+      const unsigned own = files_[e->file].file->mode;
+      const unsigned mode = own != 0 ? (own & 07777) : opts_.file_mode;
+      su += rr_px(0100000 | mode, 1);
     } else {
       su += rr_px(0040000 | opts_.dir_mode, 2 + target->subdirs);
     }
