@@ -52,6 +52,7 @@ struct Topology {
                    ip(node.name(), {"link", "set", "n-eth0", "up"}),
                    ip(node.name(), {"link", "set", "lo", "up"}),
                    ip(pod.name(), {"addr", "add", "192.168.77.2/24", "dev", "eth0"}),
+                   ip(pod.name(), {"addr", "add", "fd00:77::2/64", "dev", "eth0", "nodad"}),
                    ip(pod.name(), {"link", "set", "eth0", "up"}),
                    ip(pod.name(), {"link", "set", "lo", "up"}),
                    ip(pod.name(), {"route", "add", "default", "via", "192.168.77.1"}),
@@ -160,6 +161,7 @@ TEST_CASE("netns: masquerade — devices, DHCP lease by udhcpc, SNAT to the pod 
   REQUIRE(plan.plans.size() == 1);
   const NetworkPlan p = plan.plans[0];
   CHECK(p.mtu == 1400);
+  CHECK(p.guest6 == "fd10:0:2::2");
 
   IoThread io;
   std::unique_ptr<WiredNetwork> wired;
@@ -196,9 +198,16 @@ TEST_CASE("netns: masquerade — devices, DHCP lease by udhcpc, SNAT to the pod 
       if (l.name == "k6t-eth0")
         for (const auto& a : l.ipv4) gw = gw || format_ipv4_cidr(a) == "10.0.2.1/24";
     CHECK(gw);
+    bool gw6 = false;  // the pod has IPv6: the bridge gets KubeVirt's fd10:0:2::1/120 too
+    for (const auto& l : *links)
+      if (l.name == "k6t-eth0")
+        for (const auto& a : l.ipv6) gw6 = gw6 || a == "fd10:0:2::1/120";
+    CHECK(gw6);
     auto table = nft_list_table();
     REQUIRE(table);
     CHECK(table->find("tcp dport 8080 counter") != std::string::npos);
+    CHECK(table->find("dnat ip6 to fd10:0:2::2") != std::string::npos);
+    CHECK(table->find("ip6 saddr fd10:0:2::2 counter") != std::string::npos);
     CHECK(table->find("dnat ip to 10.0.2.2") != std::string::npos);
     CHECK(table->find("ip saddr 10.0.2.2 counter") != std::string::npos);
   });
@@ -268,7 +277,8 @@ TEST_CASE("netns: masquerade — devices, DHCP lease by udhcpc, SNAT to the pod 
     auto table = nft_list_table();
     REQUIRE(table);
     std::size_t count = 0;
-    for (std::size_t at = table->find("masquerade"); at != std::string::npos; at = table->find("masquerade", at + 1))
+    const std::string rule = "ip saddr 10.0.2.2 counter";
+    for (std::size_t at = table->find(rule); at != std::string::npos; at = table->find(rule, at + 1))
       ++count;
     CHECK(count == 1);
   });
