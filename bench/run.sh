@@ -69,7 +69,7 @@ awk -F'\t' -v when="$(date -u '+%Y-%m-%d %H:%M UTC')" -v host="$(nproc) cores, l
   {
     key = $2; what = $3; ours = $4; pname = $5; peer = $6; unit = $7; kind = $8; t = $9
     ratio = ""; met = ""; margin = ""; target = ""
-    if (kind == "faster_ge") { ratio = peer / ours; target = "≥ " t "× faster"; margin = ratio / t; ratio = sprintf("%.2f× faster", ratio) }
+    if (kind == "faster_ge") { ratio = peer / ours; target = "≥ " t "× faster"; margin = ratio / t; ratio = (ratio >= 1 ? sprintf("%.2f× faster", ratio) : sprintf("%.2f× slower", 1 / ratio)) }
     else if (kind == "rate_ge") { ratio = ours / peer; target = "≥ " t "×"; margin = ratio / t; ratio = sprintf("%.2f×", ratio) }
     else if (kind == "abs_le") { target = "≤ " t " " unit; margin = (ours > 0 ? t / ours : 10); if (t == 0) margin = (ours == 0 ? 1 : 0) }
     else if (kind == "diff_le") { ratio = sprintf("%+.1f %s", ours - peer, unit); target = "≤ +" t " " unit; margin = (ours > 0 ? (peer + t) / ours : 10) }
