@@ -105,13 +105,26 @@ std::string trim(std::string s) {
 }
 }  // namespace
 
-common::Status nft_run(const std::string& commands) {
+void Nft::CtxDeleter::operator()(::nft_ctx* c) const { nft_ctx_free(c); }
+
+common::Result<Nft> Nft::open() {
   CHL_TRY(auto ctx, make_ctx());
-  if (nft_run_cmd_from_buffer(ctx.get(), commands.c_str()) != 0) {
-    const char* err = nft_ctx_get_error_buffer(ctx.get());
-    return common::fail(std::errc::io_error, "nftables: " + trim(err ? err : "failed"));
+  Nft n;
+  n.ctx_.reset(ctx.release());
+  return n;
+}
+
+common::Status Nft::run(const std::string& commands) {
+  if (nft_run_cmd_from_buffer(ctx_.get(), commands.c_str()) != 0) {
+    const char* err = nft_ctx_get_error_buffer(ctx_.get());
+    return common::fail(std::errc::io_error, "nftables: " + trim(err && *err ? err : "failed"));
   }
   return {};
+}
+
+common::Status nft_run(const std::string& commands) {
+  CHL_TRY(auto nft, Nft::open());
+  return nft.run(commands);
 }
 
 common::Result<std::string> nft_list_table() {

@@ -4,11 +4,14 @@
 // `inet ch_launcher`, replaced atomically (add + delete + define in one transaction: a restart
 // never duplicates rules) and deleted on teardown.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "common/error.hpp"
 #include "network/plan.hpp"
+
+struct nft_ctx;
 
 namespace chl::network {
 
@@ -25,7 +28,22 @@ std::string masquerade_ruleset(const std::vector<NetworkPlan>& plans);
 // The transaction that deletes our table (whether or not it exists).
 std::string delete_ruleset();
 
-// Run nft commands through libnftables; the error carries nft's own message.
+// A libnftables context (it holds its netlink socket from creation: keep one open to change
+// rules after the launcher's seccomp sandbox forbids new non-Unix sockets).
+class Nft {
+ public:
+  static common::Result<Nft> open();
+  // Run nft commands; the error carries nft's own message.
+  common::Status run(const std::string& commands);
+
+ private:
+  struct CtxDeleter {
+    void operator()(::nft_ctx* c) const;
+  };
+  std::unique_ptr<::nft_ctx, CtxDeleter> ctx_;
+};
+
+// Run nft commands with a context of their own.
 common::Status nft_run(const std::string& commands);
 // `nft list table inet ch_launcher` through libnftables ("" when absent) — for tests/diagnostics.
 common::Result<std::string> nft_list_table();

@@ -146,18 +146,21 @@ Result<std::unique_ptr<WiredNetwork>> wire_pod_network(const std::vector<Network
                                                        boost::asio::io_context* io) {
   auto wired = std::make_unique<WiredNetwork>();
   CHL_TRY(auto nl, wrap(Netlink::open(), "wiring the pod network"));
+  CHL_TRY(auto nft, wrap(Nft::open(), "wiring the pod network"));
+  wired->nl_.emplace(std::move(nl));
+  wired->nft_.emplace(std::move(nft));
   for (const auto& p : plans) {
     if (p.binding == PlanBinding::Sriov) continue;
     wired->plans_.push_back(p);  // recorded first: a failure half way is torn down too
     WiredInterface w;
-    if (auto st = wire_one(nl, p, w); !st) {
+    if (auto st = wire_one(*wired->nl_, p, w); !st) {
       auto err = st.error().wrap("wiring interface " + p.iface_name);
       (void)wired->teardown();
       return tl::unexpected(err);
     }
     wired->interfaces_.push_back(std::move(w));
   }
-  if (auto st = nft_run(masquerade_ruleset(wired->plans_)); !st) {
+  if (auto st = wired->nft_->run(masquerade_ruleset(wired->plans_)); !st) {
     auto err = st.error().wrap("wiring the pod network: masquerade rules");
     (void)wired->teardown();
     return tl::unexpected(err);
@@ -204,9 +207,9 @@ Status WiredNetwork::teardown() {
     }
   };
   interfaces_.clear();  // close our tap fds
-  auto nl = Netlink::open();
-  if (!nl) return tl::unexpected(nl.error().wrap("network teardown"));
-  keep(nft_run(delete_ruleset()));
+  if (!nl_ || !nft_) return {};  // nothing was wired
+  auto& nl = nl_;
+  keep(nft_->run(delete_ruleset()));
   for (auto it = plans_.rbegin(); it != plans_.rend(); ++it) {
     const NetworkPlan& p = *it;
     keep(nl->delete_link(p.tap));

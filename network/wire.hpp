@@ -11,6 +11,7 @@
 // the nftables table atomically: nothing is duplicated. The WiredNetwork's destructor removes
 // everything it made and gives a bridge-bound pod interface its address and routes back.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,8 @@
 #include "common/error.hpp"
 #include "common/unique_fd.hpp"
 #include "network/dhcp_server.hpp"
+#include "network/netlink.hpp"
+#include "network/nft_ruleset.hpp"
 #include "network/plan.hpp"
 
 namespace chl::network {
@@ -44,7 +47,9 @@ class WiredNetwork {
   [[nodiscard]] std::uint64_t dhcp_answers() const;
 
   // Remove what was made (idempotent); the first error is returned, the rest still done.
-  // Must run in the namespace that was wired (netlink/nft sockets are opened here).
+  // Uses the netlink and nftables sockets opened when wiring (they stay in the pod's
+  // namespace, and need no new socket under the launcher's seccomp sandbox), so it may run
+  // on any thread.
   common::Status teardown();
   // Forget everything without removing it (what a crashed launcher leaves behind; tests).
   void abandon();
@@ -55,6 +60,8 @@ class WiredNetwork {
   std::vector<NetworkPlan> plans_;
   std::vector<WiredInterface> interfaces_;
   std::vector<std::unique_ptr<DhcpServer>> dhcp_;
+  std::optional<Netlink> nl_;
+  std::optional<Nft> nft_;
   bool done_ = false;
 };
 
