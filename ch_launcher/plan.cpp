@@ -19,7 +19,8 @@ constexpr const char* kPodContainerDisks = "/var/run/kubevirt/container-disks";
 constexpr const char* kPodVmiDisks = "/var/run/kubevirt-private/vmi-disks";
 constexpr const char* kPodSecrets = "/var/run/kubevirt-private/secret";
 constexpr const char* kPodConfigMaps = "/var/run/kubevirt-private/config-map";
-constexpr const char* kPodServiceAccount = "/var/run/kubevirt-private/service-account";
+// Where Kubernetes mounts the pod's service account token (KubeVirt's ServiceAccountSourceDir).
+constexpr const char* kPodServiceAccount = "/var/run/secrets/kubernetes.io/serviceaccount";
 constexpr const char* kPodDownwardApi = "/var/run/kubevirt-private/downwardapi";
 constexpr const char* kKernelBootVolume = "kernel-boot";
 
@@ -311,8 +312,11 @@ class Planner {
         prep.source = *src;
         prep.target = state("config-disks/" + v.name + ".iso");
         prep.format = "iso9660";
-        prep.volume_label = v.volume_label.empty() ? v.name : v.volume_label;
+        // KubeVirt's volume id: volumeLabel, else "cfgdata" (pkg/config). Read-only for the guest:
+        // the image is rebuilt from the volume at every start.
+        prep.volume_label = v.volume_label.empty() ? "cfgdata" : v.volume_label;
         pd.path = prep.target;
+        pd.readonly = true;
         break;
       }
       default:

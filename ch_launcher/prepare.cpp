@@ -1,15 +1,20 @@
 #include "ch_launcher/prepare.hpp"
 
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <fstream>
 #include <sstream>
 
 #include "common/log.hpp"
 #include "disks/cloud_init.hpp"
+#include "disks/config_disk.hpp"
 #include "disks/container_disk.hpp"
 #include "disks/disk_file.hpp"
 #include "disks/empty_disk.hpp"
+#include "disks/qcow2_overlay.hpp"
 #include "firmware/payload.hpp"
 
 namespace chl::core {
@@ -122,8 +127,24 @@ Status run_one(LaunchPlan& plan, const Preparation& p, const PrepareOptions& opt
       CHL_LOG_INFO("firmware: {}", payload.summary);
       return {};
     }
-    case PreparationKind::CreateOverlay:
-    case PreparationKind::WriteConfigDisk:
+    case PreparationKind::CreateOverlay: {
+      // Ephemeral volume: a qcow2 overlay over the claim's raw image, reused across starts of
+      // the same VMI (the state directory is per uid) and removed by remove_ephemeral_files().
+      CHL_TRY_VOID(make_parent(p.target));
+      CHL_TRY(auto o, disks::create_overlay({p.source, p.target}));
+      CHL_LOG_INFO("ephemeral {}: overlay {} over {} ({} bytes){}", p.volume, p.target,
+                   o.backing.string(), o.virtual_size, o.created ? "" : " (reused)");
+      return {};
+    }
+    case PreparationKind::WriteConfigDisk: {
+      CHL_TRY_VOID(make_parent(p.target));
+      // An image from an earlier start of this VMI is ours: rebuilt from the volume as it is now.
+      ::unlink(p.target.c_str());
+      CHL_TRY(auto d, disks::write_config_disk({p.source, p.target, p.volume_label, {}}));
+      CHL_LOG_INFO("config disk {}: {} files ({} bytes) from {} -> {}", p.volume, d.files,
+                   d.data_bytes, p.source, p.target);
+      return {};
+    }
     case PreparationKind::StartVirtiofsd:
       return fail(std::errc::operation_not_supported,
                   std::string(to_string(p.kind)) + " is not implemented by this launcher yet");
@@ -132,6 +153,18 @@ Status run_one(LaunchPlan& plan, const Preparation& p, const PrepareOptions& opt
 }
 
 }  // namespace
+
+Status remove_ephemeral_files(const LaunchPlan& plan) {
+  Status result;
+  for (const auto& p : plan.preparations) {
+    if (p.kind != PreparationKind::CreateOverlay && p.kind != PreparationKind::WriteConfigDisk)
+      continue;
+    if (::unlink(p.target.c_str()) != 0 && errno != ENOENT && result) {
+      result = common::fail_errno("removing " + p.target);
+    }
+  }
+  return result;
+}
 
 Status run_preparations(LaunchPlan& plan, const PrepareOptions& opts) {
   for (const auto& p : plan.preparations) {

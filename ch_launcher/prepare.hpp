@@ -4,7 +4,8 @@
 // place where a preparation decided the final file (a raw container disk used in place, the
 // firmware found in the search path). Everything written goes under the VM's state directory
 // (hostDisk DiskOrCreate excepted: its path is the user's). Nothing existing is overwritten,
-// except cloud-init media the launcher itself generated for this VMI.
+// except cloud-init media and config-volume
+// ISO images the launcher itself generated for this VMI.
 #include <filesystem>
 #include <vector>
 
@@ -18,5 +19,11 @@ struct PrepareOptions {
 };
 
 common::Status run_preparations(LaunchPlan& plan, const PrepareOptions& opts);
+
+// At teardown (the VMI is gone for good): remove what only this run of the VMI needs — the
+// ephemeral volumes' qcow2 overlays (the guest's writes to them are thrown away, as in KubeVirt)
+// and the config-volume ISO images. Missing files are fine; the first other error is returned
+// after trying every file.
+common::Status remove_ephemeral_files(const LaunchPlan& plan);
 
 }  // namespace chl::core
