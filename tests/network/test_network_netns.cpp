@@ -431,3 +431,70 @@ TEST_CASE("netns: teardown works under the launcher's seccomp sandbox (no new so
     CHECK(nft_list_table().value_or("x").empty());
   });
 }
+
+TEST_CASE("netns: two interfaces — masquerade on eth0 and bridge on Multus net1 — each guest gets its own lease") {
+  Topology t;
+  if (auto why = t.up(1500); !why.empty()) {
+    chl::test::skip(why);
+    return;
+  }
+  if (access("/bin/busybox", X_OK) != 0) {
+    chl::test::skip("busybox (busybox-static) not installed: no udhcpc");
+    return;
+  }
+  // net1: a second veth node <-> pod on 192.168.88.0/24, and a second guest namespace.
+  Netns guest2("chl" + t.tag + "h");
+  REQUIRE(guest2.create() == "");
+  for (auto e : {ip(t.node.name(), {"link", "add", "n-net1", "type", "veth", "peer", "name", "net1", "netns", t.pod.name()}),
+                 ip(t.node.name(), {"addr", "add", "192.168.88.1/24", "dev", "n-net1"}),
+                 ip(t.node.name(), {"link", "set", "n-net1", "up"}),
+                 ip(t.pod.name(), {"addr", "add", "192.168.88.2/24", "dev", "net1"}),
+                 ip(t.pod.name(), {"link", "set", "net1", "up"})})
+    REQUIRE(e == "");
+  auto parsed = chl::core::parse_vmi(R"(apiVersion: kubevirt.io/v1
+kind: VirtualMachineInstance
+metadata: {name: vm2, uid: 5a5a-0002}
+spec:
+  domain:
+    memory: {guest: 128Mi}
+    devices:
+      interfaces:
+      - {name: default, masquerade: {}}
+      - {name: storage, bridge: {}}
+  networks:
+  - {name: default, pod: {}}
+  - {name: storage, multus: {networkName: storage-net}}
+)");
+  REQUIRE(parsed.problems.empty());
+  chl::test::TempDir dir("chlnet");
+  auto plan = plan_in(t.pod.name(), parsed.vmi, dir);
+  REQUIRE(plan.refusals.empty());
+  REQUIRE(plan.plans.size() == 2);
+  IoThread io;
+  std::unique_ptr<WiredNetwork> wired;
+  in_netns(t.pod.name(), [&] {
+    auto w = wire_pod_network(plan.plans, &io.io);
+    REQUIRE_MESSAGE(w, w.error().message());
+    wired = std::move(*w);
+  });
+  REQUIRE(wired->interfaces().size() == 2);
+  CHECK(wired->interfaces()[1].tap == "tap1");
+  REQUIRE(t.plug_guest("k6t-eth0", plan.plans[0].mac, 1500) == "");
+  for (auto e : {ip(t.pod.name(), {"link", "add", "gst1", "type", "veth", "peer", "name", "eth0", "netns", guest2.name()}),
+                 ip(t.pod.name(), {"link", "set", "gst1", "master", "k6t-net1", "up"}),
+                 ip(guest2.name(), {"link", "set", "eth0", "address", format_mac(plan.plans[1].mac), "up"})})
+    REQUIRE(e == "");
+  // Two DHCP servers share port 67, each bound to its bridge: each guest hears only its own.
+  std::string log1, log2;
+  chl::test::TempDir d1("chlnet"), d2("chlnet");
+  auto lease1 = run_udhcpc(t.guest.name(), d1, log1);
+  auto lease2 = run_udhcpc(guest2.name(), d2, log2);
+  INFO(log1 << "\n" << log2);
+  CHECK(lease1["ip"] == "10.0.2.2");
+  CHECK(lease1["serverid"] == "10.0.2.1");
+  CHECK(lease2["ip"] == "192.168.88.2");
+  CHECK(lease2["serverid"] == "169.254.75.10");
+  CHECK(lease2["router"] == "");  // net1 has no default route in the pod: none is handed out
+  in_netns(t.pod.name(), [&] { CHECK(wired->teardown()); });
+  wired.reset();
+}
