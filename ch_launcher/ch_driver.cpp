@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/log.hpp"
@@ -116,6 +117,7 @@ void CloudHypervisorDriver::on_exit() {
   events::VmmExit exit;
   exit.signaled = !es.exited;
   exit.code = es.exited ? es.code : es.signal;
+  exit.died_on_its_own = !es.exited && !killed_by_us_;
   deliver(tracker_.on_vmm_exited(exit));
   ::unlink((opts_.state_dir / "ch-api.sock").c_str());
   if (on_exit_) on_exit_();
@@ -128,10 +130,17 @@ void CloudHypervisorDriver::deliver(const std::vector<events::DomainEvent>& evs)
 }
 
 void CloudHypervisorDriver::kill_vmm() {
-  if (vmm_ && vmm_->child.running()) {
-    CHL_LOG_WARN("killing VMM pid {}", vmm_->child.pid());
-    (void)vmm_->child.signal(SIGKILL);
+  if (!vmm_ || !vmm_->child.running()) return;
+  // A VMM that already died (a zombie not reaped yet) was not killed by us: its exit must still
+  // read as a crash. WNOWAIT leaves it for on_exit() to reap.
+  siginfo_t si{};
+  if (::waitid(P_PID, static_cast<id_t>(vmm_->child.pid()), &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid != 0) {
+    CHL_LOG_WARN("VMM pid {} already ended; not killing it", vmm_->child.pid());
+    return;
   }
+  CHL_LOG_WARN("killing VMM pid {}", vmm_->child.pid());
+  killed_by_us_ = true;
+  (void)vmm_->child.signal(SIGKILL);
 }
 
 bool CloudHypervisorDriver::finished() const {

@@ -78,6 +78,7 @@ class CloudHypervisorDriver final : public Driver {
   ExitHandler on_exit_;
   char buf_[8192];
   std::string version_;
+  bool killed_by_us_ = false;  // kill_vmm() sent SIGKILL to a live VMM
 };
 
 }  // namespace chl::core

@@ -104,7 +104,14 @@ int LauncherService::run() {
       launch_error_ = r.error().message();
       CHL_LOG_ERROR("starting the VM failed: {}", launch_error_);
       driver_->request_stop(events::StopRequest::Forced);
-      driver_->kill_vmm();
+      // A VMM that broke the call by dying (no answer, connection reset) is given a moment to be
+      // seen dead, so that it reads as Crashed rather than as killed by us; a live one is killed.
+      auto t = std::make_shared<asio::steady_timer>(io_, std::chrono::milliseconds(200));
+      t->async_wait([this, t](boost::system::error_code ec) {
+        if (ec) return;
+        driver_->kill_vmm();
+        check_finished();
+      });
       check_finished();
       return;
     }
@@ -357,21 +364,42 @@ void LauncherService::snapshot(const std::filesystem::path& dir, Reply reply) {
     return reply(state_error("snapshot", "Running or Paused"));
   if (!dir.is_absolute()) return reply(fail(std::errc::invalid_argument, "snapshot directory must be absolute: " + dir.string()));
   // Never overwrite: the directory must be new (created here, 0700) or empty.
+  bool created = true;
   if (::mkdir(dir.c_str(), 0700) != 0) {
     std::error_code ec;
     if (errno != EEXIST || !std::filesystem::is_directory(dir, ec) || !std::filesystem::is_empty(dir, ec))
       return reply(fail(std::errc::file_exists, "snapshot directory " + dir.string() + " exists and is not empty"));
+    created = false;
   }
   const bool was_running = st == DomainState::Running;
-  on_worker([this, dir, was_running]() -> Result<json> {
+  on_worker([this, dir, was_running, created]() -> Result<json> {
+    // A failed snapshot leaves nothing half-written: the directory was new or empty, so what is
+    // in it now is the VMM's partial output.
+    auto discard = [&] {
+      std::error_code ec;
+      if (created) {
+        std::filesystem::remove_all(dir, ec);
+      } else {
+        for (const auto& e : std::filesystem::directory_iterator(dir, ec)) std::filesystem::remove_all(e.path(), ec);
+      }
+      if (ec) CHL_LOG_WARN("removing the partial snapshot in {}: {}", dir.string(), ec.message());
+    };
     // Cloud Hypervisor snapshots a paused VM only: pause around it, as virsh does.
-    if (was_running) CHL_TRY_VOID(common::wrap(driver_->pause(), "pausing for the snapshot"));
+    if (was_running) {
+      if (auto p = driver_->pause(); !p) {
+        discard();
+        return tl::unexpected(p.error().wrap("pausing for the snapshot"));
+      }
+    }
     auto snap = driver_->snapshot(dir);
     if (was_running) {
       auto res = driver_->resume();
       if (!res) CHL_LOG_ERROR("resuming after the snapshot: {}", res.error().message());
     }
-    if (!snap) return tl::unexpected(snap.error().wrap("snapshot"));
+    if (!snap) {
+      discard();
+      return tl::unexpected(snap.error().wrap("snapshot"));
+    }
     return json{{"snapshot", dir.string()}};
   }, std::move(reply));
 }

@@ -126,7 +126,7 @@ std::vector<DomainEvent> DomainStateTracker::on_vmm_exited(const VmmExit& exit) 
   }
   if (vmm_shutdown_seen_) {
     which = stop_ == StopRequest::Forced ? synthetic::kVmmExitedCleanForced : synthetic::kVmmExitedClean;
-  } else if (stop_ == StopRequest::Forced) {
+  } else if (stop_ == StopRequest::Forced && !exit.died_on_its_own) {
     which = synthetic::kVmmKilledOnRequest;
   } else {
     which = synthetic::kVmmExitedUnexpectedly;

@@ -37,6 +37,9 @@ enum class StopRequest : std::uint8_t {
 struct VmmExit {
   bool signaled = false;
   int code = 0;  // exit code, or the signal number when signaled
+  // Killed by a signal the launcher did not send (it died on its own, e.g. while a forced stop
+  // was still on its way): Crashed even if a stop was requested.
+  bool died_on_its_own = false;
   static VmmExit from_wait_status(int wait_status);
   [[nodiscard]] std::string describe() const;  // "exit status 0", "killed by signal 9 (Killed)"
 };

@@ -1,0 +1,270 @@
+// The fault matrix (issue 9): every fault the VMM double can inject, at each phase, through the
+// real launcher. Each row checks the final state and reason, the exit code, that no process is
+// left (the VMM is gone) and that nothing half-written is left (no temporary files, no partial
+// snapshot, no sockets). The test writes the table it checked to <build>/reliability-matrix.md
+// and requires docs/reliability.md to carry the same table; CHL_UPDATE_DOCS=1 rewrites it there.
+#include <signal.h>
+
+#include <fstream>
+#include <functional>
+#include <regex>
+#include <sstream>
+
+#include "tests/ch_launcher/launcher_harness.hpp"
+
+using chl::test::LauncherRun;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Row {
+  std::string fault;                       // what goes wrong (the table's first column)
+  std::map<std::string, std::string> env;  // the double's injection
+  // What the test does once the launcher runs; returns a note for the table ("" for none).
+  std::function<std::string(LauncherRun&)> act;
+  std::string state;   // final state, or "—" when the VM never started
+  std::string reason;  // final reason
+  int exit_code;
+};
+
+std::string ended(const std::string& out, std::string* reason) {
+  static const std::regex re("VM ended: state (\\w+) reason (\\w+)");
+  std::smatch m;
+  std::string last_state = "?";
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator(); ++it) {
+    last_state = (*it)[1];
+    *reason = (*it)[2];
+  }
+  return last_state;
+}
+
+// Files a dead or finished launcher may leave in its state directory: the logs (kept for
+// post-mortems), the lock, and the VM's prepared media. Anything else is a leftover.
+std::vector<std::string> leftovers(const fs::path& dir) {
+  std::vector<std::string> bad;
+  std::error_code ec;
+  for (const auto& e : fs::recursive_directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.find(".tmp") != std::string::npos || e.is_socket() || name == "vmm.pid" || name == "snap")
+      bad.push_back(fs::relative(e.path(), dir).string());
+  }
+  return bad;
+}
+
+bool process_gone(long pid) {
+  if (pid <= 0) return true;
+  return chl::test::wait_until(std::chrono::seconds(10),
+                               [&] { return !fs::exists("/proc/" + std::to_string(pid)); });
+}
+
+long vmm_pid_of(LauncherRun& r) {
+  auto d = r.domain();
+  return d.contains("vmm") && d["vmm"].contains("pid") ? d["vmm"]["pid"].get<long>() : -1;
+}
+
+std::string wait_running(LauncherRun& r) {
+  REQUIRE_MESSAGE(r.wait_state("Running"), r.output());
+  return "";
+}
+
+const std::vector<Row>& rows() {
+  static const std::vector<Row> kRows = {
+      {"VMM killed right after start", {{"VMM_DOUBLE_CRASH_AT", "start"}}, nullptr, "Crashed", "Unknown", 1},
+      {"VMM killed on vm.create (no answer)", {{"VMM_DOUBLE_CRASH_AT", "create"}}, nullptr, "Crashed", "Unknown", 1},
+      {"VMM killed on vm.boot (no answer)", {{"VMM_DOUBLE_CRASH_AT", "boot"}}, nullptr, "Crashed", "Unknown", 1},
+      {"VMM killed while running",
+       {{"VMM_DOUBLE_CRASH_AT", "running"}, {"VMM_DOUBLE_PHASE_DELAY_MS", "300"}},
+       nullptr, "Crashed", "Unknown", 3},
+      {"VMM killed while paused",
+       {{"VMM_DOUBLE_CRASH_AT", "paused"}, {"VMM_DOUBLE_PHASE_DELAY_MS", "200"}},
+       [](LauncherRun& r) {
+         wait_running(r);
+         CHECK(r.cli({"pause"}).exit_code == 0);
+         return std::string("paused by `pause`");
+       },
+       "Crashed", "Unknown", 3},
+      {"VMM killed during a snapshot (half-written)",
+       {{"VMM_DOUBLE_CRASH_AT", "snapshot"}},
+       [](LauncherRun& r) {
+         wait_running(r);
+         auto s = r.cli({"snapshot", "--dir", (r.state_dir() / "snap").string()});
+         CHECK(s.exit_code == 1);
+         return std::string("`snapshot` fails, partial snapshot removed");
+       },
+       "Crashed", "Unknown", 3},
+      {"VMM exits with no event while running",
+       {{"VMM_DOUBLE_EXIT_WITHOUT_EVENTS", "running"}, {"VMM_DOUBLE_PHASE_DELAY_MS", "300"}},
+       nullptr, "Crashed", "Unknown", 3},
+      {"500 on vm.create", {{"VMM_DOUBLE_FAIL", "vm.create"}}, nullptr, "Shutoff", "Destroyed", 1},
+      {"500 on vm.boot", {{"VMM_DOUBLE_FAIL", "vm.boot"}}, nullptr, "Shutoff", "Destroyed", 1},
+      {"500 on vm.pause",
+       {{"VMM_DOUBLE_FAIL", "vm.pause"}},
+       [](LauncherRun& r) {
+         wait_running(r);
+         auto p = r.cli({"pause"});
+         CHECK(p.exit_code == 1);
+         CHECK_MESSAGE(p.output.find("The VM could not be paused") != std::string::npos, p.output);
+         CHECK(r.domain()["state"] == "Running");
+         CHECK(r.cli({"stop"}).exit_code == 0);
+         return std::string("`pause` exits 1 with CH's message, VM still Running; then `stop`");
+       },
+       "Shutoff", "Shutdown", 0},
+      {"500 on vm.snapshot",
+       {{"VMM_DOUBLE_FAIL", "vm.snapshot"}},
+       [](LauncherRun& r) {
+         wait_running(r);
+         auto s = r.cli({"snapshot", "--dir", (r.state_dir() / "snap").string()});
+         CHECK(s.exit_code == 1);
+         CHECK_FALSE(fs::exists(r.state_dir() / "snap"));
+         CHECK(r.wait_state("Running"));  // resumed after the failed snapshot
+         CHECK(r.cli({"stop"}).exit_code == 0);
+         return std::string("`snapshot` exits 1, no directory left, VM resumed; then `stop`");
+       },
+       "Shutoff", "Shutdown", 0},
+      {"500 on vm.power-button",
+       {{"VMM_DOUBLE_FAIL", "vm.power-button"}},
+       [](LauncherRun& r) {
+         wait_running(r);
+         (void)r.cli({"stop", "--grace-period", "1"});
+         return std::string("`stop`: no power button, forced off after the grace period");
+       },
+       "Shutoff", "Destroyed", 4},
+      {"500 on vm.shutdown",
+       {{"VMM_DOUBLE_FAIL", "vm.shutdown"}},
+       [](LauncherRun& r) {
+         wait_running(r);
+         (void)r.cli({"kill"});
+         return std::string("`kill`: vm.shutdown refused, the VMM is SIGKILLed");
+       },
+       "Shutoff", "Destroyed", 4},
+      {"vm.create never answers", {{"VMM_DOUBLE_HANG", "vm.create"}}, nullptr, "Shutoff", "Destroyed", 1},
+      {"vm.pause never answers (API blocked)",
+       {{"VMM_DOUBLE_HANG", "vm.pause"}},
+       [](LauncherRun& r) {
+         wait_running(r);
+         auto p = r.cli({"pause"});
+         CHECK(p.exit_code == 1);
+         (void)r.cli({"kill"});
+         return std::string("`pause` times out (exit 1); `kill` ends the hung VMM with SIGKILL");
+       },
+       "Shutoff", "Destroyed", 4},
+      {"garbage between events",
+       {{"VMM_DOUBLE_GARBAGE_EVENTS", "1"}},
+       [](LauncherRun& r) {
+         wait_running(r);
+         CHECK(r.cli({"pause"}).exit_code == 0);
+         CHECK(r.wait_state("Paused"));
+         CHECK(r.cli({"resume"}).exit_code == 0);
+         CHECK(r.wait_state("Running"));
+         CHECK(r.cli({"stop"}).exit_code == 0);
+         return std::string("pause, resume, stop: every state right");
+       },
+       "Shutoff", "Shutdown", 0},
+      {"console client vanishes mid-write",
+       {{"VMM_DOUBLE_HEARTBEAT_MS", "1"}},
+       [](LauncherRun& r) {
+         wait_running(r);
+         for (int i = 0; i < 5; ++i) {
+           // Connect, send, and drop the connection without reading the flood of output.
+           sockaddr_un a{};
+           a.sun_family = AF_UNIX;
+           std::string p = (r.state_dir() / "virt-serial0").string();
+           std::memcpy(a.sun_path, p.c_str(), p.size() + 1);
+           int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+           REQUIRE(fd >= 0);
+           if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+             linger l{1, 0};  // RST: gone mid-write from the bridge's point of view
+             ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+           }
+           ::close(fd);
+         }
+         CHECK(r.console("", "heartbeat").find("heartbeat") != std::string::npos);
+         CHECK(r.domain()["state"] == "Running");
+         CHECK(r.cli({"stop"}).exit_code == 0);
+         return std::string("5 clients reset mid-output; the next client is served; then `stop`");
+       },
+       "Shutoff", "Shutdown", 0},
+      {"launcher SIGKILLed",
+       {},
+       [](LauncherRun& r) {
+         wait_running(r);
+         REQUIRE(r.child.signal(SIGKILL));
+         return std::string("the VMM dies with it (PDEATHSIG); a new launcher recovers the directory "
+                            "(test_launcher_faults)");
+       },
+       "—", "—", 128 + SIGKILL},
+  };
+  return kRows;
+}
+
+std::string table_of(const std::vector<std::string>& lines) {
+  std::string t = "| fault (VMM double) | what the test does | final state (reason) | exit | processes left | files left |\n"
+                  "|---|---|---|---|---|---|\n";
+  for (const auto& l : lines) t += l + "\n";
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("fault matrix: every injected fault ends in the expected state and exit code, nothing left") {
+  if (chl::test::using_real_vmm()) {
+    chl::test::skip("the fault matrix needs the VMM double's injections (CLOUD_HYPERVISOR_BIN is set)");
+    return;
+  }
+  std::vector<std::string> lines;
+  for (const Row& row : rows()) {
+    CAPTURE(row.fault);
+    LauncherRun r;
+    r.write_vmi("console=ttyS0", 2);
+    r.start({}, row.env.empty() ? chl::test::vmm_binary() : r.vmm_with_env(row.env));
+    long pid = -1;
+    std::string note = "—";
+    if (row.act) {
+      note = row.act(r);
+    }
+    if (row.state != "—") pid = vmm_pid_of(r);
+    auto exit = r.wait_exit(std::chrono::seconds(90));
+    REQUIRE_MESSAGE(exit, r.output());
+    const int code = exit->exited ? exit->code : 128 + exit->signal;
+    CHECK_MESSAGE(code == row.exit_code, r.output());
+    std::string reason = "—";
+    std::string state = row.state == "—" ? "—" : ended(r.output(), &reason);
+    CHECK_MESSAGE(state == row.state, r.output());
+    CHECK_MESSAGE(reason == row.reason, r.output());
+    const bool gone = process_gone(pid);
+    CHECK(gone);
+    auto left = leftovers(r.state_dir());
+    if (row.exit_code != 128 + SIGKILL) {
+      std::string names;
+      for (const auto& f : left) names += f + " ";
+      CHECK_MESSAGE(left.empty(), "left behind: " << names);
+    }
+    std::string files = left.empty() ? "none" : "vmm.pid (recovered by the next launcher)";
+    lines.push_back("| " + row.fault + " | " + note + " | " + state + (state == "—" ? "" : " (" + reason + ")") + " | " +
+                    std::to_string(code) + " | " + (gone ? "none" : "**VMM left**") + " | " + files + " |");
+  }
+  const std::string table = table_of(lines);
+  chl::test::write_file(chl::test::binary_dir() / "reliability-matrix.md", table);
+  const fs::path doc = chl::test::source_dir() / "docs" / "reliability.md";
+  const std::string begin = "<!-- fault-matrix: generated by tests/ch_launcher/test_launcher_fault_matrix.cpp -->\n";
+  const std::string end = "<!-- end fault-matrix -->\n";
+  std::string text = fs::exists(doc) ? chl::test::read_file(doc) : std::string();
+  auto b = text.find(begin);
+  auto e = text.find(end);
+  if (const char* u = std::getenv("CHL_UPDATE_DOCS"); u && std::string(u) == "1") {
+    if (b == std::string::npos || e == std::string::npos) {
+      text += "\n" + begin + table + end;
+    } else {
+      text = text.substr(0, b + begin.size()) + table + text.substr(e);
+    }
+    chl::test::write_file(doc, text);
+    MESSAGE("docs/reliability.md updated");
+  } else {
+    REQUIRE_MESSAGE(b != std::string::npos, "docs/reliability.md has no fault-matrix block (run with CHL_UPDATE_DOCS=1)");
+    REQUIRE(e != std::string::npos);
+    CHECK_MESSAGE(text.substr(b + begin.size(), e - b - begin.size()) == table,
+                  "docs/reliability.md's fault matrix differs from what the test saw; rerun with CHL_UPDATE_DOCS=1:\n"
+                      << table);
+  }
+}
