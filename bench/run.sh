@@ -48,6 +48,8 @@ bench "event stream" "$B/events/events_bench" --rounds "$(r 2 5)"
 bench "cloud-init media" "$B/cloud_init/cloud_init_bench" --rounds "$(r 5 30)"
 bench "VMI pipeline" "$B/vmi/vmi_bench" --n "$(r 200 2000)"
 bench "qcow2 -> raw" "$B/disks/qcow2_convert_bench" /tmp "$(r 1 3)"
+bench "soak against the double" bash "$ROOT/bench/soak/soak.sh" "$BUILD" "$(r 100 1000)"
+bench "soak against QEMU" bash "$ROOT/bench/soak/soak.sh" --qemu "$BUILD" "$(r 10 50)"
 for extra in "$ROOT"/bench/guests/*.sh "$ROOT"/bench/libvirt/*.sh; do
   [ -f "$extra" ] || continue
   bench "$(basename "$(dirname "$extra")")/$(basename "$extra")" bash "$extra" "$BUILD"
