@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Build the libFuzzer targets (fuzz/) with clang + ASan + UBSan and run each for a bounded time.
+#   scripts/fuzz.sh [SECONDS]      (default 60 per target)
+# Env: BUILD_DIR (default build-fuzz), TARGETS (default: every target), JOBS (build jobs).
+# Seeds are read from fuzz/corpus/<target>/; what libFuzzer finds new goes to
+# $BUILD_DIR/fuzz-corpus/<target>/ (never into the repository), crash inputs to
+# $BUILD_DIR/fuzz-artifacts/<target>/. Prints executions and coverage per target (libFuzzer's
+# final "#N DONE cov: X ft: Y" line) and exits non-zero if any target crashed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SECS=${1:-60}
+BUILD_DIR=${BUILD_DIR:-build-fuzz}
+JOBS=${JOBS:-$(nproc)}
+TARGETS=${TARGETS:-fuzz_vmi fuzz_events fuzz_qcow2 fuzz_http fuzz_cloud_init}
+CXX=${CXX:-$(command -v clang++ || command -v clang++-14 || true)}
+CC=${CC:-$(command -v clang || command -v clang-14 || true)}
+if [ -z "$CXX" ]; then
+  echo "fuzz: clang++ not found (apt-get install clang)" >&2
+  exit 2
+fi
+
+SAN='-fsanitize=address,undefined -fsanitize=fuzzer-no-link -fno-omit-frame-pointer'
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHL_FUZZ=ON \
+  -DCMAKE_C_COMPILER="$CC" -DCMAKE_CXX_COMPILER="$CXX" \
+  -DCMAKE_C_FLAGS="$SAN" -DCMAKE_CXX_FLAGS="$SAN" >/dev/null
+# shellcheck disable=SC2086
+cmake --build "$BUILD_DIR" -j "$JOBS" --target $TARGETS
+
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+max_len_of() {  # images need room; text inputs stay small
+  case $1 in
+    fuzz_qcow2) echo 65536 ;;
+    fuzz_vmi | fuzz_http) echo 16384 ;;
+    *) echo 8192 ;;
+  esac
+}
+
+summary=()
+crashed=()
+for t in $TARGETS; do
+  bin=$BUILD_DIR/fuzz/$t
+  work=$BUILD_DIR/fuzz-corpus/$t
+  art=$BUILD_DIR/fuzz-artifacts/$t
+  log=$BUILD_DIR/fuzz-logs/$t.log
+  mkdir -p "$work" "$art" "$(dirname "$log")"
+  echo "=== $t: ${SECS} s ==="
+  rc=0
+  "$bin" -max_total_time="$SECS" -timeout=10 -rss_limit_mb=2048 -max_len="$(max_len_of "$t")" \
+    -print_final_stats=1 -artifact_prefix="$art/" "$work" "fuzz/corpus/$t" >"$log" 2>&1 || rc=$?
+  done_line=$(grep -E '^#[0-9]+[[:space:]]+DONE' "$log" | tail -1 || true)
+  runs=$(sed -nE 's/^Done ([0-9]+) runs in ([0-9]+) second.*/\1 runs in \2 s/p' "$log" | tail -1)
+  if [ "$rc" -ne 0 ] || grep -qE '^==[0-9]+==ERROR|runtime error:|deadly signal|Test unit written' "$log"; then
+    last=$(grep -E '^#[0-9]+' "$log" | tail -1 || true)
+    echo "$t: CRASH (exit $rc) after: $last"
+    grep -E 'ERROR|runtime error|SUMMARY|Test unit written|artifact' "$log" | head -8 || true
+    crashed+=("$t")
+    summary+=("$t | CRASH | ${last} | log: $log")
+  else
+    echo "$t: ${runs:-?}: ${done_line}"
+    summary+=("$t | ok | ${runs:-?} | ${done_line}")
+  fi
+done
+
+echo
+echo "=== fuzz summary (${SECS} s per target) ==="
+printf '%s\n' "${summary[@]}"
+if [ ${#crashed[@]} -gt 0 ]; then
+  echo "crashed: ${crashed[*]} (inputs in $BUILD_DIR/fuzz-artifacts/)" >&2
+  exit 1
+fi
