@@ -89,8 +89,9 @@ std::string_view state_name(int s) {
 
 }  // namespace
 
-LibvirtDriver::LibvirtDriver(asio::io_context& io, LibvirtDriverOptions options)
-    : io_(io), opts_(std::move(options)), link_(std::make_shared<Link>()) {
+LibvirtDriver::LibvirtDriver(asio::io_context& io, LibvirtDriverOptions options,
+                             std::optional<LibvirtDaemons> daemons)
+    : daemons_(std::move(daemons)), io_(io), opts_(std::move(options)), link_(std::make_shared<Link>()) {
   link_->driver = this;
   link_->io = &io_;
   link_->name = opts_.domain_name;

@@ -10,6 +10,8 @@
 //   where LibvirtEventTracker turns them into domain events.
 // - kill_vmm() sends SIGKILL to QEMU itself (non-blocking, like the CH driver); libvirt then
 //   reports the stop. force_off() is virDomainDestroy.
+// - The driver may own the libvirt daemons it talks to (libvirt_daemon.hpp): they are released
+//   after the domain is gone, when the driver is destroyed (what the libvirt module does).
 // - Snapshot, restore and hotplug answer "not supported by qemu-kvm" (not wired yet).
 #include <sys/types.h>
 
@@ -20,6 +22,8 @@
 
 #include "ch_launcher/accel_probe.hpp"
 #include "ch_launcher/driver.hpp"
+#include "ch_launcher/libvirt_daemon.hpp"
+#include "ch_launcher/libvirt_driver_options.hpp"
 #include "ch_launcher/libvirt_event_loop.hpp"
 #include "ch_launcher/libvirt_events.hpp"
 #include "ch_launcher/libvirt_handles.hpp"
@@ -27,21 +31,10 @@
 
 namespace chl::core {
 
-struct LibvirtDriverOptions {
-  std::string uri = "qemu:///system";
-  std::string domain_name;  // <namespace>_<name>
-  std::string domain_xml;   // domain_xml.hpp
-  std::filesystem::path state_dir;
-  AccelChoice accel;
-  std::string emulator;                                      // for status
-  std::string daemon;                                        // which libvirtd, for status
-  std::filesystem::path qemu_pid_dir = "/run/libvirt/qemu";  // libvirt's <name>.pid files
-  std::function<void(pid_t)> on_vmm_started;                 // called on the worker thread
-};
-
 class LibvirtDriver final : public Driver {
  public:
-  LibvirtDriver(boost::asio::io_context& io, LibvirtDriverOptions options);
+  LibvirtDriver(boost::asio::io_context& io, LibvirtDriverOptions options,
+                std::optional<LibvirtDaemons> daemons = std::nullopt);
   ~LibvirtDriver() override;
 
   [[nodiscard]] std::string hypervisor() const override { return "qemu-kvm"; }
@@ -91,6 +84,9 @@ class LibvirtDriver final : public Driver {
   pid_t read_qemu_pid() const;
   common::Status need_domain() const;
 
+  // First member, so destroyed last: the daemons are released once the domain and the
+  // connection are gone.
+  std::optional<LibvirtDaemons> daemons_;
   boost::asio::io_context& io_;
   LibvirtDriverOptions opts_;
   std::shared_ptr<Link> link_;

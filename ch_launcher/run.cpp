@@ -9,10 +9,9 @@
 #include "ch_launcher/ch_translate.hpp"
 #include "ch_launcher/command_api.hpp"
 #include "ch_launcher/launcher_service.hpp"
-#include "ch_launcher/libvirt_daemon.hpp"
-#include "ch_launcher/libvirt_driver.hpp"
-#include "ch_launcher/domain_xml.hpp"
 #include "ch_launcher/accel_probe.hpp"
+#include "ch_launcher/domain_xml.hpp"
+#include "ch_launcher/driver_module.hpp"
 #include "ch_launcher/plan.hpp"
 #include "ch_launcher/prepare.hpp"
 #include "ch_launcher/state_dir.hpp"
@@ -78,6 +77,15 @@ int run_launcher(const LaunchOptions& opts) {
     std::fprintf(stderr, "ch-launcher run: --accel takes auto, kvm or tcg, got '%s'\n", opts.accel.c_str());
     return kExitInvalidInput;
   }
+  // qemu-kvm lives in a module (libvirt_module.hpp): loaded now, before anything is created, so
+  // a launcher without it fails with nothing to clean up. It stays loaded until the driver and
+  // the io_context (which may hold handlers the driver posted) are gone: declared before both.
+  std::optional<LibvirtModule> libvirt_module;
+  if (qemu) {
+    auto m = load_libvirt_module();
+    if (!m) return launch_error(m.error().message());
+    libvirt_module.emplace(std::move(*m));
+  }
 
   // 2. The state directory: ours alone (lock), recovered if a launcher died in it.
   fs::path dir = opts.state_dir ? *opts.state_dir : default_state_dir(vmi.metadata.namespace_, vmi.metadata.name);
@@ -111,13 +119,13 @@ int run_launcher(const LaunchOptions& opts) {
                  "(set spec.domain.devices.autoattachPodInterface: false to silence this)", names);
     plan->nics.clear();
   }
-  // 4. The driver: Cloud Hypervisor (its binary), or QEMU through libvirt (a daemon, the accelerator,
-  //    the domain XML).
+  // 4. The driver: Cloud Hypervisor (its binary), or QEMU through libvirt (the accelerator, the
+  //    domain XML, then the module: a libvirt daemon and the driver, which keeps the daemon until
+  //    it is destroyed).
   boost::asio::io_context io;
   auto record_vmm = [&state](pid_t pid) {
     if (auto st = state->record_vmm(pid); !st) CHL_LOG_WARN("recording the VMM pid: {}", st.error().message());
   };
-  std::optional<LibvirtDaemons> daemons;  // outlives the driver: stopped after the domain is gone
   std::unique_ptr<Driver> driver;
   std::string what;
   if (qemu) {
@@ -127,9 +135,6 @@ int run_launcher(const LaunchOptions& opts) {
       if (!found) return launch_error("no QEMU binary '" + opts.vmm_binary + "'");
       emulator = *found;
     }
-    auto d = LibvirtDaemons::ensure();
-    if (!d) return launch_error("libvirt: " + d.error().message());
-    daemons.emplace(std::move(*d));
     AccelChoice accel = choose_accel(*accel_request);
     if (accel.accel == Accel::Tcg) CHL_LOG_WARN("accelerator: {}", accel.why);
     else CHL_LOG_INFO("accelerator: {}", accel.why);
@@ -146,11 +151,12 @@ int run_launcher(const LaunchOptions& opts) {
     lo.state_dir = dir;
     lo.accel = accel;
     lo.emulator = emulator.empty() ? std::string("qemu-system-x86_64") : emulator;
-    lo.daemon = daemons->describe();
     lo.on_vmm_started = record_vmm;
     CHL_LOG_DEBUG("domain XML:\n{}", lo.domain_xml);
-    what = "qemu-kvm through libvirt (" + std::string(to_string(accel.accel)) + ", " + daemons->describe() + ")";
-    driver = std::make_unique<LibvirtDriver>(io, std::move(lo));
+    auto launch = libvirt_module->api->create_driver(io, std::move(lo));
+    if (!launch) return launch_error(launch.error().message());
+    what = "qemu-kvm through libvirt (" + std::string(to_string(accel.accel)) + ", " + launch->daemon + ")";
+    driver = std::move(launch->driver);
   } else {
     std::string binary = opts.vmm_binary.empty() ? "cloud-hypervisor" : opts.vmm_binary;
     auto found = common::find_program(binary);
@@ -198,7 +204,6 @@ int run_launcher(const LaunchOptions& opts) {
   ::unlink(so.console_socket.c_str());
   state->clear_vmm();
   state->remove_runtime_files();
-  if (daemons) daemons->release();
   return code;
 }
 

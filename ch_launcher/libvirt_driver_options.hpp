@@ -1,0 +1,27 @@
+#pragma once
+// What the QEMU/KVM driver (libvirt_driver.hpp) is created with. Kept apart from the driver, with
+// no libvirt header, because the launcher fills it in (run.cpp) and hands it to the libvirt module
+// (libvirt_module.hpp) without linking libvirt itself.
+#include <sys/types.h>
+
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "ch_launcher/accel_probe.hpp"
+
+namespace chl::core {
+
+struct LibvirtDriverOptions {
+  std::string uri = "qemu:///system";
+  std::string domain_name;  // <namespace>_<name>
+  std::string domain_xml;   // domain_xml.hpp
+  std::filesystem::path state_dir;
+  AccelChoice accel;
+  std::string emulator;                                      // for status
+  std::string daemon;                                        // which libvirtd, for status
+  std::filesystem::path qemu_pid_dir = "/run/libvirt/qemu";  // libvirt's <name>.pid files
+  std::function<void(pid_t)> on_vmm_started;                 // called on the worker thread
+};
+
+}  // namespace chl::core

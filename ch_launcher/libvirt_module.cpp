@@ -1,0 +1,28 @@
+// The entry point of libchl-libvirt.so (libvirt_module.hpp). Built only into the module and the
+// chl_libvirt static library, never into chl_core.
+#include "ch_launcher/libvirt_module.hpp"
+
+#include "ch_launcher/libvirt_daemon.hpp"
+#include "ch_launcher/libvirt_driver.hpp"
+
+namespace chl::core {
+namespace {
+
+common::Result<LibvirtLaunch> create_driver(boost::asio::io_context& io, LibvirtDriverOptions options) {
+  auto daemons = LibvirtDaemons::ensure();
+  if (!daemons) return tl::unexpected(daemons.error().wrap("libvirt"));
+  LibvirtLaunch out;
+  out.daemon = daemons->describe();
+  options.daemon = out.daemon;
+  out.driver = std::make_unique<LibvirtDriver>(io, std::move(options), std::move(*daemons));
+  return out;
+}
+
+}  // namespace
+}  // namespace chl::core
+
+extern "C" __attribute__((visibility("default"))) const chl::core::LibvirtModuleApi chl_libvirt_module = {
+    chl::core::kLibvirtModuleAbi,
+    sizeof(chl::core::LibvirtDriverOptions),
+    &chl::core::create_driver,
+};
