@@ -19,10 +19,10 @@ RAW=$(mktemp /tmp/chl-bench-raw-XXXXXX)
 trap 'rm -f "$RAW"' EXIT
 
 bash "$ROOT/scripts/setup.sh" >/dev/null
-if ! command -v gnuplot >/dev/null 2>&1; then
-  echo "bench: installing gnuplot-nox (draws bench/results.svg)"
+if ! command -v gnuplot >/dev/null 2>&1 || ! command -v bc >/dev/null 2>&1; then
+  echo "bench: installing gnuplot-nox (draws bench/results.svg) and bc"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
-  $SUDO apt-get install -y -q -t bookworm --no-install-recommends gnuplot-nox </dev/null >/dev/null
+  $SUDO apt-get install -y -q -t bookworm --no-install-recommends gnuplot-nox bc </dev/null >/dev/null
 fi
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD" -j "$(nproc)" --target ch-launcher vmm-double pvh_guest console_bridge_bench \
