@@ -2,12 +2,14 @@
 
 #include <fcntl.h>
 #include <unistd.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <array>
 #include <initializer_list>
 #include <limits>
+#include <sstream>
 
 #include "ch_launcher/quantity.hpp"
 #include "common/log.hpp"
@@ -843,13 +845,50 @@ void parse_spec(Reader& r, const YAML::Node& n, VmiSpec& s) {
 
 constexpr std::array<std::string_view, 2> kApiVersions{"kubevirt.io/v1", "kubevirt.io/v1alpha3"};
 
+// Counts documents without building nodes.
+class DocumentCounter final : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+// yaml-cpp 0.7 (bookworm) loops forever in LoadAll(), adding a null document per turn until
+// memory runs out, on some malformed input such as `{k},` (jbeder/yaml-cpp#1040, fixed
+// upstream by #1319). Walk the documents first with a bound: a stream of n bytes holds at most
+// n + 1 documents. Throws what LoadAll would throw on a syntax error.
+bool document_count_bounded(const std::string& text) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentCounter counter;
+  for (std::size_t docs = 0; docs <= text.size() + 1; ++docs) {
+    if (!parser.HandleNextDocument(counter)) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 ParseOutcome parse_vmi(std::string_view text) {
   ParseOutcome out;
   std::vector<YAML::Node> docs;
   try {
-    docs = YAML::LoadAll(std::string(text));
+    const std::string copy(text);
+    if (!document_count_bounded(copy)) {
+      out.fatal = true;
+      out.problems.push_back({"", "not valid YAML or JSON: the YAML parser makes no progress"});
+      return out;
+    }
+    docs = YAML::LoadAll(copy);
   } catch (const YAML::ParserException& e) {
     out.fatal = true;
     out.problems.push_back({"", "not valid YAML or JSON: line " + std::to_string(e.mark.line + 1) +

@@ -187,8 +187,11 @@ std::string dir_record(std::uint32_t extent, std::uint32_t size, bool is_dir,
   put_both16(r, 28, 1);
   r[32] = static_cast<char>(ident.size());
   std::memcpy(r.data() + 33, ident.data(), ident.size());
-  std::memcpy(r.data() + 33 + ident.size() + (ident.size() % 2 == 0 ? 1 : 0), system_use.data(),
-              system_use.size());
+  // An empty string_view may hold a null pointer: memcpy(…, nullptr, 0) is undefined.
+  if (!system_use.empty()) {
+    std::memcpy(r.data() + 33 + ident.size() + (ident.size() % 2 == 0 ? 1 : 0), system_use.data(),
+                system_use.size());
+  }
   return r;
 }
 

@@ -388,8 +388,12 @@ class FatBuilder {
     put32(b, 32, total_sectors < 0x10000 ? 0 : static_cast<std::uint32_t>(total_sectors));
     b[36] = static_cast<char>(0x80);
     b[38] = 0x29;  // extended boot signature: serial, label and type follow
+    // Unsigned arithmetic: a signed product overflows for far-off mtimes (undefined).
     std::uint32_t serial =
-        opts_.serial ? opts_.serial : static_cast<std::uint32_t>(opts_.mtime * 2654435761u) | 1u;
+        opts_.serial
+            ? opts_.serial
+            : static_cast<std::uint32_t>(static_cast<std::uint64_t>(opts_.mtime) * 2654435761u) |
+                  1u;
     put32(b, 39, serial);
     std::string l = label11();
     std::memcpy(b.data() + 43, l.data(), 11);

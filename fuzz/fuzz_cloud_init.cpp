@@ -13,11 +13,10 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <system_error>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/log.hpp"
 #include "disks/cloud_init.hpp"
@@ -97,7 +96,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string cd_meta = config_drive_meta_data(name, ns, uuid, host);
   // JSON strings must be valid UTF-8: only demand valid JSON for ASCII-clean inputs.
   const auto ascii = [](const std::string& s) {
-    return std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+    return std::all_of(s.begin(), s.end(),
+                       [](char c) { return static_cast<unsigned char>(c) < 0x80; });
   };
   if (ascii(name) && ascii(ns) && ascii(uuid) && ascii(host)) {
     require(valid_json(nocloud_meta));

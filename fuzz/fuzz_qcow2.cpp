@@ -44,8 +44,7 @@ constexpr int kMaxSteps = 512;
 
 // The conversion workers' loop over [a, b): status, then read what may hold data.
 void walk(const chl::disks::ImageLayer& top, chl::disks::ReadContext& ctx, std::uint64_t a,
-          std::uint64_t b, std::vector<std::uint8_t>& buf, std::uint64_t& read_budget,
-          int& steps) {
+          std::uint64_t b, std::vector<std::uint8_t>& buf, std::uint64_t& read_budget, int& steps) {
   std::uint64_t pos = a;
   while (pos < b && steps-- > 0) {
     const std::uint64_t want = std::min(b - pos, kChunk);
@@ -102,8 +101,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   int steps = kMaxSteps;
   walk(**top, ctx, 0, std::min<std::uint64_t>(vsize, 1u << 20), buf, budget, steps);
   if (vsize > (1u << 20)) {  // the end of the disk, and a spot in the middle
-    walk(**top, ctx, vsize - std::min<std::uint64_t>(vsize, 256 * 1024), vsize, buf, budget,
-         steps);
+    walk(**top, ctx, vsize - std::min<std::uint64_t>(vsize, 256 * 1024), vsize, buf, budget, steps);
     const std::uint64_t mid = (vsize / 2) & ~std::uint64_t{511};
     walk(**top, ctx, mid, std::min(vsize, mid + 256 * 1024), buf, budget, steps);
   }
