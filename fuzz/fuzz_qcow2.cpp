@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -32,6 +33,12 @@ void require(bool ok) {
 }
 
 fs::path g_scratch;
+// CHL_FUZZ_DEBUG=1: print why an input was refused (to check that the seeds get through).
+const bool g_debug = std::getenv("CHL_FUZZ_DEBUG") != nullptr;
+
+void note(const char* what, const chl::common::Error& e) {
+  if (g_debug) std::fprintf(stderr, "fuzz_qcow2: %s: %s\n", what, e.message().c_str());
+}
 
 void remove_scratch() {
   std::error_code ec;
@@ -90,11 +97,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto top = open_image_chain(path, OpenOptions{});
   if (!top) {
     require(!top.error().message().empty());
+    note("open", top.error());
     return 0;
   }
   const std::uint64_t vsize = (*top)->virtual_size();
   ReadContext ctx((*top)->chain_length());
-  if (!(*top)->allocated_bytes(ctx)) return 0;  // corrupt tables are refused before converting
+  if (auto a = (*top)->allocated_bytes(ctx); !a) {  // corrupt tables are refused first
+    note("allocated_bytes", a.error());
+    return 0;
+  }
 
   std::vector<std::uint8_t> buf(kChunk);
   std::uint64_t budget = kMaxReadBytes;
@@ -119,6 +130,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       require(stats->virtual_size == vsize);
       if (!stats->passthrough) require(fs::file_size(dst, ec) == vsize && !ec);
     } else {
+      note("convert", stats.error());
       require(!fs::exists(dst, ec));
     }
     fs::remove(dst, ec);
