@@ -160,6 +160,11 @@ Result<std::optional<std::string>> CloudHypervisorDriver::create_and_boot() {
     return fail(std::errc::protocol_error, "creating the VM: VMM reports state " + std::string(vmm_api::to_string(info.state)) + ", expected Created");
   std::optional<std::string> pty;
   if (info.config.serial && info.config.serial->mode == vmm_api::ConsoleMode::Pty) pty = info.config.serial->file;
+  for (const auto& net : opts_.nets) {
+    const std::string id = net.config.id.value_or("net");
+    CHL_TRY(auto added, common::wrap(client_.vm_add_net(net.config, net.fds), "attaching the pod network tap " + id));
+    (void)added;
+  }
   CHL_TRY_VOID(common::wrap(client_.vm_boot(), "booting the VM"));
   return pty;
 }

@@ -22,6 +22,14 @@ struct ChDriverOptions {
   int verbosity = 0;
   vmm_api::ClientOptions client;
   std::function<void(pid_t)> on_vmm_started;  // e.g. record the pid in the state directory
+  // Pod network taps, cold-added with vm.add-net between vm.create and vm.boot (CH takes no fds
+  // on vm.create): the config and the tap fds (one per queue pair), passed with SCM_RIGHTS.
+  // The fds stay owned by the caller (the wired network), which outlives the driver's use.
+  struct NetAttachment {
+    vmm_api::NetConfig config;
+    std::vector<int> fds;
+  };
+  std::vector<NetAttachment> nets;
 };
 
 class CloudHypervisorDriver final : public Driver {

@@ -36,6 +36,12 @@ struct LaunchOptions {
   bool vmm_seccomp = true;
   // qemu-kvm: "auto" (probe: accel_probe.hpp), "kvm" or "tcg".
   std::string accel = "auto";
+  // Start the VM from this snapshot directory instead of creating and booting it.
+  std::optional<std::filesystem::path> restore_from;
+  // The launcher's own seccomp filter: "enforce", "log" or "off" (sandbox/seccomp_filter.hpp).
+  std::string seccomp = "enforce";
+  // Deadline of one VMM API call; default 5 s for quick calls, 30 s for create/boot/shutdown.
+  std::optional<int> api_timeout_ms;
 };
 
 }  // namespace chl::core

@@ -94,7 +94,17 @@ int LauncherService::run() {
   }
 
   on_worker([this]() -> Result<json> {
-    CHL_TRY(auto pty, driver_->create_and_boot());
+    std::optional<std::string> pty;
+    if (opts_.restore_from) {
+      const std::string from = opts_.restore_from->string();
+      CHL_TRY_VOID(common::wrap(driver_->restore(*opts_.restore_from), "restoring the VM from " + from));
+      CHL_TRY(auto p, common::wrap(driver_->console_pty(), "reading the restored VM's console"));
+      pty = std::move(p);
+      CHL_TRY_VOID(common::wrap(driver_->resume(), "resuming the restored VM"));
+    } else {
+      CHL_TRY(auto p, driver_->create_and_boot());
+      pty = std::move(p);
+    }
     json j = json::object();
     if (pty) j["pty"] = *pty;
     return j;

@@ -49,6 +49,9 @@ struct ServiceOptions {
   // The launcher confines itself once its VMM runs (sandbox/seccomp_policy.cpp). Applied on the
   // Cloud Hypervisor path; the libvirt path's allow-list is not measured yet.
   sandbox::SeccompMode seccomp = sandbox::SeccompMode::Enforce;
+  // Start from a snapshot (`run --restore DIR`) instead of creating and booting the VM: the VMM
+  // restores it paused, the console is attached, then it is resumed.
+  std::optional<std::filesystem::path> restore_from;
 };
 
 class LauncherService {

@@ -20,6 +20,9 @@
 #include "ch_launcher/vmm_process.hpp"
 #include "common/child_process.hpp"
 #include "common/log.hpp"
+#include "network/plan.hpp"
+#include "network/vmm_handoff.hpp"
+#include "network/wire.hpp"
 
 namespace chl::core {
 namespace fs = std::filesystem;
@@ -110,19 +113,42 @@ int run_launcher(const LaunchOptions& opts) {
   if (!opts.firmware_dir.empty()) po.firmware_dirs = {opts.firmware_dir};
   else po.firmware_dirs = {qemu ? "/usr/share/OVMF" : "/usr/share/cloud-hypervisor"};
   if (auto st = run_preparations(*plan, po); !st) return launch_error(st.error().message());
+  // The ephemeral overlays and config disks made for this run go when it ends.
+  struct EphemeralCleanup {
+    const LaunchPlan& plan;
+    ~EphemeralCleanup() {
+      if (auto st = remove_ephemeral_files(plan); !st) CHL_LOG_WARN("removing ephemeral files: {}", st.error().message());
+    }
+  } ephemeral_cleanup{*plan};
+
+  // 3b. Pod networking (network/): bridge, tap, nftables and DHCP in this (the pod's) network
+  //     namespace, before the VMM starts and before the launcher confines itself. The taps are
+  //     handed to Cloud Hypervisor as fds (vm.add-net); the VmConfig itself names no tap.
+  boost::asio::io_context io;
+  std::unique_ptr<network::WiredNetwork> wired;
   if (!plan->nics.empty()) {
-    // Pod networking (bridge/masquerade, taps handed to the VMM) is not wired yet: giving the
-    // VMM tap names nobody prepared would make it create unconnected taps. Say so instead.
-    std::string names;
-    for (const auto& n : plan->nics) names += (names.empty() ? "" : ", ") + n.name;
-    CHL_LOG_WARN("networking: pod network wiring is not implemented yet; interface(s) {} not attached "
-                 "(set spec.domain.devices.autoattachPodInterface: false to silence this)", names);
+    if (qemu) {
+      std::string names;
+      for (const auto& n : plan->nics) names += (names.empty() ? "" : ", ") + n.name;
+      CHL_LOG_WARN("networking: pod network wiring on the qemu-kvm path is not done yet; interface(s) {} not "
+                   "attached (docs/network.md)", names);
+    } else {
+      auto facts = network::discover_pod();
+      if (!facts) return launch_error("pod network: " + facts.error().message());
+      auto nets = network::plan_networks(vmi, *facts, cpu_topology(vmi).vcpus());
+      if (!nets.refusals.empty()) {
+        print_violations(nets.refusals);
+        return kExitInvalidInput;
+      }
+      auto w = network::wire_pod_network(nets.plans, &io);
+      if (!w) return launch_error("pod network: " + w.error().message());
+      wired = std::move(*w);
+    }
     plan->nics.clear();
   }
   // 4. The driver: Cloud Hypervisor (its binary), or QEMU through libvirt (the accelerator, the
   //    domain XML, then the module: a libvirt daemon and the driver, which keeps the daemon until
   //    it is destroyed).
-  boost::asio::io_context io;
   auto record_vmm = [&state](pid_t pid) {
     if (auto st = state->record_vmm(pid); !st) CHL_LOG_WARN("recording the VMM pid: {}", st.error().message());
   };
@@ -168,6 +194,14 @@ int run_launcher(const LaunchOptions& opts) {
     co.seccomp = opts.vmm_seccomp;
     co.verbosity = opts.vmm_verbosity;
     co.on_vmm_started = record_vmm;
+    if (opts.api_timeout_ms) {
+      co.client.timeout = std::chrono::milliseconds(std::min(*opts.api_timeout_ms, 5000));
+      co.client.long_timeout = std::chrono::milliseconds(*opts.api_timeout_ms);
+    }
+    if (wired) {
+      for (const auto& w : wired->interfaces())
+        co.nets.push_back({network::ch_net_config(w), network::tap_fd_numbers(w)});
+    }
     what = "cloud-hypervisor (" + *found + ")";
     driver = std::make_unique<CloudHypervisorDriver>(io, co, to_ch_vm_config(*plan));
   }
@@ -181,6 +215,8 @@ int run_launcher(const LaunchOptions& opts) {
   if (opts.grace_period_seconds) so.grace_period = std::chrono::seconds(*opts.grace_period_seconds);
   else if (vmi.spec.termination_grace_period_seconds) so.grace_period = std::chrono::seconds(*vmi.spec.termination_grace_period_seconds);
   so.console_take_over = opts.console_take_over;
+  so.restore_from = opts.restore_from;
+  if (auto m = sandbox::parse_seccomp_mode(opts.seccomp); m) so.seccomp = *m;
 
   if (opts.pod_layout) {
     std::error_code ec;

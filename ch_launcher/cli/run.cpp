@@ -14,17 +14,24 @@ const char* kUsage =
     "usage: ch-launcher run --vmi FILE [--state-dir DIR] [--volume NAME=PATH]... [--vmm-binary PATH]\n"
     "                       [--hypervisor cloud-hypervisor|qemu-kvm] [--grace-period SECONDS] [--pod-layout]\n"
     "                       [--firmware-dir DIR] [--console-take-over] [--log-level LEVEL] [--log-file PATH]\n"
-    "                       [--vmm-verbose N] [--vmm-seccomp true|false] [--accel auto|kvm|tcg]\n\n"
+    "                       [--vmm-verbose N] [--vmm-seccomp true|false] [--accel auto|kvm|tcg]\n"
+    "                       [--restore SNAPSHOT-DIR] [--seccomp enforce|log|off] [--api-timeout SECONDS]\n\n"
     "Run the VMI until it ends. SIGTERM/SIGINT press the ACPI power button and force the VM off after\n"
     "the grace period (default: the VMI's terminationGracePeriodSeconds, else 30).\n"
     "qemu-kvm (spec.hypervisor or --hypervisor) runs QEMU through libvirt (qemu:///system; a libvirtd is started\n"
     "when none answers); --vmm-binary then names the QEMU binary, --accel picks KVM or TCG (auto: probed, see\n"
     "docs/qemu.md).\n"
+    "--restore starts the VM from a snapshot made by `ch-launcher snapshot` instead of booting it.\n"
+    "--seccomp: the launcher's own filter once the VMM runs (docs/security.md). --api-timeout bounds each\n"
+    "VMM API call (default 5 s, 30 s for create/boot/shutdown).\n"
+    "Interfaces joined to the pod network are wired (bridge, tap, nftables, DHCP: docs/network.md); that\n"
+    "needs CAP_NET_ADMIN in the pod's network namespace.\n"
     "Exit codes: 0 guest shut down cleanly, 1 could not start, 2 bad input, 3 crashed, 4 forced off.";
 
 int run(const std::vector<std::string>& argv) {
   Args a({"--vmi", "--state-dir", "--volume", "--vmm-binary", "--hypervisor", "--grace-period", "--firmware-dir",
-          "--log-level", "--log-file", "--vmm-verbose", "--vmm-seccomp", "--accel"},
+          "--log-level", "--log-file", "--vmm-verbose", "--vmm-seccomp", "--accel", "--restore", "--seccomp",
+          "--api-timeout"},
          {"--pod-layout", "--console-take-over"});
   if (!a.parse(argv)) return usage_error("run", a.error());
   if (!a.positionals().empty()) return usage_error("run", "unexpected argument " + a.positionals()[0]);
@@ -67,6 +74,22 @@ int run(const std::vector<std::string>& argv) {
   if (auto ac = a.get("--accel")) {
     if (!core::accel_request_from_string(*ac)) return usage_error("run", "--accel takes auto, kvm or tcg, got '" + *ac + "'");
     o.accel = *ac;
+  }
+  if (auto r = a.get("--restore")) o.restore_from = std::filesystem::absolute(*r);
+  if (auto s = a.get("--seccomp")) {
+    if (*s != "enforce" && *s != "log" && *s != "off")
+      return usage_error("run", "--seccomp takes enforce, log or off, got '" + *s + "'");
+    o.seccomp = *s;
+  }
+  if (auto t = a.get("--api-timeout")) {
+    try {
+      std::size_t used = 0;
+      double secs = std::stod(*t, &used);
+      if (used != t->size() || !(secs > 0) || secs > 3600) throw std::invalid_argument(*t);
+      o.api_timeout_ms = static_cast<int>(secs * 1000);
+    } catch (...) {
+      return usage_error("run", "--api-timeout takes seconds (0 < s <= 3600), got '" + *t + "'");
+    }
   }
   return core::run_launcher(o);
 }
