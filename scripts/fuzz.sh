@@ -13,6 +13,13 @@ SECS=${1:-60}
 BUILD_DIR=${BUILD_DIR:-build-fuzz}
 JOBS=${JOBS:-$(nproc)}
 TARGETS=${TARGETS:-fuzz_vmi fuzz_events fuzz_qcow2 fuzz_http fuzz_cloud_init}
+# clang and its fuzzer runtime are needed only here, so they are installed here (not by setup.sh,
+# which CI runs on every fresh machine).
+if ! command -v clang++-14 >/dev/null 2>&1 && ! command -v clang++ >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  echo "fuzz: installing clang-14 and libclang-rt-14-dev (Debian bookworm)"
+  $SUDO apt-get install -y -q -t bookworm --no-install-recommends clang-14 libclang-rt-14-dev </dev/null >/dev/null
+fi
 CXX=${CXX:-$(command -v clang++ || command -v clang++-14 || true)}
 CC=${CC:-$(command -v clang || command -v clang-14 || true)}
 if [ -z "$CXX" ]; then
