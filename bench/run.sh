@@ -9,15 +9,20 @@
 #       abs_le T     (met when ours <= T)                 diff_le T (met when ours - peer <= T)
 #       info         (no target)
 # Usage: bench/run.sh [--quick] [BUILD_DIR]   (--quick: fewer rounds, 1 qcow2 run; for CI smoke)
+#        bench/run.sh --render LOG   (only rebuild results.md/.tsv/.svg from the RESULT lines in LOG,
+#                                     e.g. a run that was stopped part-way)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 QUICK=0
+RENDER=""
 if [ "${1:-}" = "--quick" ]; then QUICK=1; shift; fi
+if [ "${1:-}" = "--render" ]; then RENDER=${2:?--render takes the log of a run}; QUICK=1; fi
 BUILD=${1:-$ROOT/build}
 OUT=$ROOT/bench
 RAW=$(mktemp /tmp/chl-bench-raw-XXXXXX)
 trap 'rm -f "$RAW"' EXIT
 
+if [ -z "$RENDER" ]; then
 bash "$ROOT/scripts/setup.sh" >/dev/null
 if ! command -v gnuplot >/dev/null 2>&1 || ! command -v bc >/dev/null 2>&1; then
   echo "bench: installing gnuplot-nox (draws bench/results.svg) and bc"
@@ -57,11 +62,13 @@ for extra in "$ROOT"/bench/guests/*.sh "$ROOT"/bench/libvirt/*.sh; do
   bench "$(basename "$(dirname "$extra")")/$(basename "$extra")" bash "$extra" "$BUILD"
 done
 
+fi  # not --render
+if [ -n "$RENDER" ]; then grep '^RESULT' "$RENDER" > "$RAW" || true; fi
 cp "$RAW" "$OUT/results.tsv"
 # The table and the margins (>= 1 means the target is met).
-awk -F'\t' -v when="$(date -u '+%Y-%m-%d %H:%M UTC')" -v host="$(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)" \
+awk -F'\t' -v when="$(date -u '+%Y-%m-%d %H:%M UTC')${RENDER:+, rendered from the RESULT lines of a run stopped part-way}" -v host="$(nproc) cores$([ -z "$RENDER" ] && echo ", load $(cut -d' ' -f1-3 /proc/loadavg)")" \
     -v quick="$QUICK" -v margins="$OUT/results.margins" '
-  function f(x) { return (x == "" ? "" : (x + 0 == int(x + 0) ? sprintf("%d", x) : sprintf("%.3g", x))) }
+  function f(x) { return (x == "" ? "" : (x + 0 == int(x + 0) ? sprintf("%d", x) : (x + 0 >= 1000 ? sprintf("%.0f", x) : sprintf("%.3g", x)))) }
   BEGIN {
     print "# Benchmark results"
     print ""
