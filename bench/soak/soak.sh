@@ -25,7 +25,7 @@ if [ "$QEMU" = 1 ]; then
 else
   sed -e 's/name: pvh-demo/name: soak/' "$ROOT/examples/vmi-pvh-demo.yaml" > "$W/vmi.yaml"
   EXTRA=(--vmm-binary "$VMM")
-  what="the VMM double ($VMM)"
+  what="the VMM double"
 fi
 rss=(); fds=(); fail=0; orphans=0; leftovers=0
 for i in $(seq 1 "$N"); do
