@@ -24,6 +24,7 @@
 #include "common/unique_fd.hpp"
 #include "disks/cloud_init.hpp"
 #include "tests/support/linux_guest.hpp"
+#include "tests/support/serial_child.hpp"
 #include "tests/support/test_support.hpp"
 
 using namespace std::chrono_literals;
@@ -53,123 +54,24 @@ const std::string kLongName =
 const std::string kLongData = "a long nested path\nline two \xc3\xa9\n";
 
 // QEMU running the Linux guest, its serial console on stdin/stdout.
-class GuestVm {
+class GuestVm : public chl::test::SerialChild {
  public:
   bool start(const chl::test::LinuxGuest& g, const std::string& cmdline,
              const std::vector<fs::path>& disks, bool use_vmlinux = false) {
     auto bin = chl::test::tool("qemu-system-x86_64");
     if (!bin) return false;
-    ::signal(SIGPIPE, SIG_IGN);
-    int in[2], out[2];
-    if (::pipe2(in, O_CLOEXEC) != 0) return false;
-    if (::pipe2(out, O_CLOEXEC) != 0) {
-      ::close(in[0]);
-      ::close(in[1]);
-      return false;
-    }
-    in_.reset(in[1]);
-    out_.reset(out[0]);
-    chl::common::SpawnOptions o;
-    o.argv = {*bin,
-              "-nodefaults",
-              "-no-user-config",
-              "-M",
-              "q35",
-              "-m",
-              "256",
-              "-display",
-              "none",
-              "-serial",
-              "stdio",
-              "-accel",
-              "tcg",
-              "-no-reboot",
-              "-kernel",
-              (use_vmlinux ? g.vmlinux : g.kernel).string(),
-              "-initrd",
-              g.initramfs.string(),
-              "-append",
-              std::string(chl::test::kLinuxGuestCmdline) + " " + cmdline};
+    std::vector<std::string> argv = {*bin, "-nodefaults", "-no-user-config", "-M", "q35", "-m", "256", "-display",
+                                     "none", "-serial", "stdio", "-accel", "tcg", "-no-reboot", "-kernel",
+                                     (use_vmlinux ? g.vmlinux : g.kernel).string(), "-initrd", g.initramfs.string(),
+                                     "-append", std::string(chl::test::kLinuxGuestCmdline) + " " + cmdline};
     int i = 0;
     for (const auto& d : disks) {
       const std::string id = "d" + std::to_string(i++);
-      o.argv.insert(
-          o.argv.end(),
-          {"-drive", "file=" + d.string() + ",format=raw,if=none,id=" + id + ",readonly=on",
-           "-device", "virtio-blk-pci,drive=" + id});
+      argv.insert(argv.end(), {"-drive", "file=" + d.string() + ",format=raw,if=none,id=" + id + ",readonly=on",
+                               "-device", "virtio-blk-pci,drive=" + id});
     }
-    o.env = {"PATH=/usr/bin:/bin"};
-    o.stdin_fd = in[0];
-    o.stdout_fd = out[1];
-    o.stderr_fd = out[1];
-    auto child = chl::common::ChildProcess::spawn(o);
-    ::close(in[0]);
-    ::close(out[1]);
-    if (!child) {
-      output_ = child.error().message();
-      return false;
-    }
-    child_ = std::move(*child);
-    return true;
+    return SerialChild::start(std::move(argv));
   }
-
-  void pump(int ms) {
-    pollfd p{out_.get(), POLLIN, 0};
-    if (::poll(&p, 1, ms) <= 0) return;
-    char buf[4096];
-    ssize_t n = ::read(out_.get(), buf, sizeof buf);
-    if (n > 0) output_.append(buf, static_cast<std::size_t>(n));
-  }
-
-  bool wait_output(const std::string& what, std::chrono::seconds timeout) {
-    return chl::test::wait_until(
-        timeout,
-        [&] {
-          pump(50);
-          return output_.find(what) != std::string::npos;
-        },
-        1ms);
-  }
-
-  std::optional<chl::common::ExitStatus> wait_exit(std::chrono::seconds timeout) {
-    std::optional<chl::common::ExitStatus> st;
-    chl::test::wait_until(
-        timeout,
-        [&] {
-          pump(50);
-          auto r = child_.try_wait();
-          if (r && *r) st = **r;
-          return st.has_value();
-        },
-        1ms);
-    for (int i = 0; i < 5; ++i) pump(10);
-    return st;
-  }
-
-  void send(const std::string& s) {
-    std::size_t off = 0;
-    while (off < s.size()) {
-      ssize_t n = ::write(in_.get(), s.data() + off, s.size() - off);
-      if (n <= 0) break;
-      off += static_cast<std::size_t>(n);
-    }
-  }
-
-  // The console output with the tty's CRLF turned back into LF.
-  [[nodiscard]] std::string text() const {
-    std::string t;
-    t.reserve(output_.size());
-    for (std::size_t i = 0; i < output_.size(); ++i) {
-      if (output_[i] == '\r' && i + 1 < output_.size() && output_[i + 1] == '\n') continue;
-      t += output_[i];
-    }
-    return t;
-  }
-
- private:
-  chl::common::ChildProcess child_;  // killed and reaped on destruction
-  chl::common::UniqueFd in_, out_;
-  std::string output_;
 };
 
 std::optional<chl::test::LinuxGuest> guest_or_skip() {

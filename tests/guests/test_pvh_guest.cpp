@@ -19,6 +19,7 @@
 
 #include "common/child_process.hpp"
 #include "common/unique_fd.hpp"
+#include "tests/support/serial_child.hpp"
 #include "tests/support/test_support.hpp"
 
 using namespace std::chrono_literals;
@@ -30,89 +31,18 @@ const char* kGuest = CHL_PVH_GUEST_PATH;
 const char* kBanner = "ch-launcher PVH test guest: hello from COM1";
 
 // A QEMU running the guest with COM1 on its stdin/stdout.
-class Qemu {
+class Qemu : public chl::test::SerialChild {
  public:
   static std::optional<std::string> binary() { return chl::test::tool("qemu-system-x86_64"); }
 
   bool start(const std::string& accel, const std::string& cmdline, std::vector<std::string> extra = {}) {
     auto bin = binary();
     if (!bin) return false;
-    ::signal(SIGPIPE, SIG_IGN);  // a write after QEMU exited must fail, not kill the test
-    int in[2], out[2];
-    if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) return false;
-    in_.reset(in[1]);
-    out_.reset(out[0]);
-    chl::common::SpawnOptions o;
-    o.argv = {*bin, "-nodefaults", "-no-user-config", "-M", "q35", "-m", "64", "-display", "none",
-              "-serial", "stdio", "-accel", accel, "-kernel", kGuest, "-append", cmdline};
-    for (auto& e : extra) o.argv.push_back(e);
-    o.env = {"PATH=/usr/bin:/bin"};
-    o.stdin_fd = in[0];
-    o.stdout_fd = out[1];
-    o.stderr_fd = out[1];
-    auto child = chl::common::ChildProcess::spawn(o);
-    ::close(in[0]);
-    ::close(out[1]);
-    if (!child) {
-      output_ = child.error().message();
-      return false;
-    }
-    child_ = std::move(*child);
-    return true;
+    std::vector<std::string> argv = {*bin, "-nodefaults", "-no-user-config", "-M", "q35", "-m", "64", "-display",
+                                     "none", "-serial", "stdio", "-accel", accel, "-kernel", kGuest, "-append", cmdline};
+    for (auto& e : extra) argv.push_back(e);
+    return SerialChild::start(std::move(argv));
   }
-
-  // Read what is available within `ms`.
-  void pump(int ms) {
-    pollfd p{out_.get(), POLLIN, 0};
-    if (::poll(&p, 1, ms) <= 0) return;
-    char buf[4096];
-    ssize_t n = ::read(out_.get(), buf, sizeof buf);
-    if (n > 0) output_.append(buf, static_cast<std::size_t>(n));
-  }
-
-  bool wait_output(const std::string& what, std::chrono::milliseconds timeout, std::size_t from = 0) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (output_.find(what, from) == std::string::npos) {
-      if (std::chrono::steady_clock::now() >= deadline) return false;
-      pump(50);
-    }
-    return true;
-  }
-
-  // Wait for QEMU to exit; drains its output meanwhile.
-  std::optional<chl::common::ExitStatus> wait_exit(std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      pump(50);
-      auto st = child_.try_wait();
-      if (st && *st) {
-        for (int i = 0; i < 5; ++i) pump(10);
-        return *st;
-      }
-      if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
-    }
-  }
-
-  void send(const std::string& s) {
-    std::size_t off = 0;
-    while (off < s.size()) {
-      ssize_t n = ::write(in_.get(), s.data() + off, s.size() - off);
-      if (n <= 0) break;
-      off += static_cast<std::size_t>(n);
-    }
-  }
-
-  std::size_t count(const std::string& what) const {
-    std::size_t n = 0;
-    for (auto pos = output_.find(what); pos != std::string::npos; pos = output_.find(what, pos + 1)) ++n;
-    return n;
-  }
-  const std::string& output() const { return output_; }
-
- private:
-  chl::common::ChildProcess child_;  // killed and reaped on destruction
-  chl::common::UniqueFd in_, out_;
-  std::string output_;
 };
 
 // Read from `fd` until `out` holds a complete QMP answer line ("return" or "error").
