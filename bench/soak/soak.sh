@@ -38,6 +38,12 @@ for i in $(seq 1 "$N"); do
     if "$CHL" status --state-dir "$S" --json 2>/dev/null | grep -q '"state":"Running"'; then ok=1; break; fi
     sleep 0.05
   done
+  # A guest that has not set up its ACPI handling yet would miss the power button: wait for it to
+  # say it is ready (on its console, logged by the launcher), as a person at the console would.
+  for _ in $(seq 1 200); do
+    grep -q ready "$S/virt-serial0-log" 2>/dev/null && break
+    sleep 0.05
+  done
   vmm=$(pgrep -P "$lp" | head -1 || true)
   rss+=("$(awk '/^VmRSS/ {print $2}' "/proc/$lp/status" 2>/dev/null || echo 0)")
   fds+=("$(ls "/proc/$lp/fd" 2>/dev/null | wc -l)")
