@@ -11,6 +11,7 @@
 #include "disks/cloud_init.hpp"
 #include "disks/cloud_init_iso9660.hpp"
 #include "disks/cloud_init_vfat.hpp"
+#include "tests/disks/image_tools.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace fs = std::filesystem;
@@ -47,23 +48,8 @@ bool have(std::initializer_list<const char*> tools) {
   return true;
 }
 
-// blkid's value for a tag, "" if none.
-std::string blkid(const fs::path& img, const std::string& tag) {
-  auto r = run_command({*tool("blkid"), "-p", "-o", "value", "-s", tag, img.string()});
-  std::string v = r.output;
-  while (!v.empty() && (v.back() == '\n' || v.back() == ' ')) v.pop_back();
-  return v;
-}
-
-std::string iso_extract(const fs::path& img, const std::string& path, const std::string& mode,
-                        const fs::path& out) {
-  // isoinfo writes the file to stdout; capture via a file to keep binary data intact.
-  auto r = run_command({"/bin/sh", "-c",
-                        "isoinfo " + mode + " -i '" + img.string() + "' -x '" + path + "' > '" +
-                            out.string() + "'"});
-  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
-  return read_file(out);
-}
+using chl::test::blkid;
+using chl::test::iso_extract;
 
 std::string fat_extract(const fs::path& img, const std::string& path, const fs::path& out) {
   fs::remove(out);

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "disks/config_disk.hpp"
+#include "tests/disks/image_tools.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace fs = std::filesystem;
@@ -40,21 +41,8 @@ fs::path kubelet_volume(const fs::path& root, const std::string& binary) {
   return vol;
 }
 
-std::string blkid(const fs::path& img, const std::string& tag) {
-  auto r = run_command({*tool("blkid"), "-p", "-o", "value", "-s", tag, img.string()});
-  std::string v = r.output;
-  while (!v.empty() && (v.back() == '\n' || v.back() == ' ')) v.pop_back();
-  return v;
-}
-
-std::string iso_extract(const fs::path& img, const std::string& path, const std::string& mode,
-                        const fs::path& out) {
-  auto r = run_command({"/bin/sh", "-c",
-                        "isoinfo " + mode + " -i '" + img.string() + "' -x '" + path + "' > '" +
-                            out.string() + "'"});
-  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
-  return read_file(out);
-}
+using chl::test::blkid;
+using chl::test::iso_extract;
 
 std::string binary_data() {
   std::string s;
