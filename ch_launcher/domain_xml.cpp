@@ -3,6 +3,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "network/vmm_handoff.hpp"
+
 namespace chl::core {
 namespace {
 
@@ -234,19 +236,19 @@ std::string to_domain_xml(const Vmi& vmi, const LaunchPlan& plan, const DomainXm
   }
   if (scsi) x << "    <controller type='scsi' index='0' model='virtio-scsi'/>\n";
   if (usb) x << "    <controller type='usb' index='0' model='qemu-xhci'/>\n";
-  // NICs: taps the pod networking prepared (the launcher attaches none until that is wired).
+  // NICs: the pod network's taps, which the launcher wires (network/) before the domain starts
+  // and libvirt opens by name (managed='no'), as KubeVirt does. One writer of the element:
+  // network::libvirt_interface_xml.
   for (const auto& n : plan.nics) {
-    x << "    <interface type='ethernet'>\n";
-    x << "      <mac" << attr("address", n.mac) << "/>\n";
-    x << "      <target" << attr("dev", n.tap) << " managed='no'/>\n";
-    std::string nic_model = "virtio";
+    network::LibvirtNic nic;
+    nic.tap = n.tap;
+    nic.mac = n.mac;
     for (const auto& i : dev.interfaces)
-      if (i.name == n.name && !i.model.empty()) nic_model = i.model;
-    x << "      <model" << attr("type", nic_model) << "/>\n";
-    if (n.num_queues > 0 && nic_model == "virtio")
-      x << "      <driver name='vhost' queues='" << n.num_queues << "'/>\n";
-    x << "      <alias" << attr("name", "ua-" + n.name) << "/>\n";
-    x << "    </interface>\n";
+      if (i.name == n.name) nic.model = i.model;
+    nic.mtu = n.mtu;
+    nic.queues = n.num_queues / 2;  // the plan counts RX and TX queues; libvirt counts pairs
+    nic.alias = "ua-" + n.name;
+    x << network::libvirt_interface_xml(nic);
   }
   // virtiofs: virtiofsd is started by the launcher (the plan's preparation) on its socket.
   for (const auto& f : plan.filesystems) {

@@ -139,6 +139,46 @@ bool unix_socket_answers(const fs::path& path) {
   return r == 0;
 }
 
+Result<pid_t> unix_socket_peer(const fs::path& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string p = path.string();
+  if (p.size() >= sizeof addr.sun_path) return fail(std::errc::filename_too_long, p);
+  std::memcpy(addr.sun_path, p.c_str(), p.size() + 1);
+  common::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) return common::fail_errno("socket");
+  if (common::retry_eintr([&] {
+        return ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+      }) != 0)
+    return common::fail_errno("connecting to " + p);
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (::getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+    return common::fail_errno("SO_PEERCRED on " + p);
+  return cred.pid;
+}
+
+Status check_daemon_network_namespace(const fs::path& socket,
+                                      const std::vector<std::string>& taps) {
+  CHL_TRY(pid_t pid, common::wrap(unix_socket_peer(socket), "finding the libvirt daemon"));
+  struct stat ours {};
+  struct stat theirs {};
+  if (::stat("/proc/thread-self/ns/net", &ours) != 0)
+    return common::fail_errno("stat /proc/thread-self/ns/net");
+  const std::string path = "/proc/" + std::to_string(pid) + "/ns/net";
+  if (::stat(path.c_str(), &theirs) != 0) return common::fail_errno("stat " + path);
+  if (ours.st_dev == theirs.st_dev && ours.st_ino == theirs.st_ino) return {};
+  std::string names;
+  for (const auto& t : taps) names += (names.empty() ? "" : ", ") + t;
+  return fail(std::errc::operation_not_supported,
+              "the libvirt daemon on " + socket.string() + " (pid " + std::to_string(pid) +
+                  ") runs in another network namespace than the launcher, so it cannot open the "
+                  "pod's tap(s) " +
+                  names +
+                  " by name: run one libvirt daemon per pod, in the pod's "
+                  "network namespace (as KubeVirt does)");
+}
+
 bool process_alive(pid_t pid) {
   if (pid <= 0) return false;
   std::ifstream f("/proc/" + std::to_string(pid) + "/stat");

@@ -23,6 +23,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/error.hpp"
 #include "common/unique_fd.hpp"
@@ -46,6 +47,15 @@ bool unix_socket_answers(const std::filesystem::path& path);
 std::optional<pid_t> live_pid_from_file(const std::filesystem::path& pid_file);
 // A process exists and is not a zombie (/proc/<pid>/stat state != 'Z').
 bool process_alive(pid_t pid);
+
+// The pid of the process that listens on the Unix socket `path` (SO_PEERCRED).
+common::Result<pid_t> unix_socket_peer(const std::filesystem::path& path);
+// libvirtd opens managed='no' taps by name in its own network namespace: fails, naming the
+// taps, when the daemon listening on `socket` is in another one than the calling thread (a
+// shared or host libvirtd outside the pod would not see the pod's taps; KubeVirt runs one
+// daemon per pod).
+common::Status check_daemon_network_namespace(const std::filesystem::path& socket,
+                                              const std::vector<std::string>& taps);
 
 class LibvirtDaemons {
  public:

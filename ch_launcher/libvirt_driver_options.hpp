@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "ch_launcher/accel_probe.hpp"
 
@@ -22,6 +23,10 @@ struct LibvirtDriverOptions {
   std::string daemon;                                        // which libvirtd, for status
   std::filesystem::path qemu_pid_dir = "/run/libvirt/qemu";  // libvirt's <name>.pid files
   std::function<void(pid_t)> on_vmm_started;                 // called on the worker thread
+  // The pod's taps the domain XML names (managed='no'). libvirtd opens them by name in its own
+  // network namespace, so with any tap it must share the launcher's (the pod's): checked before
+  // the domain is created.
+  std::vector<std::string> taps;
 };
 
 }  // namespace chl::core

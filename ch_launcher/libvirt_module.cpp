@@ -11,6 +11,10 @@ namespace {
 common::Result<LibvirtLaunch> create_driver(boost::asio::io_context& io, LibvirtDriverOptions options) {
   auto daemons = LibvirtDaemons::ensure();
   if (!daemons) return tl::unexpected(daemons.error().wrap("libvirt"));
+  if (!options.taps.empty()) {
+    if (auto st = check_daemon_network_namespace(LibvirtDaemonOptions{}.libvirtd_socket, options.taps); !st)
+      return tl::unexpected(st.error().wrap("libvirt"));
+  }
   LibvirtLaunch out;
   out.daemon = daemons->describe();
   options.daemon = out.daemon;

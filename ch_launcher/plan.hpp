@@ -87,7 +87,8 @@ struct PlannedNic {
   std::string tap;            // tap0, tap1...
   std::string mac;            // lowercase, colon separated
   bool mac_generated = false;
-  std::uint32_t num_queues = 0;  // 0 = hypervisor default
+  std::uint32_t num_queues = 0;  // 0 = hypervisor default; RX+TX (2 per queue pair), as CH counts
+  std::uint32_t mtu = 0;         // 0 = not known (render); run: the pod interface's, once wired
 };
 
 struct PlannedFilesystem {

@@ -1,5 +1,6 @@
 #include "ch_launcher/run.hpp"
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 
@@ -45,6 +46,27 @@ std::optional<std::vector<std::uint32_t>> pod_cpu_set() {
   std::string text;
   if (!std::getline(f, text)) return std::nullopt;
   return parse_cpu_list(text);
+}
+
+// The NICs of the domain XML from what was wired: the taps, MACs, MTUs and queue pairs the pod
+// network really has (the launch plan's guesses — no MTU, KubeVirt's bridge default — give way).
+std::vector<PlannedNic> planned_nics(network::WiredNetwork& wired) {
+  std::vector<PlannedNic> nics;
+  for (const auto& w : wired.interfaces()) {
+    PlannedNic n;
+    n.name = w.iface_name;
+    n.tap = w.tap;
+    n.mac = network::format_mac(w.mac);
+    n.mtu = w.mtu;
+    n.num_queues = w.queues > 1 ? 2 * w.queues : 0;
+    for (const auto& p : wired.plans()) {
+      if (p.iface_name != w.iface_name) continue;
+      n.pod_interface = p.pod_iface;
+      n.mac_generated = p.mac_generated;
+    }
+    nics.push_back(std::move(n));
+  }
+  return nics;
 }
 
 }  // namespace
@@ -122,29 +144,33 @@ int run_launcher(const LaunchOptions& opts) {
   } ephemeral_cleanup{*plan};
 
   // 3b. Pod networking (network/): bridge, tap, nftables and DHCP in this (the pod's) network
-  //     namespace, before the VMM starts and before the launcher confines itself. The taps are
-  //     handed to Cloud Hypervisor as fds (vm.add-net); the VmConfig itself names no tap.
+  //     namespace, before the VMM starts and before the launcher confines itself. Cloud
+  //     Hypervisor gets the taps as fds (vm.add-net; its VmConfig names no tap). QEMU gets them
+  //     through libvirt, by name: the domain XML names the wired taps (managed='no').
   boost::asio::io_context io;
   std::unique_ptr<network::WiredNetwork> wired;
   if (!plan->nics.empty()) {
-    if (qemu) {
-      std::string names;
-      for (const auto& n : plan->nics) names += (names.empty() ? "" : ", ") + n.name;
-      CHL_LOG_WARN("networking: pod network wiring on the qemu-kvm path is not done yet; interface(s) {} not "
-                   "attached (docs/network.md)", names);
-    } else {
-      auto facts = network::discover_pod();
-      if (!facts) return launch_error("pod network: " + facts.error().message());
-      auto nets = network::plan_networks(vmi, *facts, cpu_topology(vmi).vcpus());
-      if (!nets.refusals.empty()) {
-        print_violations(nets.refusals);
-        return kExitInvalidInput;
-      }
-      auto w = network::wire_pod_network(nets.plans, &io);
-      if (!w) return launch_error("pod network: " + w.error().message());
-      wired = std::move(*w);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto facts = network::discover_pod();
+    if (!facts) return launch_error("pod network: " + facts.error().message());
+    auto nets = network::plan_networks(vmi, *facts, cpu_topology(vmi).vcpus());
+    if (!nets.refusals.empty()) {
+      print_violations(nets.refusals);
+      return kExitInvalidInput;
     }
-    plan->nics.clear();
+    auto w = network::wire_pod_network(nets.plans, &io);
+    if (!w) return launch_error("pod network: " + w.error().message());
+    wired = std::move(*w);
+    CHL_LOG_INFO("pod network: {} interface(s) wired in {} ms", wired->interfaces().size(),
+                 std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count());
+    if (qemu) {
+      plan->nics = planned_nics(*wired);
+      // libvirt attaches to each tap with its own TUNSETIFF: a single-queue tap takes one fd
+      // only, so ours go (the taps are persistent and stay until the teardown).
+      for (auto& wi : wired->interfaces()) wi.tap_fds.clear();
+    } else {
+      plan->nics.clear();
+    }
   }
   // 4. The driver: Cloud Hypervisor (its binary), or QEMU through libvirt (the accelerator, the
   //    domain XML, then the module: a libvirt daemon and the driver, which keeps the daemon until
@@ -178,6 +204,7 @@ int run_launcher(const LaunchOptions& opts) {
     lo.accel = accel;
     lo.emulator = emulator.empty() ? std::string("qemu-system-x86_64") : emulator;
     lo.on_vmm_started = record_vmm;
+    for (const auto& n : plan->nics) lo.taps.push_back(n.tap);
     CHL_LOG_DEBUG("domain XML:\n{}", lo.domain_xml);
     auto launch = libvirt_module->api->create_driver(io, std::move(lo));
     if (!launch) return launch_error(launch.error().message());

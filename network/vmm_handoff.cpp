@@ -20,16 +20,64 @@ std::vector<int> tap_fd_numbers(const WiredInterface& w) {
   return fds;
 }
 
-std::string libvirt_interface_xml(const WiredInterface& w, const std::string& model) {
+namespace {
+// XML attribute values (quoted with ').
+std::string esc(std::string_view v) {
+  std::string out;
+  for (char c : v) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+}  // namespace
+
+std::string libvirt_interface_xml(const LibvirtNic& nic) {
+  const std::string model = nic.model.empty() ? "virtio" : nic.model;
   std::ostringstream x;
-  x << "    <interface type='ethernet'>\n"
-    << "      <mac address='" << format_mac(w.mac) << "'/>\n"
-    << "      <target dev='" << w.tap << "' managed='no'/>\n"
-    << "      <model type='" << (model.empty() ? "virtio" : model) << "'/>\n"
-    << "      <mtu size='" << w.mtu << "'/>\n";
-  if (w.queues > 1) x << "      <driver name='vhost' queues='" << w.queues << "'/>\n";
+  x << "    <interface type='ethernet'>\n";
+  if (!nic.mac.empty()) x << "      <mac address='" << esc(nic.mac) << "'/>\n";
+  x << "      <target dev='" << esc(nic.tap) << "' managed='no'/>\n"
+    << "      <model type='" << esc(model) << "'/>\n";
+  // No driver name: libvirt takes vhost-net when it can (KVM) and QEMU's userspace backend
+  // otherwise (TCG), where name='vhost' would be refused.
+  if (nic.queues > 1 && model == "virtio") x << "      <driver queues='" << nic.queues << "'/>\n";
+  if (nic.mtu > 0) x << "      <mtu size='" << nic.mtu << "'/>\n";
+  if (!nic.alias.empty()) x << "      <alias name='" << esc(nic.alias) << "'/>\n";
   x << "    </interface>\n";
   return x.str();
+}
+
+LibvirtNic libvirt_nic(const WiredInterface& w, const std::string& model) {
+  LibvirtNic n;
+  n.tap = w.tap;
+  n.mac = format_mac(w.mac);
+  n.model = model;
+  n.mtu = w.mtu;
+  n.queues = w.queues;
+  n.alias = "ua-" + w.iface_name;
+  return n;
+}
+
+std::string libvirt_interface_xml(const WiredInterface& w, const std::string& model) {
+  return libvirt_interface_xml(libvirt_nic(w, model));
 }
 
 }  // namespace chl::network

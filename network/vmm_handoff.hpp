@@ -4,8 +4,10 @@
 //     pair) as SCM_RIGHTS — vmm_api::Client::vm_add_net(ch_net_config(w), tap_fd_numbers(w)).
 //     Cold-add after vm.create and before vm.boot (CH takes no fds on vm.create). CH keeps its
 //     own copies; the launcher may close its fds afterwards (the tap is persistent).
-//   QEMU through libvirt: libvirt_interface_xml(w, model) in <devices>: libvirt opens the
-//     existing tap by name (managed='no' leaves it alone), so it needs no fd.
+//   QEMU through libvirt: libvirt_interface_xml(...) in <devices>: libvirt opens the existing
+//     tap by name (managed='no': it neither creates nor deletes it), so it needs no fd — close
+//     the launcher's (w.tap_fds.clear()) first: a single-queue tap takes one attached fd only,
+//     and libvirt's TUNSETIFF would get EBUSY. The tap is persistent, so it stays.
 #include <string>
 #include <vector>
 
@@ -18,8 +20,20 @@ namespace chl::network {
 // num_queues = 2 * queue pairs; no `tap` (the fds say which tap).
 vmm_api::NetConfig ch_net_config(const WiredInterface& w);
 std::vector<int> tap_fd_numbers(const WiredInterface& w);
-// <interface type='ethernet'> with <target dev='tap0' managed='no'/>, the MAC, MTU, model
-// ("virtio" when empty) and <driver queues='N'/> when multiqueue.
+// What a libvirt <interface type='ethernet'> on an existing tap says (the domain XML renders
+// the launch plan's NICs through it: one writer of this element).
+struct LibvirtNic {
+  std::string tap;           // <target dev='tap0' managed='no'/>
+  std::string mac;           // "02:..."; "" = libvirt picks one
+  std::string model;         // "" = virtio
+  std::uint32_t mtu = 0;     // 0 = no <mtu> (libvirt/QEMU default)
+  std::uint32_t queues = 1;  // queue pairs; <driver queues='N'/> when > 1 (virtio only)
+  std::string alias;         // <alias name='ua-default'/> (KubeVirt's user alias); "" = none
+};
+// The element, indented for <devices>; attribute values escaped.
+std::string libvirt_interface_xml(const LibvirtNic& nic);
+// The same for a wired interface: its tap, MAC, MTU and queue pairs, alias "ua-<interface>".
+LibvirtNic libvirt_nic(const WiredInterface& w, const std::string& model);
 std::string libvirt_interface_xml(const WiredInterface& w, const std::string& model);
 
 }  // namespace chl::network

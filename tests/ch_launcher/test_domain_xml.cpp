@@ -103,6 +103,12 @@ bool has(const std::string& xml, const std::string& what) {
   return xml.find(what) != std::string::npos;
 }
 
+std::size_t count_of(const std::string& xml, const std::string& what) {
+  std::size_t n = 0;
+  for (auto pos = xml.find(what); pos != std::string::npos; pos = xml.find(what, pos + 1)) ++n;
+  return n;
+}
+
 }  // namespace
 
 TEST_CASE("domain XML: every example VMI renders XML libvirt's schema accepts, under KVM and TCG") {
@@ -210,6 +216,45 @@ spec:
   }
 }
 
+TEST_CASE("domain XML: interfaces name the pod's taps, unmanaged, with MAC, model, queue pairs and MTU") {
+  Rendered r = render_file({"multi-disk-nic.yaml",
+                            {{"data", "/pvc/data/disk.img"},
+                             {"root", "/images/debian-12.qcow2"},
+                             {"app-config", "/configmaps/app-settings"}}});
+  CAPTURE(r.xml);
+  REQUIRE(r.plan.nics.size() == 3);
+  // The pod network's interface is eth0's tap0, the Multus ones net1/net2's tap1/tap2; libvirt
+  // opens them by name and leaves them alone (managed='no'), as KubeVirt's domains do.
+  CHECK(has(r.xml, "<interface type='ethernet'>\n      <mac address='02:ab:cd:00:00:01'/>\n"
+                   "      <target dev='tap0' managed='no'/>\n      <model type='virtio'/>\n"));
+  CHECK(has(r.xml, "<target dev='tap1' managed='no'/>"));
+  CHECK(has(r.xml, "<target dev='tap2' managed='no'/>"));
+  CHECK(has(r.xml, "<mac address='" + r.plan.nics[1].mac + "'/>"));
+  CHECK(has(r.xml, "<alias name='ua-pod'/>"));
+  CHECK(has(r.xml, "<alias name='ua-mgmt'/>"));
+  // networkInterfaceMultiqueue with 2 vCPUs: 2 queue pairs (the plan counts 4 RX+TX queues),
+  // and no driver name: vhost-net is libvirt's choice (TCG has none).
+  CHECK(r.plan.nics[0].num_queues == 4);
+  CHECK(count_of(r.xml, "<driver queues='2'/>") == 3);
+  CHECK_FALSE(has(r.xml, "name='vhost'"));
+  // render knows no pod: no MTU. run fills it in from the pod interface once wired.
+  CHECK_FALSE(has(r.xml, "<mtu "));
+  LaunchPlan wired = r.plan;
+  for (auto& n : wired.nics) n.mtu = 1400;
+  wired.nics[2].num_queues = 0;  // a single-queue tap: no <driver>
+  DomainXmlOptions xo;
+  xo.run_as = std::make_pair(uid_t{0}, gid_t{0});
+  const std::string xml = to_domain_xml(r.vmi, wired, xo);
+  CHECK(count_of(xml, "<mtu size='1400'/>") == 3);
+  CHECK(count_of(xml, "<driver queues='2'/>") == 2);
+  auto errors = schema_errors(xml, "multi-nic-wired");
+  if (!errors) {
+    chl::test::skip("virt-xml-validate not installed (libvirt-clients): schema not checked");
+  } else {
+    CHECK_MESSAGE(errors->empty(), *errors << "\n" << xml);
+  }
+}
+
 TEST_CASE("domain XML: render --hypervisor qemu-kvm prints the XML through the CLI") {
   auto r = chl::test::run_command(
       {chl::test::launcher_binary(), "render", "--vmi",
@@ -220,6 +265,13 @@ TEST_CASE("domain XML: render --hypervisor qemu-kvm prints the XML through the C
   CHECK(r.output.rfind("<domain type='qemu'>", 0) == 0);
   CHECK(has(r.output, "<name>demo_vmi-fedora</name>"));
   CHECK(has(r.output, "<rng model='virtio'>"));
+  auto masq = chl::test::run_command(
+      {chl::test::launcher_binary(), "render", "--vmi",
+       (source_dir() / "tests/ch_launcher/vmis/masquerade.yaml").string(), "--hypervisor", "qemu-kvm",
+       "--accel", "tcg", "--pod-layout"});
+  CHECK_MESSAGE(masq.exit_code == 0, masq.output);
+  CHECK_MESSAGE(has(masq.output, "<target dev='tap0' managed='no'/>"), masq.output);
+  CHECK(has(masq.output, "<alias name='ua-testmasquerade'/>"));
   auto bad = chl::test::run_command(
       {chl::test::launcher_binary(), "render", "--vmi",
        (source_dir() / "tests/ch_launcher/vmis/containerdisk-cloudinit.yaml").string(),

@@ -91,7 +91,8 @@ spec:
 
   const std::string xml = libvirt_interface_xml(wi, "");
   CHECK(xml.find("<target dev='tap0' managed='no'/>") != std::string::npos);
-  CHECK(xml.find("<driver name='vhost' queues='2'/>") != std::string::npos);
+  CHECK(xml.find("<driver queues='2'/>") != std::string::npos);
+  CHECK(xml.find("<alias name='ua-default'/>") != std::string::npos);
 
   chl::test::net::in_netns(pod.name(), [&] {
     CHECK(wired->teardown());
