@@ -16,9 +16,6 @@ LAUNCHER=$BUILD/ch_launcher/ch-launcher
 skip() { echo "e2e_qemu: SKIPPED: $*"; exit 0; }
 [ "$(id -u)" = 0 ] || skip "needs root"
 [ -f "$G/vmlinuz" ] && [ -f "$G/initramfs.cpio.gz" ] || skip "no Linux test guest in $G (scripts/build-guests.sh linux)"
-KREL=$(cat "$G/kernel-release")
-MODS=$G/cache/kernel/lib/modules/$KREL
-[ -d "$MODS" ] || skip "no kernel modules in $MODS"
 command -v qemu-system-x86_64 >/dev/null || skip "no qemu-system-x86_64"
 [ -x "$LAUNCHER" ] || skip "no $LAUNCHER"
 
@@ -36,48 +33,10 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "e2e_qemu: FAILED: $*"; echo "--- guest console:"; cat "$T/console.log" 2>/dev/null | tail -30; exit 1; }
 
-# The overlay initramfs: virtio_net and its dependencies, and our /init.
-R=$T/root
-mkdir -p "$R/lib/modules/$KREL/kernel/drivers/net" "$R/lib/modules/$KREL/kernel/net/core"
-cp "$MODS/kernel/drivers/net/virtio_net.ko" "$MODS/kernel/drivers/net/net_failover.ko" "$R/lib/modules/$KREL/kernel/drivers/net/"
-cp "$MODS/kernel/net/core/failover.ko" "$R/lib/modules/$KREL/kernel/net/core/"
-cat > "$R/init" <<'EOF'
-#!/bin/busybox sh
-/bin/busybox mkdir -p /proc /sys /dev /sbin /usr/bin /usr/sbin
-/bin/busybox --install -s
-mount -t proc proc /proc
-mount -t sysfs sysfs /sys
-mkdir -p /dev && mount -t devtmpfs devtmpfs /dev 2>/dev/null
-M=/lib/modules/$(uname -r)/kernel
-for m in drivers/virtio/virtio.ko drivers/virtio/virtio_ring.ko drivers/virtio/virtio_pci_modern_dev.ko \
-         drivers/virtio/virtio_pci_legacy_dev.ko drivers/virtio/virtio_pci.ko net/core/failover.ko \
-         drivers/net/net_failover.ko drivers/net/virtio_net.ko; do
-  insmod "$M/$m" 2>/dev/null
-done
-ip link set lo up
-ip link set eth0 up || echo "chl-net: no eth0"
-udhcpc -i eth0 -f -q -n -t 10 -T 2 -s /lease.sh || echo "chl-net: no lease"
-if ping -c 2 -W 3 10.0.2.1 >/dev/null 2>&1; then echo "chl-net: gateway ok"; else echo "chl-net: gateway failed"; fi
-nc -ll -p 8080 -e /hello.sh &
-nc -ll -p 9090 -e /hello.sh &
-nc -ll -p 5002 -e /send.sh &
-sleep 1
-echo "chl-net: ready"
-while true; do sleep 1000; done
-EOF
-cat > "$R/lease.sh" <<'EOF'
-#!/bin/sh
-[ "$1" = bound ] || exit 0
-echo "chl-net: lease ip=$ip subnet=$subnet router=$router mtu=$mtu dns=$dns"
-ifconfig "$interface" "$ip" netmask "$subnet" mtu "${mtu:-1500}" up
-set -- $router
-route add default gw "$1" dev "$interface"
-EOF
-printf '#!/bin/sh\necho hello-from-guest\n' > "$R/hello.sh"
-printf '#!/bin/sh\ndd if=/dev/zero bs=65536 count=320 2>/dev/null\n' > "$R/send.sh"
-chmod 755 "$R/init" "$R/lease.sh" "$R/hello.sh" "$R/send.sh"
-(cd "$R" && find . | cpio -o -H newc --quiet | gzip -1) > "$T/overlay.cpio.gz"
-cat "$G/initramfs.cpio.gz" "$T/overlay.cpio.gz" > "$T/initrd.cpio.gz"
+# The test initramfs with virtio_net and the networking /init (lease, gateway ping, listeners
+# on 8080/9090 and a 20 MiB sender on 5002): shared with tests/network/test_libvirt_network.cpp.
+bash "$ROOT/tests/guests/linux/net-initrd.sh" "$G" "$T/initrd.cpio.gz" || { r=$?; [ $r = 3 ] && skip "the Linux test guest's network initramfs cannot be built"; exit $r; }
+printf '#!/bin/sh\ndd if=/dev/zero bs=65536 count=320 2>/dev/null\n' > "$T/send.sh"; chmod 755 "$T/send.sh"
 
 # node <-> pod
 ip netns add "$NODE"; ip netns add "$POD"
@@ -140,7 +99,7 @@ bytes_per_s() {  # NS HOST PORT
   echo "$n / ($e - $s)" | bc -l
 }
 GUEST=$(bytes_per_s "$NODE" 192.168.77.2 5002)
-ip netns exec "$POD" busybox nc -ll -p 5003 -e "$R/send.sh" &
+ip netns exec "$POD" busybox nc -ll -p 5003 -e "$T/send.sh" &
 NCP=$!
 sleep 0.3
 VETH=$(bytes_per_s "$NODE" 192.168.77.2 5003)

@@ -43,6 +43,8 @@ struct LauncherRun {
   std::filesystem::path output_file() const { return dir.path() / "launcher.out"; }
   common::ChildProcess child;
   std::optional<common::ExitStatus> status;
+  // Run the launcher through this command (argv prefix), e.g. {"ip", "netns", "exec", "pod"}.
+  std::vector<std::string> wrapper;
 
   // A kernel-boot VMI whose guest reads `cmdline`; grace period in seconds.
   void write_vmi(const std::string& cmdline, int grace = 30, const std::string& name = "testvm") {
@@ -82,6 +84,7 @@ struct LauncherRun {
       argv.push_back(vmm);
     }
     argv.insert(argv.end(), extra.begin(), extra.end());
+    argv.insert(argv.begin(), wrapper.begin(), wrapper.end());
     common::SpawnOptions so;
     so.argv = argv;
     for (char** e = environ; *e; ++e) so.env.emplace_back(*e);

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The Linux test guest's initramfs with networking: the test initramfs followed by an overlay
+# (a later cpio entry replaces an earlier one) that adds virtio_net and its dependencies and an
+# /init that
+#   - gets a lease with busybox udhcpc on eth0 and prints it:
+#       "chl-net: lease ip=IP subnet=MASK router=GW mtu=MTU dns=DNS"
+#   - pings 10.0.2.1, the masquerade gateway: "chl-net: gateway ok" (or "... failed");
+#   - listens with busybox nc: 8080 and 9090 answer "hello-from-guest", 5002 sends 20 MiB of
+#     zeros (throughput);
+#   - prints "chl-net: ready".
+# Used by the pod networking end-to-end tests (bench/network/e2e_qemu.sh, QEMU on a tap
+# directly; tests/network/test_libvirt_network.cpp, through `ch-launcher run`).
+# Usage: tests/guests/linux/net-initrd.sh GUEST_DIR OUT   (GUEST_DIR: build/guests/linux)
+# Exit 0: OUT written; 3: the guest or its kernel modules are missing (the reason on stderr).
+set -euo pipefail
+G=${1:?usage: net-initrd.sh GUEST_DIR OUT}
+OUT=${2:?usage: net-initrd.sh GUEST_DIR OUT}
+missing() { echo "net-initrd: $*" >&2; exit 3; }
+[ -f "$G/initramfs.cpio.gz" ] && [ -f "$G/kernel-release" ] || missing "no Linux test guest in $G (scripts/build-guests.sh linux)"
+KREL=$(cat "$G/kernel-release")
+MODS=$G/cache/kernel/lib/modules/$KREL
+[ -d "$MODS" ] || missing "no kernel modules in $MODS"
+command -v cpio >/dev/null || missing "no cpio"
+
+T=$(mktemp -d /tmp/chl-netinitrd-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+R=$T/root
+mkdir -p "$R/lib/modules/$KREL/kernel/drivers/net" "$R/lib/modules/$KREL/kernel/net/core"
+cp "$MODS/kernel/drivers/net/virtio_net.ko" "$MODS/kernel/drivers/net/net_failover.ko" "$R/lib/modules/$KREL/kernel/drivers/net/"
+cp "$MODS/kernel/net/core/failover.ko" "$R/lib/modules/$KREL/kernel/net/core/"
+cat > "$R/init" <<'INIT'
+#!/bin/busybox sh
+/bin/busybox mkdir -p /proc /sys /dev /sbin /usr/bin /usr/sbin
+/bin/busybox --install -s
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mkdir -p /dev && mount -t devtmpfs devtmpfs /dev 2>/dev/null
+M=/lib/modules/$(uname -r)/kernel
+for m in drivers/virtio/virtio.ko drivers/virtio/virtio_ring.ko drivers/virtio/virtio_pci_modern_dev.ko \
+         drivers/virtio/virtio_pci_legacy_dev.ko drivers/virtio/virtio_pci.ko net/core/failover.ko \
+         drivers/net/net_failover.ko drivers/net/virtio_net.ko; do
+  insmod "$M/$m" 2>/dev/null
+done
+ip link set lo up
+ip link set eth0 up || echo "chl-net: no eth0"
+udhcpc -i eth0 -f -q -n -t 10 -T 2 -s /lease.sh || echo "chl-net: no lease"
+if ping -c 2 -W 3 10.0.2.1 >/dev/null 2>&1; then echo "chl-net: gateway ok"; else echo "chl-net: gateway failed"; fi
+nc -ll -p 8080 -e /hello.sh &
+nc -ll -p 9090 -e /hello.sh &
+nc -ll -p 5002 -e /send.sh &
+sleep 1
+echo "chl-net: ready"
+while true; do sleep 1000; done
+INIT
+cat > "$R/lease.sh" <<'LEASE'
+#!/bin/sh
+[ "$1" = bound ] || exit 0
+echo "chl-net: lease ip=$ip subnet=$subnet router=$router mtu=$mtu dns=$dns"
+ifconfig "$interface" "$ip" netmask "$subnet" mtu "${mtu:-1500}" up
+set -- $router
+route add default gw "$1" dev "$interface"
+LEASE
+printf '#!/bin/sh\necho hello-from-guest\n' > "$R/hello.sh"
+printf '#!/bin/sh\ndd if=/dev/zero bs=65536 count=320 2>/dev/null\n' > "$R/send.sh"
+chmod 755 "$R/init" "$R/lease.sh" "$R/hello.sh" "$R/send.sh"
+(cd "$R" && find . | cpio -o -H newc --quiet | gzip -1) > "$T/overlay.cpio.gz"
+cat "$G/initramfs.cpio.gz" "$T/overlay.cpio.gz" > "$OUT.tmp"
+mv -f "$OUT.tmp" "$OUT"

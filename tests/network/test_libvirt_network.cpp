@@ -1,0 +1,310 @@
+// Pod networking on the qemu-kvm path, end to end through `ch-launcher run` (lane qemu): a "node"
+// and a "pod" network namespace joined by a veth (MTU 1400); the launcher runs in the pod
+// namespace, wires bridge, tap, nftables and DHCP there, and QEMU (TCG, through a libvirtd the
+// launcher starts in the pod's namespace) opens the tap by name. The guest is the Linux test
+// guest with the networking initramfs (tests/guests/linux/net-initrd.sh, shared with
+// bench/network/e2e_qemu.sh): busybox udhcpc, a ping of the gateway, nc listeners on 8080 and
+// 9090.
+//
+// The launcher gets a mount namespace of its own with empty /run/libvirt and /run/ch-launcher:
+// libvirtd opens managed='no' taps in its own network namespace, so the pod needs its own
+// daemon (as every KubeVirt pod has), not one another test left running in the host's.
+// No timing assertions: libvirtd's first start probes QEMU.
+#include <doctest/doctest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "ch_launcher/libvirt_daemon.hpp"
+#include "network/nft_ruleset.hpp"
+#include "tests/ch_launcher/launcher_harness.hpp"
+#include "tests/network/netns.hpp"
+#include "tests/support/linux_guest.hpp"
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+namespace tnet = chl::test::net;
+
+namespace {
+
+constexpr auto kStart =
+    240s;  // libvirtd start (+ QEMU probe when not cached) + TCG boot, 2 busy cores
+
+bool have_tool(const char* t) {
+  return chl::test::tool(t) || ::access((std::string("/usr/sbin/") + t).c_str(), X_OK) == 0;
+}
+
+// Root, QEMU, libvirt, the tools the test drives with: else skip with the reason.
+bool runnable() {
+  if (::geteuid() != 0) {
+    chl::test::skip("needs root (network namespaces, qemu:///system, starting libvirtd)");
+    return false;
+  }
+  for (const char* t : {"qemu-system-x86_64", "libvirtd", "virtlogd", "ip", "unshare", "cpio"}) {
+    if (!have_tool(t)) {
+      chl::test::skip(std::string(t) + " not installed (scripts/setup.sh)");
+      return false;
+    }
+  }
+  return true;
+}
+
+// /etc/netns/<ns>/resolv.conf: `ip netns exec` bind-mounts it over /etc/resolv.conf, so the
+// launcher reads the pod's DNS from it. Removed on destruction.
+struct PodResolvConf {
+  fs::path dir;
+  PodResolvConf(const std::string& ns, const std::string& text) : dir(fs::path("/etc/netns") / ns) {
+    fs::create_directories(dir);
+    chl::test::write_file(dir / "resolv.conf", text);
+  }
+  ~PodResolvConf() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+};
+
+// Pids of the processes in network namespace `ns` (by the namespace's inode).
+std::vector<long> processes_in(const std::string& ns) {
+  struct stat want {};
+  std::vector<long> pids;
+  if (::stat(("/run/netns/" + ns).c_str(), &want) != 0) return pids;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    struct stat st {};
+    if (::stat((e.path() / "ns" / "net").c_str(), &st) != 0) continue;
+    if (st.st_ino == want.st_ino && st.st_dev == want.st_dev) pids.push_back(std::stol(name));
+  }
+  return pids;
+}
+
+std::string describe_processes(const std::vector<long>& pids) {
+  std::string s;
+  for (long p : pids) {
+    std::string cmd = chl::test::read_file("/proc/" + std::to_string(p) + "/cmdline");
+    for (char& c : cmd)
+      if (c == '\0') c = ' ';
+    s += std::to_string(p) + ": " + cmd + "\n";
+  }
+  return s;
+}
+
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "qemu-kvm run with a masquerade interface: DHCP lease, gateway, forwarded port only, nothing "
+    "left") {
+  if (!runnable()) return;
+  std::string why;
+  auto guest = chl::test::find_linux_guest(&why);
+  if (!guest) {
+    chl::test::skip(why);
+    return;
+  }
+
+  chl::test::LauncherRun r;
+  r.hypervisor = "qemu-kvm";
+  // The kernel-boot "container": the guest's kernel and its networking initramfs.
+  const fs::path kdir = r.dir.path() / "kernel";
+  fs::create_directories(kdir);
+  fs::copy_file(guest->kernel, kdir / "vmlinuz");
+  auto initrd = chl::test::run_command(
+      {"bash", (chl::test::source_dir() / "tests/guests/linux/net-initrd.sh").string(),
+       guest->kernel.parent_path().string(), (kdir / "initrd.cpio.gz").string()});
+  if (initrd.exit_code == 3) {
+    chl::test::skip(initrd.output);
+    return;
+  }
+  REQUIRE_MESSAGE(initrd.exit_code == 0, initrd.output);
+
+  const std::string tag = std::to_string(::getpid() % 100000);
+  tnet::Netns node("chlqn" + tag), pod("chlqp" + tag);
+  if (auto e = node.create(); !e.empty()) {
+    chl::test::skip("cannot create network namespaces: " + e);
+    return;
+  }
+  REQUIRE(pod.create().empty());
+  for (const auto& [ns, args] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {node.name(),
+            {"link", "add", "n-eth0", "mtu", "1400", "type", "veth", "peer", "name", "eth0", "mtu",
+             "1400", "netns", pod.name()}},
+           {node.name(), {"addr", "add", "192.168.77.1/24", "dev", "n-eth0"}},
+           {node.name(), {"link", "set", "n-eth0", "up"}},
+           {node.name(), {"link", "set", "lo", "up"}},
+           {pod.name(), {"addr", "add", "192.168.77.2/24", "dev", "eth0"}},
+           {pod.name(), {"link", "set", "eth0", "up"}},
+           {pod.name(), {"link", "set", "lo", "up"}},
+           {pod.name(), {"route", "add", "default", "via", "192.168.77.1"}},
+       }) {
+    auto e = tnet::ip(ns, args);
+    REQUIRE_MESSAGE(e.empty(), e);
+  }
+  std::string nft_error;
+  tnet::in_netns(pod.name(), [&] {
+    if (auto t = chl::network::nft_list_table(); !t) nft_error = t.error().message();
+  });
+  if (!nft_error.empty()) {
+    chl::test::skip("nftables not usable in a network namespace here: " + nft_error);
+    return;
+  }
+  PodResolvConf resolv(pod.name(), "nameserver 10.96.0.10\nsearch e2e.svc.cluster.local\n");
+
+  {
+    std::ofstream f(r.vmi_file());
+    f << R"(apiVersion: kubevirt.io/v1
+kind: VirtualMachineInstance
+metadata: {name: netvm, namespace: default, uid: 5b0c9e2a-0000-4000-8000-0000000000e2}
+spec:
+  hypervisor: qemu-kvm
+  terminationGracePeriodSeconds: 5
+  domain:
+    cpu: {cores: 1}
+    memory: {guest: 256Mi}
+    firmware:
+      kernelBoot:
+        kernelArgs: "console=ttyS0 quiet panic=-1"
+        container: {image: kernel-boot:latest, kernelPath: /vmlinuz, initrdPath: /initrd.cpio.gz}
+    devices:
+      autoattachGraphicsDevice: false
+      interfaces:
+      - name: default
+        masquerade: {}
+        ports: [{port: 8080}]
+  networks: [{name: default, pod: {}}]
+)";
+  }
+  r.wrapper = {*chl::test::tool("ip"),
+               "netns",
+               "exec",
+               pod.name(),
+               "unshare",
+               "--mount",
+               "--propagation",
+               "private",
+               "sh",
+               "-c",
+               "mount -t tmpfs chl-libvirt /run/libvirt && mkdir -p /run/ch-launcher && "
+               "mount -t tmpfs chl-launcher /run/ch-launcher && exec \"$@\"",
+               "sh"};
+  r.start({"--accel", "tcg"});
+
+  const fs::path console_log = r.state_dir() / "virt-serial0-log";
+  const bool ready = chl::test::wait_until(
+      kStart,
+      [&] { return chl::test::read_file(console_log).find("chl-net: ready") != std::string::npos; },
+      200ms);
+  const std::string console = chl::test::read_file(console_log);
+  REQUIRE_MESSAGE(ready, "launcher:\n" << r.output() << "\nguest console:\n" << console);
+  MESSAGE("guest: " << console.substr(console.find("chl-net:")));
+
+  // The domain XML libvirt got names the wired tap, unmanaged, with the pod's MTU.
+  const std::string out = r.output();
+  CHECK(out.find("<target dev='tap0' managed='no'/>") != std::string::npos);
+  CHECK(out.find("<mtu size='1400'/>") != std::string::npos);
+  if (auto at = out.find("interface(s) wired in"); at != std::string::npos)
+    MESSAGE("launcher: pod network " << out.substr(at, out.find('"', at) - at));
+
+  // Exactly the masquerade lease, once; the gateway answers.
+  CHECK_MESSAGE(count(console, "chl-net: lease ") == 1, console);
+  const std::string lease =
+      "chl-net: lease ip=10.0.2.2 subnet=255.255.255.0 router=10.0.2.1 mtu=1400 dns=10.96.0.10";
+  const auto at = console.find(lease);
+  const bool exact = at != std::string::npos && at + lease.size() < console.size() &&
+                     (console[at + lease.size()] == '\r' || console[at + lease.size()] == '\n');
+  CHECK_MESSAGE(exact, console);
+  CHECK_MESSAGE(console.find("chl-net: gateway ok") != std::string::npos, console);
+
+  // The tap is on the bridge while the guest runs.
+  auto link = chl::test::run_command({"ip", "-n", pod.name(), "-o", "link", "show", "tap0"});
+  CHECK_MESSAGE(link.output.find("master k6t-eth0") != std::string::npos, link.output);
+
+  // From the node: the forwarded port reaches the guest's listener (retried: the listeners
+  // start just before "ready"); 9090, on which the guest listens too, does not.
+  std::string back;
+  CHECK(chl::test::wait_until(
+      60s,
+      [&] {
+        back.clear();
+        return tnet::tcp_connect(node.name(), "192.168.77.2", 8080, 5s, &back) == 0 &&
+               back.find("hello-from-guest") != std::string::npos;
+      },
+      200ms));
+  CHECK_MESSAGE(back.find("hello-from-guest") != std::string::npos, back);
+  std::string other;
+  const int err = tnet::tcp_connect(node.name(), "192.168.77.2", 9090, 5s, &other);
+  CHECK_MESSAGE(other.find("hello-from-guest") == std::string::npos, "port 9090 reached the guest");
+  CHECK_MESSAGE(err != 0, "port 9090 accepted a connection");
+
+  // Stop (the guest's /init ignores the power button: forced off after the 5 s grace period).
+  auto stop = r.cli({"stop"});
+  CHECK_MESSAGE(stop.exit_code == 0, stop.output);
+  auto exit = r.wait_exit(120s);
+  REQUIRE_MESSAGE(exit, r.output());
+  CHECK_MESSAGE(exit->exited, r.output());
+
+  // CHL_TEST_SHOW_LAUNCHER=1: the launcher's log even when the test passes.
+  if (std::getenv("CHL_TEST_SHOW_LAUNCHER")) MESSAGE("launcher output:\n" << r.output());
+  // Nothing left: no bridge, tap or nft table in the pod, no process (launcher, libvirtd,
+  // virtlogd, QEMU) in its namespace.
+  auto links = chl::test::run_command({"ip", "-n", pod.name(), "-o", "link", "show"});
+  CHECK_MESSAGE(links.output.find("k6t-") == std::string::npos, links.output);
+  CHECK_MESSAGE(links.output.find("tap") == std::string::npos, links.output);
+  std::string table = "?";
+  tnet::in_netns(pod.name(), [&] {
+    auto t = chl::network::nft_list_table();
+    table = t ? *t : t.error().message();
+  });
+  CHECK_MESSAGE(table.empty(), table);
+  std::vector<long> left;
+  CHECK(chl::test::wait_until(
+      20s, [&] { return (left = processes_in(pod.name())).empty(); }, 100ms));
+  CHECK_MESSAGE(left.empty(), describe_processes(left));
+}
+
+TEST_CASE(
+    "qemu-kvm run: a libvirt daemon in another network namespace than the pod's is refused, naming "
+    "the taps") {
+  if (::geteuid() != 0 || !chl::test::tool("socat") || !chl::test::tool("ip")) {
+    chl::test::skip("needs root, socat and ip");
+    return;
+  }
+  const std::string tag = std::to_string(::getpid() % 100000);
+  tnet::Netns other("chlqo" + tag);
+  if (auto e = other.create(); !e.empty()) {
+    chl::test::skip("cannot create a network namespace: " + e);
+    return;
+  }
+  chl::test::TempDir dir("chl-nsd");
+  // A stand-in "daemon": whatever listens on the socket is what SO_PEERCRED names.
+  auto serve = [&](const std::vector<std::string>& prefix, const fs::path& sock) {
+    chl::common::SpawnOptions so;
+    so.argv = prefix;
+    for (const auto& a :
+         {*chl::test::tool("socat"), std::string("UNIX-LISTEN:") + sock.string() + ",fork",
+          std::string("SYSTEM:true")})
+      so.argv.push_back(a);
+    auto c = chl::common::ChildProcess::spawn(so);
+    REQUIRE(c);
+    REQUIRE(chl::test::wait_until(
+        10s, [&] { return chl::core::unix_socket_answers(sock); }, 20ms));
+    return std::move(*c);
+  };
+  auto here = serve({}, dir / "here.sock");
+  CHECK(chl::core::check_daemon_network_namespace(dir / "here.sock", {"tap0"}));
+  auto there = serve({*chl::test::tool("ip"), "netns", "exec", other.name()}, dir / "there.sock");
+  auto st = chl::core::check_daemon_network_namespace(dir / "there.sock", {"tap0", "tap1"});
+  REQUIRE_FALSE(st);
+  CHECK_MESSAGE(st.error().message().find("another network namespace") != std::string::npos,
+                st.error().message());
+  CHECK_MESSAGE(st.error().message().find("tap0, tap1") != std::string::npos, st.error().message());
+  auto none = chl::core::check_daemon_network_namespace(dir / "absent.sock", {"tap0"});
+  CHECK_FALSE(none);
+}
