@@ -2,13 +2,13 @@
 
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstring>
 
 #include "common/syscall.hpp"
 #include "common/unique_fd.hpp"
+#include "common/unix_socket.hpp"
 
 namespace chl::core {
 using common::fail;
@@ -19,18 +19,11 @@ using common::UniqueFd;
 namespace {
 
 Result<UniqueFd> connect_to(const std::filesystem::path& path) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.native().size() >= sizeof addr.sun_path) return fail(std::errc::filename_too_long, "socket path too long: " + path.string());
-  std::memcpy(addr.sun_path, path.c_str(), path.native().size() + 1);
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd) return fail_errno("socket");
-  if (common::retry_eintr([&] { return ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr); }) != 0) {
-    int err = errno;
-    if (err == ENOENT) return fail(std::errc::no_such_file_or_directory, "no launcher socket at " + path.string() + " (is the VM running?)");
-    if (err == ECONNREFUSED) return fail(std::errc::connection_refused, "no launcher listening on " + path.string() + " (stale socket)");
-    return fail_errno(err, "connect " + path.string());
-  }
+  auto fd = common::connect_unix(path);
+  if (fd) return fd;
+  const std::error_code& ec = fd.error().code;
+  if (ec == std::errc::no_such_file_or_directory) return fail(ec, "no launcher socket at " + path.string() + " (is the VM running?)");
+  if (ec == std::errc::connection_refused) return fail(ec, "no launcher listening on " + path.string() + " (stale socket)");
   return fd;
 }
 

@@ -5,7 +5,6 @@
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -16,6 +15,7 @@
 #include "common/child_process.hpp"
 #include "common/log.hpp"
 #include "common/syscall.hpp"
+#include "common/unix_socket.hpp"
 
 namespace chl::core {
 namespace fs = std::filesystem;
@@ -126,18 +126,7 @@ int running_domains() {
 
 }  // namespace
 
-bool unix_socket_answers(const fs::path& path) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  const std::string p = path.string();
-  if (p.size() >= sizeof addr.sun_path) return false;
-  std::memcpy(addr.sun_path, p.c_str(), p.size() + 1);
-  common::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd) return false;
-  int r = common::retry_eintr(
-      [&] { return ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr); });
-  return r == 0;
-}
+bool unix_socket_answers(const fs::path& path) { return common::unix_socket_answers(path); }
 
 Result<pid_t> unix_socket_peer(const fs::path& path) {
   sockaddr_un addr{};

@@ -21,6 +21,7 @@
 #include "ch_launcher/vmm_process.hpp"
 #include "common/child_process.hpp"
 #include "common/log.hpp"
+#include "common/unix_socket.hpp"
 #include "network/plan.hpp"
 #include "network/vmm_handoff.hpp"
 #include "network/wire.hpp"
@@ -250,7 +251,7 @@ int run_launcher(const LaunchOptions& opts) {
     fs::create_directories(so.launcher_socket.parent_path(), ec);
     fs::create_directories(so.console_socket.parent_path(), ec);
   }
-  auto listener = bind_unix_listener(so.launcher_socket);
+  auto listener = common::listen_unix(so.launcher_socket);
   if (!listener) return launch_error("command socket: " + listener.error().message());
 
   int code;

@@ -3,13 +3,13 @@
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstring>
 
 #include "common/log.hpp"
 #include "common/syscall.hpp"
+#include "common/unix_socket.hpp"
 
 namespace chl::core {
 namespace fs = std::filesystem;
@@ -23,31 +23,10 @@ constexpr int kApiFdInChild = 3;
 constexpr int kEventFdInChild = 4;
 }  // namespace
 
-Result<UniqueFd> bind_unix_listener(const fs::path& path, int backlog) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.native().size() >= sizeof addr.sun_path)
-    return fail(std::errc::filename_too_long, "socket path too long (max " + std::to_string(sizeof addr.sun_path - 1) + " bytes): " + path.string());
-  std::memcpy(addr.sun_path, path.c_str(), path.native().size() + 1);
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) == 0) {
-    if (!S_ISSOCK(st.st_mode)) return fail(std::errc::file_exists, path.string() + " exists and is not a socket");
-    ::unlink(path.c_str());
-  }
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd) return fail_errno("socket");
-  mode_t old = ::umask(0177);
-  int r = ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  ::umask(old);
-  if (r != 0) return fail_errno("bind " + path.string());
-  if (::listen(fd.get(), backlog) != 0) return fail_errno("listen " + path.string());
-  return fd;
-}
-
 Result<VmmProcess> start_vmm(const VmmStartOptions& opts) {
   VmmProcess vmm;
   vmm.api_socket = opts.api_socket;
-  CHL_TRY(UniqueFd api, common::wrap(bind_unix_listener(opts.api_socket), "API socket"));
+  CHL_TRY(UniqueFd api, common::wrap(common::listen_unix(opts.api_socket), "API socket"));
 
   int pipefd[2];
   if (::pipe2(pipefd, O_CLOEXEC) != 0) return fail_errno("event monitor pipe");

@@ -29,10 +29,6 @@ struct VmmProcess {
 
 common::Result<VmmProcess> start_vmm(const VmmStartOptions& opts);
 
-// Bind and listen on a Unix socket at `path` (removing a stale socket file, never another kind
-// of file), mode 0600.
-common::Result<common::UniqueFd> bind_unix_listener(const std::filesystem::path& path, int backlog = 16);
-
 // `binary --version`, first line (e.g. "cloud-hypervisor v52.0.0").
 common::Result<std::string> vmm_version(const std::string& binary);
 

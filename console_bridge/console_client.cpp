@@ -4,7 +4,6 @@
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 
 #include <array>
 #include <cstring>
@@ -13,6 +12,7 @@
 
 #include "common/syscall.hpp"
 #include "common/unique_fd.hpp"
+#include "common/unix_socket.hpp"
 #include "console_bridge/notices.hpp"
 #include "console_bridge/raw_terminal.hpp"
 
@@ -68,23 +68,6 @@ class SignalGuard {
   bool pipe_set_ = false;
 };
 
-Result<UniqueFd> connect_unix(const std::filesystem::path& path) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.native().size() >= sizeof(addr.sun_path)) {
-    return fail(std::errc::filename_too_long, "socket path " + path.string() + " is too long");
-  }
-  std::memcpy(addr.sun_path, path.c_str(), path.native().size() + 1);
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd) return fail_errno("socket");
-  if (common::retry_eintr([&] {
-        return ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
-      }) != 0) {
-    return fail_errno("connecting to " + path.string());
-  }
-  return fd;
-}
-
 // Write everything to `fd`, waiting for it if it is non-blocking.
 Status write_all(int fd, const char* p, std::size_t len) {
   while (len > 0) {
@@ -114,7 +97,7 @@ int ClientResult::exit_code() const {
 }
 
 Result<ClientResult> ConsoleClient::run() {
-  CHL_TRY(UniqueFd sock, connect_unix(opts_.socket_path));
+  CHL_TRY(UniqueFd sock, common::connect_unix(opts_.socket_path));
   const bool tty = ::isatty(opts_.in_fd) == 1;
   // Declared before the terminal guard: on the way out the terminal is restored first, then
   // the signal mask (a signal still pending then acts on a sane terminal).

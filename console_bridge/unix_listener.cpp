@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "common/syscall.hpp"
+#include "common/unix_socket.hpp"
 
 namespace chl::console_bridge {
 
@@ -18,20 +19,6 @@ using common::Status;
 using common::UniqueFd;
 
 namespace {
-
-Result<sockaddr_un> make_address(const std::filesystem::path& path) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  const std::string& s = path.native();
-  if (s.empty()) return fail(std::errc::invalid_argument, "empty socket path");
-  if (s.size() >= sizeof(addr.sun_path)) {
-    return fail(std::errc::filename_too_long,
-                "socket path " + s + " is " + std::to_string(s.size()) + " bytes, the limit is " +
-                    std::to_string(sizeof(addr.sun_path) - 1));
-  }
-  std::memcpy(addr.sun_path, s.c_str(), s.size() + 1);
-  return addr;
-}
 
 // Fails if `path` exists and is not a stale socket.
 Status check_existing(const std::filesystem::path& path, const sockaddr_un& addr) {
@@ -56,12 +43,12 @@ Status check_existing(const std::filesystem::path& path, const sockaddr_un& addr
 }  // namespace
 
 Result<UniqueFd> listen_unix(const ListenerOptions& opts) {
-  CHL_TRY(sockaddr_un final_addr, make_address(opts.path));
+  CHL_TRY(sockaddr_un final_addr, common::unix_address(opts.path));
   CHL_TRY_VOID(check_existing(opts.path, final_addr));
 
   std::filesystem::path tmp = opts.path.parent_path() /
                               ("." + opts.path.filename().string() + "." + std::to_string(::getpid()));
-  CHL_TRY(sockaddr_un tmp_addr, make_address(tmp));
+  CHL_TRY(sockaddr_un tmp_addr, common::unix_address(tmp));
   if (::unlink(tmp.c_str()) != 0 && errno != ENOENT) return fail_errno("removing " + tmp.string());
 
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));

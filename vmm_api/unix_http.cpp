@@ -11,6 +11,7 @@
 
 #include "common/syscall.hpp"
 #include "common/unique_fd.hpp"
+#include "common/unix_socket.hpp"
 #include "vmm_api/error.hpp"
 
 namespace chl::vmm_api {
@@ -57,13 +58,7 @@ Result<bool> wait_fd(int fd, short events, Clock::time_point deadline) {
 }
 
 Result<UniqueFd> connect_unix(const std::string& path, Clock::time_point deadline) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
-    return fail(std::errc::filename_too_long,
-                "API socket path '" + path + "' is empty or longer than 107 bytes");
-  }
-  std::memcpy(addr.sun_path, path.data(), path.size());
+  CHL_TRY(sockaddr_un addr, common::wrap(common::unix_address(path), "API socket"));
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd) {
     return fail_errno("socket(AF_UNIX)");

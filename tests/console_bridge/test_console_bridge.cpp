@@ -24,6 +24,7 @@
 #include <doctest/doctest.h>
 
 #include "common/unique_fd.hpp"
+#include "common/unix_socket.hpp"
 #include "console_bridge/bridge.hpp"
 #include "console_bridge/console_log.hpp"
 #include "console_bridge/notices.hpp"
@@ -109,13 +110,9 @@ std::string read_some(int fd, std::size_t want, std::chrono::milliseconds timeou
 }
 
 UniqueFd connect_to(const std::filesystem::path& path) {
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  std::strncpy(a.sun_path, path.c_str(), sizeof(a.sun_path) - 1);
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  REQUIRE(fd.valid());
-  REQUIRE_MESSAGE(::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0, std::strerror(errno));
-  return fd;
+  auto fd = chl::common::connect_unix(path);
+  REQUIRE_MESSAGE(fd, (fd ? "" : fd.error().message()));
+  return std::move(*fd);
 }
 
 // A bridge on its own event-loop thread. Calls into it are posted to that thread.

@@ -19,6 +19,7 @@
 
 #include "common/child_process.hpp"
 #include "common/unique_fd.hpp"
+#include "common/unix_socket.hpp"
 #include "tests/support/serial_child.hpp"
 #include "tests/support/test_support.hpp"
 
@@ -68,15 +69,11 @@ bool qmp_read_answer(int fd, std::string& out, std::chrono::milliseconds timeout
 
 // Run one QMP command on QEMU's QMP socket at `path`; true when QEMU answered "return".
 bool qmp_command(const fs::path& path, const std::string& command) {
-  chl::common::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd) return false;
-  sockaddr_un sa{};
-  sa.sun_family = AF_UNIX;
-  const std::string p = path.string();
-  if (p.size() >= sizeof sa.sun_path) return false;
-  std::memcpy(sa.sun_path, p.c_str(), p.size() + 1);
+  chl::common::UniqueFd fd;
   const bool connected = chl::test::wait_until(30s, [&] {
-    return ::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
+    auto c = chl::common::connect_unix(path);
+    if (c) fd = std::move(*c);
+    return c.has_value();
   }, 50ms);
   if (!connected) return false;
   std::string in;

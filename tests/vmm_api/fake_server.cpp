@@ -9,6 +9,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "common/unix_socket.hpp"
+
 namespace chl::test {
 
 using common::UniqueFd;
@@ -21,15 +23,9 @@ std::string http_response(int status, const std::string& reason, const std::stri
 }
 
 FakeServer::FakeServer(const std::string& path, Handler handler) : handler_(std::move(handler)) {
-  listen_fd_.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-  if (!listen_fd_ ||
-      ::bind(listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::listen(listen_fd_.get(), 16) != 0) {
-    throw std::runtime_error("fake server: cannot listen on " + path);
-  }
+  auto bound = chl::common::listen_unix(path);
+  if (!bound) throw std::runtime_error("fake server: " + bound.error().message());
+  listen_fd_ = std::move(*bound);
   int p[2];
   if (::pipe2(p, O_CLOEXEC) != 0) {
     throw std::runtime_error("fake server: pipe");

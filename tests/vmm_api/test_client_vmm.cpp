@@ -19,6 +19,7 @@
 
 #include "common/child_process.hpp"
 #include "common/unique_fd.hpp"
+#include "common/unix_socket.hpp"
 #include "tests/support/test_support.hpp"
 #include "vmm_api/client.hpp"
 
@@ -48,12 +49,9 @@ class Vmm {
     UniqueFd listener;
     if (mode == ApiSocket::fd) {
       // The launcher's way: bind and listen ourselves, hand the fd over, connect by path.
-      listener.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-      sockaddr_un addr{};
-      addr.sun_family = AF_UNIX;
-      std::strncpy(addr.sun_path, api_path_.c_str(), sizeof(addr.sun_path) - 1);
-      REQUIRE(::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-      REQUIRE(::listen(listener.get(), 16) == 0);
+      auto bound = chl::common::listen_unix(api_path_);
+      REQUIRE_MESSAGE(bound, (bound ? "" : bound.error().message()));
+      listener = std::move(*bound);
       opts.pass_fds = {{listener.get(), 3}};
       opts.argv.push_back("fd=3");
     } else {

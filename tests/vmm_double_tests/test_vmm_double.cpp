@@ -29,6 +29,7 @@
 
 #include "common/child_process.hpp"
 #include "common/unique_fd.hpp"
+#include "common/unix_socket.hpp"
 #include "tests/support/test_support.hpp"
 
 using chl::common::ChildProcess;
@@ -52,11 +53,9 @@ HttpReply http(const std::filesystem::path& sock, const std::string& method,
                const std::string& endpoint, const std::optional<std::string>& body = std::nullopt,
                const std::vector<int>& fds = {}, std::chrono::milliseconds timeout = 10s) {
   HttpReply r;
-  UniqueFd s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, sock.c_str(), sizeof addr.sun_path - 1);
-  if (::connect(s.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return r;
+  auto connected = chl::common::connect_unix(sock);
+  if (!connected) return r;
+  UniqueFd s = std::move(*connected);
   std::string req =
       method + " /api/v1/" + endpoint + " HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\n";
   if (body)
@@ -158,12 +157,9 @@ class Vmm {
     so.argv = {chl::test::vmm_binary(), "--api-socket"};
     UniqueFd listener;
     if (o.api_fd) {
-      listener.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-      sockaddr_un addr{};
-      addr.sun_family = AF_UNIX;
-      std::strncpy(addr.sun_path, sock().c_str(), sizeof addr.sun_path - 1);
-      REQUIRE(::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-      REQUIRE(::listen(listener.get(), 16) == 0);
+      auto bound = chl::common::listen_unix(sock());
+      REQUIRE_MESSAGE(bound, (bound ? "" : bound.error().message()));
+      listener = std::move(*bound);
       so.argv.push_back("fd=3");
       so.pass_fds.emplace_back(listener.get(), 3);
     } else {
