@@ -129,21 +129,11 @@ int running_domains() {
 bool unix_socket_answers(const fs::path& path) { return common::unix_socket_answers(path); }
 
 Result<pid_t> unix_socket_peer(const fs::path& path) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  const std::string p = path.string();
-  if (p.size() >= sizeof addr.sun_path) return fail(std::errc::filename_too_long, p);
-  std::memcpy(addr.sun_path, p.c_str(), p.size() + 1);
-  common::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd) return common::fail_errno("socket");
-  if (common::retry_eintr([&] {
-        return ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-      }) != 0)
-    return common::fail_errno("connecting to " + p);
+  CHL_TRY(auto fd, common::connect_unix(path));
   ucred cred{};
   socklen_t len = sizeof cred;
   if (::getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
-    return common::fail_errno("SO_PEERCRED on " + p);
+    return common::fail_errno("SO_PEERCRED on " + path.string());
   return cred.pid;
 }
 
