@@ -61,17 +61,27 @@ std::string ip(const std::string& ns, const std::vector<std::string>& args) {
   return cmd + "-> " + r.output;
 }
 
-common::UniqueFd tcp_listen(const std::string& ns, int port) {
+common::UniqueFd tcp_listen(const std::string& ns, int port, bool ipv6) {
   common::UniqueFd fd;
   in_netns(ns, [&] {
-    fd.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    fd.reset(::socket(ipv6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     int one = 1;
     ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons(static_cast<std::uint16_t>(port));
-    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(fd.get(), 8) != 0)
-      fd.reset();
+    sockaddr_storage ss{};
+    socklen_t len = 0;
+    if (ipv6) {
+      ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+      auto* sa = reinterpret_cast<sockaddr_in6*>(&ss);
+      sa->sin6_family = AF_INET6;
+      sa->sin6_port = htons(static_cast<std::uint16_t>(port));
+      len = sizeof *sa;
+    } else {
+      auto* sa = reinterpret_cast<sockaddr_in*>(&ss);
+      sa->sin_family = AF_INET;
+      sa->sin_port = htons(static_cast<std::uint16_t>(port));
+      len = sizeof *sa;
+    }
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0 || ::listen(fd.get(), 8) != 0) fd.reset();
   });
   return fd;
 }
@@ -79,30 +89,44 @@ common::UniqueFd tcp_listen(const std::string& ns, int port) {
 std::string accept_one(int listener, std::chrono::milliseconds timeout, const std::string& greeting) {
   pollfd p{listener, POLLIN, 0};
   if (::poll(&p, 1, static_cast<int>(timeout.count())) != 1) return {};
-  sockaddr_in peer{};
+  sockaddr_storage peer{};
   socklen_t len = sizeof peer;
   common::UniqueFd c(::accept4(listener, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_CLOEXEC));
   if (!c) return {};
   if (!greeting.empty()) (void)!::write(c.get(), greeting.data(), greeting.size());
-  char buf[INET_ADDRSTRLEN];
-  return inet_ntop(AF_INET, &peer.sin_addr, buf, sizeof buf) ? buf : "";
+  char buf[INET6_ADDRSTRLEN];
+  if (peer.ss_family == AF_INET6)
+    return inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&peer)->sin6_addr, buf, sizeof buf) ? buf : "";
+  return inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&peer)->sin_addr, buf, sizeof buf) ? buf : "";
 }
 
 int tcp_connect(const std::string& ns, const std::string& ip, int port, std::chrono::milliseconds timeout,
                 std::string* read_back) {
+  const bool ipv6 = ip.find(':') != std::string::npos;
+  sockaddr_storage ss{};
+  socklen_t len = 0;
+  if (ipv6) {
+    auto* sa = reinterpret_cast<sockaddr_in6*>(&ss);
+    sa->sin6_family = AF_INET6;
+    sa->sin6_port = htons(static_cast<std::uint16_t>(port));
+    if (inet_pton(AF_INET6, ip.c_str(), &sa->sin6_addr) != 1) return EINVAL;
+    len = sizeof *sa;
+  } else {
+    auto* sa = reinterpret_cast<sockaddr_in*>(&ss);
+    sa->sin_family = AF_INET;
+    sa->sin_port = htons(static_cast<std::uint16_t>(port));
+    if (inet_pton(AF_INET, ip.c_str(), &sa->sin_addr) != 1) return EINVAL;
+    len = sizeof *sa;
+  }
   common::UniqueFd fd;
-  in_netns(ns, [&] { fd.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)); });
+  in_netns(ns, [&] { fd.reset(::socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)); });
   if (!fd) return errno;
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<std::uint16_t>(port));
-  inet_pton(AF_INET, ip.c_str(), &sa.sin_addr);
-  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 && errno != EINPROGRESS) return errno;
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0 && errno != EINPROGRESS) return errno;
   pollfd p{fd.get(), POLLOUT, 0};
   if (::poll(&p, 1, static_cast<int>(timeout.count())) != 1) return ETIMEDOUT;
   int err = 0;
-  socklen_t len = sizeof err;
-  ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+  socklen_t elen = sizeof err;
+  ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &elen);
   if (err != 0) return err;
   if (read_back) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;

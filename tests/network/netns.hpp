@@ -35,12 +35,12 @@ void in_netns(const std::string& ns, const std::function<void()>& fn);
 // `ip -n NS args...`; returns "" on success, else the command and its output.
 std::string ip(const std::string& ns, const std::vector<std::string>& args);
 
-// A TCP listener on 0.0.0.0:port made inside `ns`.
-common::UniqueFd tcp_listen(const std::string& ns, int port);
-// Accept one connection within `timeout`; the peer's IPv4 address as text, or "" on timeout.
+// A TCP listener on 0.0.0.0:port (ipv6: [::]:port, IPv6 only) made inside `ns`.
+common::UniqueFd tcp_listen(const std::string& ns, int port, bool ipv6 = false);
+// Accept one connection within `timeout`; the peer's address as text, or "" on timeout.
 // Writes `greeting` to the accepted connection.
 std::string accept_one(int listener, std::chrono::milliseconds timeout, const std::string& greeting = {});
-// Connect from inside `ns` to ip:port within `timeout`: 0 on success (with `read_back` filled
+// Connect from inside `ns` to ip:port (IPv4, or IPv6 when `ip` has a ':') within `timeout`: 0 on success (with `read_back` filled
 // with what the server sent before closing), else the errno (ETIMEDOUT on timeout).
 int tcp_connect(const std::string& ns, const std::string& ip, int port, std::chrono::milliseconds timeout,
                 std::string* read_back = nullptr);

@@ -307,6 +307,67 @@ TEST_CASE("netns: masquerade — devices, DHCP lease by udhcpc, SNAT to the pod 
   });
 }
 
+TEST_CASE("netns: masquerade over IPv6 — a guest at fd10:0:2::2/120 leaves as the pod's IPv6 address, only the forwarded port comes in") {
+  Topology t;
+  if (auto why = t.up(1500); !why.empty()) {
+    chl::test::skip(why);
+    return;
+  }
+  // The node's side of the pod's IPv6 network, and the pod's default route through it.
+  for (auto e : {ip(t.node.name(), {"addr", "add", "fd00:77::1/64", "dev", "n-eth0", "nodad"}),
+                 ip(t.pod.name(), {"-6", "route", "add", "default", "via", "fd00:77::1"})})
+    REQUIRE_MESSAGE(e.empty(), e);
+  chl::test::TempDir dir("chlnet6");
+  auto vmi = vmi_with("      - name: default\n        masquerade: {}\n        ports: [{port: 8080}]\n");
+  auto plan = plan_in(t.pod.name(), vmi, dir);
+  REQUIRE(plan.refusals.empty());
+  REQUIRE(plan.plans.size() == 1);
+  const NetworkPlan p = plan.plans[0];
+  REQUIRE(p.gateway6 == "fd10:0:2::1/120");
+  REQUIRE(p.guest6 == "fd10:0:2::2");
+
+  std::unique_ptr<WiredNetwork> wired;
+  in_netns(t.pod.name(), [&] {
+    auto w = wire_pod_network(plan.plans, nullptr);
+    REQUIRE_MESSAGE(w, w.error().message());
+    wired = std::move(*w);
+  });
+  // The guest configured as KubeVirt documents for IPv6 masquerade (its DHCP is IPv4 only):
+  // fd10:0:2::2/120, default route via fd10:0:2::1.
+  REQUIRE(t.plug_guest("k6t-eth0", p.mac, p.mtu) == "");
+  for (auto e : {ip(t.guest.name(), {"addr", "add", "fd10:0:2::2/120", "dev", "eth0", "nodad"}),
+                 ip(t.guest.name(), {"-6", "route", "add", "default", "via", "fd10:0:2::1"})})
+    REQUIRE_MESSAGE(e.empty(), e);
+
+  // Outbound: the node sees the pod's IPv6 address (masquerade), not fd10:0:2::2. The bridge's
+  // own address may still be in duplicate address detection: retried.
+  auto node_listener = tcp_listen(t.node.name(), 7000, true);
+  REQUIRE(node_listener);
+  CHECK(chl::test::wait_until(10s, [&] { return tcp_connect(t.guest.name(), "fd00:77::1", 7000, 1s) == 0; }, 100ms));
+  CHECK(accept_one(node_listener.get(), 3s) == "fd00:77::2");
+
+  // Inbound: [fd00:77::2]:8080 reaches the guest (the node's own address, no SNAT), 9090 not.
+  auto g8080 = tcp_listen(t.guest.name(), 8080, true);
+  auto g9090 = tcp_listen(t.guest.name(), 9090, true);
+  REQUIRE(g8080);
+  REQUIRE(g9090);
+  std::string got;
+  std::thread server([&] { got = accept_one(g8080.get(), 3s, "hello over IPv6\n"); });
+  std::string reply;
+  CHECK(tcp_connect(t.node.name(), "fd00:77::2", 8080, 3s, &reply) == 0);
+  server.join();
+  CHECK(reply == "hello over IPv6\n");
+  CHECK(got == "fd00:77::1");
+  CHECK(tcp_connect(t.node.name(), "fd00:77::2", 9090, 2s) == ECONNREFUSED);
+  CHECK(accept_one(g9090.get(), 100ms).empty());
+
+  in_netns(t.pod.name(), [&] {
+    auto st = wired->teardown();
+    CHECK_MESSAGE(st, (st ? "" : st.error().message()));
+    wired.reset();
+  });
+}
+
 TEST_CASE("netns: bridge binding — the guest gets the pod's address and gateway, teardown gives them back") {
   Topology t;
   if (auto why = t.up(1500); !why.empty()) {
