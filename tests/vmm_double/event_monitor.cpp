@@ -67,6 +67,11 @@ void EventMonitor::flush() {
   }
 }
 
+void EventMonitor::close() {
+  buf_.clear();
+  fd_.reset();
+}
+
 void EventMonitor::drain(std::chrono::milliseconds budget) {
   const auto deadline = std::chrono::steady_clock::now() + budget;
   while (pending()) {

@@ -29,6 +29,8 @@ class EventMonitor {
   void flush();
   // Before exit: try for at most `budget` to get everything out.
   void drain(std::chrono::milliseconds budget);
+  // Close the fd now (fault injection): what is pending is dropped, later events go nowhere.
+  void close();
 
  private:
   common::UniqueFd fd_;

@@ -34,6 +34,7 @@ Faults Faults::from_env() {
   Faults f;
   f.crash_at = env("VMM_DOUBLE_CRASH_AT");
   f.exit_without_events = env("VMM_DOUBLE_EXIT_WITHOUT_EVENTS");
+  f.close_events_at = env("VMM_DOUBLE_CLOSE_EVENTS_AT");
   f.hang = list(env("VMM_DOUBLE_HANG"));
   f.fail = list(env("VMM_DOUBLE_FAIL"));
   const std::string g = env("VMM_DOUBLE_GARBAGE_EVENTS");

@@ -5,6 +5,8 @@
 //                                          the API socket file stays behind (as a real crash).
 //   VMM_DOUBLE_EXIT_WITHOUT_EVENTS=<phase> exit(0) at that phase without shutdown events
 //                                          (socket file removed as on a normal exit).
+//   VMM_DOUBLE_CLOSE_EVENTS_AT=<phase>     close the event-monitor fd at that phase and keep
+//                                          running (API and guest go on; no more events).
 //     phases: start (right after vmm/starting), create (on vm.create, before answering),
 //             boot (on vm.boot, before vm/booting), running (shortly after the VM is Running),
 //             paused (shortly after it is Paused), snapshot (vm.snapshot, after config.json is
@@ -30,6 +32,7 @@ namespace chl::vmm_double {
 struct Faults {
   std::string crash_at;
   std::string exit_without_events;
+  std::string close_events_at;
   std::set<std::string> hang;
   std::set<std::string> fail;
   bool garbage_events = false;
@@ -40,6 +43,7 @@ struct Faults {
   static Faults from_env();
   [[nodiscard]] bool crash(const std::string& phase) const { return crash_at == phase; }
   [[nodiscard]] bool quit(const std::string& phase) const { return exit_without_events == phase; }
+  [[nodiscard]] bool close_events(const std::string& phase) const { return close_events_at == phase; }
 };
 
 }  // namespace chl::vmm_double

@@ -240,6 +240,12 @@ void Vmm::quit_without_events(const std::string& phase) {
   exit_code_ = 0;
 }
 
+void Vmm::close_events(const std::string& phase) {
+  if (!faults_.close_events(phase) || !events_.enabled()) return;
+  log(0, "VMM_DOUBLE_CLOSE_EVENTS_AT=" + phase + ": closing the event monitor, running on");
+  events_.close();
+}
+
 void Vmm::schedule(std::chrono::milliseconds after, std::function<void()> fn, bool guest_bound) {
   timers_.push_back({Clock::now() + after, guest_bound ? guest_gen_ : 0, std::move(fn)});
 }
@@ -313,6 +319,7 @@ int Vmm::run() {
 
   crash("start");
   quit_without_events("start");
+  close_events("start");
   log(1, "started (api " +
              (opts_.api_fd >= 0 ? "fd=" + std::to_string(opts_.api_fd) : opts_.api_path) + ")");
 
@@ -544,6 +551,7 @@ Reply Vmm::dispatch(HttpRequest& req, const std::string& endpoint) {
 Reply Vmm::vm_create(const Json& config) {
   crash("create");
   quit_without_events("create");
+  close_events("create");
   if (exit_code_) return {204, "", true};
   if (config_) return api_error("vm.create", {"VM is already created"});
   config_ = config;
@@ -730,12 +738,14 @@ void Vmm::enter_state(VmState s) {
   const std::string phase = s == VmState::Running  ? "running"
                             : s == VmState::Paused ? "paused"
                                                    : "";
-  if (phase.empty() || (!faults_.crash(phase) && !faults_.quit(phase))) return;
+  if (phase.empty() || (!faults_.crash(phase) && !faults_.quit(phase) && !faults_.close_events(phase)))
+    return;
   schedule(
       std::chrono::milliseconds(faults_.phase_delay_ms),
       [this, phase] {
         crash(phase);
         quit_without_events(phase);
+        close_events(phase);
       },
       false);
 }
@@ -743,6 +753,7 @@ void Vmm::enter_state(VmState s) {
 Reply Vmm::vm_boot(std::uint64_t conn) {
   crash("boot");
   quit_without_events("boot");
+  close_events("boot");
   if (exit_code_) return {204, "", true};
   events_.emit("vm", "booting");
   if (!config_) return api_error("vm.boot", {"VM config is missing"});
@@ -824,6 +835,7 @@ bool Vmm::vm_shutdown_internal() {
 Reply Vmm::vm_shutdown() {
   crash("shutdown");
   quit_without_events("shutdown");
+  close_events("shutdown");
   if (exit_code_) return {204, "", true};
   if (!vm_shutdown_internal()) return api_error("vm.shutdown", {"VM is not running"});
   return {204, "", false};
@@ -1168,6 +1180,7 @@ Reply Vmm::vm_restore(const Json& body) {
   if (vm_ || config_) return api_error("vm.restore", {"VM is already created"});
   crash("restore");
   quit_without_events("restore");
+  close_events("restore");
   if (exit_code_) return {204, "", true};
   const std::string url = body["source_url"].get<std::string>();
   const auto dir = url_to_path(url);

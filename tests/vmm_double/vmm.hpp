@@ -96,6 +96,7 @@ class Vmm {
   void run_timers();
   void crash(const std::string& phase) const;
   void quit_without_events(const std::string& phase);
+  void close_events(const std::string& phase);
   void log(int level, const std::string& msg) const;
 
   CliOptions opts_;

@@ -216,6 +216,17 @@ class Vmm {
     return chl::test::read_file(dir_ / "events");
   }
   std::vector<Event> events() { return parse_events(events_text()); }
+  // The event pipe reached end of file (every writer closed it); reads what is pending first.
+  bool events_closed() {
+    if (!event_pipe_) return false;
+    char buf[65536];
+    for (;;) {
+      const ssize_t n = ::read(event_pipe_.get(), buf, sizeof buf);
+      if (n == 0) return true;
+      if (n < 0) return false;
+      pipe_text_.append(buf, static_cast<std::size_t>(n));
+    }
+  }
   std::string stderr_text() const { return chl::test::read_file(dir_ / "stderr"); }
 
   // Wait until `seq` appears in order (other events may sit between).
@@ -791,4 +802,21 @@ TEST_CASE("double faults: VMM_DOUBLE_BOOT_DELAY_MS holds vm.boot / then booted a
   REQUIRE(vmm.put("vm.create", vm_config(*kernel, "x")).status == 204);
   CHECK(vmm.put("vm.boot").status == 204);
   CHECK(join(names(vmm.events())) == "vmm/starting vm/booting vm/booted");
+}
+
+TEST_CASE("double faults: VMM_DOUBLE_CLOSE_EVENTS_AT=running closes the monitor, the VMM runs on") {
+  SKIP_ON_REAL_VMM("fault injection is a feature of the double");
+  Vmm vmm({.api_fd = false, .event_fd = true, .env = {"VMM_DOUBLE_CLOSE_EVENTS_AT=running"}});
+  auto kernel = guest_kernel(vmm.dir());
+  REQUIRE(vmm.put("vm.create", vm_config(*kernel, "x")).status == 204);
+  REQUIRE(vmm.put("vm.boot").status == 204);
+  REQUIRE(wait_until(10s, [&] { return vmm.events_closed(); }));
+  CHECK(join(names(vmm.events())) == "vmm/starting vm/booting vm/booted");
+  // Still alive and serving: the API works, the VM runs, nothing more is written.
+  CHECK(vmm.child().running());
+  CHECK(vmm.get("vm.info").body.find("\"Running\"") != std::string::npos);
+  CHECK(vmm.put("vm.pause").status == 204);
+  CHECK(vmm.get("vm.info").body.find("\"Paused\"") != std::string::npos);
+  CHECK(join(names(vmm.events())) == "vmm/starting vm/booting vm/booted");
+  CHECK(vmm.stderr_text().find("VMM_DOUBLE_CLOSE_EVENTS_AT=running") != std::string::npos);
 }
