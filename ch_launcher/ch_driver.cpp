@@ -26,7 +26,8 @@ CloudHypervisorDriver::CloudHypervisorDriver(asio::io_context& io, ChDriverOptio
     : io_(io),
       opts_(std::move(options)),
       config_(std::move(config)),
-      client_((opts_.state_dir / "ch-api.sock").string(), opts_.client) {}
+      client_((opts_.state_dir / "ch-api.sock").string(), opts_.client),
+      monitor_timer_(io) {}
 
 CloudHypervisorDriver::~CloudHypervisorDriver() {
   boost::system::error_code ec;
@@ -65,8 +66,9 @@ void CloudHypervisorDriver::read_events() {
   events_->async_read_some(asio::buffer(buf_), [this](boost::system::error_code ec, std::size_t n) {
     if (ec == asio::error::operation_aborted) return;
     if (ec) {
-      // EOF: the VMM closed the stream (it is exiting, or it broke); exit comes via the pidfd.
+      // EOF: the VMM closed the stream (it is exiting, or it broke).
       parser_.finish();
+      on_event_monitor_closed(ec);
       return;
     }
     on_bytes(std::string_view(buf_, n));
@@ -83,6 +85,31 @@ void CloudHypervisorDriver::on_bytes(std::string_view bytes) {
     CHL_LOG_DEBUG("vmm event {}", e.key());
     deliver(tracker_.on_vmm_event(e));
   });
+}
+
+// A VMM that is exiting closes the stream just before its exit is seen on the pidfd: give it
+// event_monitor_grace. One still alive then has lost its monitor (or broke it): the launcher can
+// no longer see pauses, power-offs or panics, so it does not keep running blind — it reports the
+// loss to the tracker (Shutoff/Failed unless a stop was already under way) and ends the VMM.
+void CloudHypervisorDriver::on_event_monitor_closed(const boost::system::error_code& ec) {
+  if (vmm_dead()) return;  // the pidfd reports it
+  const std::string why = ec == asio::error::eof ? std::string("end of stream") : ec.message();
+  CHL_LOG_WARN("event monitor of VMM pid {} closed ({}); waiting {} ms for the VMM to exit", vmm_->child.pid(), why,
+               opts_.event_monitor_grace.count());
+  monitor_timer_.expires_after(opts_.event_monitor_grace);
+  monitor_timer_.async_wait([this](boost::system::error_code tec) {
+    if (tec || vmm_dead()) return;
+    CHL_LOG_ERROR("the event monitor closed while VMM pid {} still runs: the launcher cannot follow the VM; "
+                  "ending the VMM", vmm_->child.pid());
+    deliver(tracker_.on_event_monitor_lost());
+    kill_vmm();
+  });
+}
+
+bool CloudHypervisorDriver::vmm_dead() const {
+  if (!vmm_ || vmm_->child.exit_status().has_value()) return true;
+  siginfo_t si{};
+  return ::waitid(P_PID, static_cast<id_t>(vmm_->child.pid()), &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid != 0;
 }
 
 // Read what is left in the pipe, synchronously: the VMM has exited, so this cannot block long.
@@ -112,6 +139,7 @@ void CloudHypervisorDriver::on_exit() {
   drain_events();
   boost::system::error_code ec;
   events_->cancel(ec);
+  monitor_timer_.cancel();
   const common::ExitStatus& es = **st;
   CHL_LOG_INFO("VMM pid {} ended: {}", vmm_->child.pid(), es.describe());
   events::VmmExit exit;
@@ -133,8 +161,7 @@ void CloudHypervisorDriver::kill_vmm() {
   if (!vmm_ || !vmm_->child.running()) return;
   // A VMM that already died (a zombie not reaped yet) was not killed by us: its exit must still
   // read as a crash. WNOWAIT leaves it for on_exit() to reap.
-  siginfo_t si{};
-  if (::waitid(P_PID, static_cast<id_t>(vmm_->child.pid()), &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid != 0) {
+  if (vmm_dead()) {
     CHL_LOG_WARN("VMM pid {} already ended; not killing it", vmm_->child.pid());
     return;
   }

@@ -5,6 +5,7 @@
 // through vmm_api::Client on the worker thread.
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include "ch_launcher/driver.hpp"
 #include "ch_launcher/vmm_process.hpp"
@@ -30,6 +31,10 @@ struct ChDriverOptions {
     std::vector<int> fds;
   };
   std::vector<NetAttachment> nets;
+  // The event monitor closing while the VMM lives leaves the launcher blind: after this long
+  // (time for a VMM that is exiting to be seen dead), the VMM is ended and the domain reported
+  // Shutoff/Failed (libvirt's qemuProcessHandleMonitorEOF).
+  std::chrono::milliseconds event_monitor_grace{2000};
 };
 
 class CloudHypervisorDriver final : public Driver {
@@ -69,6 +74,8 @@ class CloudHypervisorDriver final : public Driver {
   void on_bytes(std::string_view bytes);
   void drain_events();
   void on_exit();
+  void on_event_monitor_closed(const boost::system::error_code& ec);
+  [[nodiscard]] bool vmm_dead() const;  // exited (reaped or a zombie not reaped yet)
   void deliver(const std::vector<events::DomainEvent>& evs);
 
   boost::asio::io_context& io_;
@@ -78,6 +85,7 @@ class CloudHypervisorDriver final : public Driver {
   std::optional<VmmProcess> vmm_;
   std::optional<boost::asio::posix::stream_descriptor> events_;
   std::optional<boost::asio::posix::stream_descriptor> pidfd_;
+  boost::asio::steady_timer monitor_timer_;  // event_monitor_grace after the stream closed
   common::UniqueFd event_copy_;   // events.log: the raw stream, for post-mortems
   std::uint64_t event_copy_bytes_ = 0;
   events::EventStreamParser parser_;

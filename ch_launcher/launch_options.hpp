@@ -3,7 +3,8 @@
 //   0  the guest went down cleanly (Shutoff/Shutdown)
 //   1  the VM could not be started (the error names the step and what the VMM answered)
 //   2  bad input (the VMI or the command line)
-//   3  the VM crashed (guest panic, or the VMM died under it)
+//   3  the VM crashed (guest panic, the VMM died under it, or it was ended as Shutoff/Failed
+//      because the launcher lost the VMM's event monitor)
 //   4  the VM was forced off (grace period expired, or `kill`)
 #include <filesystem>
 #include <map>

@@ -229,6 +229,9 @@ int LauncherService::exit_code() const {
   if (launch_failed_) return kExitLaunchFailed;
   switch (driver_->state()) {
     case DomainState::Shutoff:
+      // Failed: the VM ended without anyone asking (the launcher lost its VMM's event monitor
+      // and ended it): to the VMI's owner that is a crash, not a requested stop.
+      if (driver_->reason() == events::StateReason::Failed) return kExitCrashed;
       return driver_->reason() == events::StateReason::Shutdown ? kExitClean : kExitForcedOff;
     case DomainState::Crashed:
       return kExitCrashed;

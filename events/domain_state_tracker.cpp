@@ -137,6 +137,20 @@ std::vector<DomainEvent> DomainStateTracker::on_vmm_exited(const VmmExit& exit) 
   return apply(*row, std::string(synthetic::kSource) + "/" + std::string(which), 0, 0, std::move(props));
 }
 
+std::vector<DomainEvent> DomainStateTracker::on_event_monitor_lost() {
+  if (vmm_exited_ || event_monitor_lost_) return {};
+  event_monitor_lost_ = true;
+  if (state_ == DomainState::Shutoff || state_ == DomainState::Crashed || vmm_shutdown_seen_ ||
+      stop_ == StopRequest::Forced) {
+    CHL_LOG_INFO("events: the event monitor closed with the domain {}/{}{}; the state stands", to_string(state_),
+                 to_string(reason_), stop_ == StopRequest::Forced ? " and a forced stop under way" : "");
+    return {};
+  }
+  const MappingRow* row = find_mapping(synthetic::kSource, synthetic::kEventMonitorLost);
+  return apply(*row, std::string(synthetic::kSource) + "/" + std::string(synthetic::kEventMonitorLost), 0, 0,
+               nullptr);
+}
+
 void DomainStateTracker::on_stop_requested(StopRequest kind) {
   if (static_cast<int>(kind) > static_cast<int>(stop_)) stop_ = kind;
 }
@@ -152,6 +166,7 @@ nlohmann::json DomainStateTracker::to_json() const {
   j["pending"] = pending_ ? nlohmann::json(*pending_) : nlohmann::json(nullptr);
   j["vmm_shutdown_seen"] = vmm_shutdown_seen_;
   j["vmm_exited"] = vmm_exited_;
+  j["event_monitor_lost"] = event_monitor_lost_;
   j["migrating"] = migrating_;
   j["vm_defined"] = vm_defined_;
   static constexpr const char* kStop[] = {"None", "Graceful", "Forced"};

@@ -15,6 +15,11 @@
 //   emitted it from Vm::shutdown inside vm_reboot): no state change.
 // - Once Shutoff, further "stopped" rows are not reported again.
 // - Events after the VMM exited are ignored (logged).
+// - The event monitor closing while the VMM lives (on_event_monitor_lost, the launcher then ends
+//   the VMM): Shutoff/Failed, as libvirt's qemuProcessHandleMonitorEOF; nothing changes when
+//   the VM was already stopping on its own (Shutoff, vmm/shutdown seen), has crashed (a panic
+//   stays Crashed/Panicked), or the user forced the stop (the VMM is being destroyed anyway, as
+//   libvirt's beingDestroyed).
 #include <optional>
 #include <string>
 #include <vector>
@@ -52,6 +57,9 @@ class DomainStateTracker {
   std::vector<DomainEvent> on_vmm_event(const VmmEvent& e);
   // The VMM process was reaped.
   std::vector<DomainEvent> on_vmm_exited(const VmmExit& exit);
+  // The event monitor closed (EOF or read error) while the VMM still runs; returns the domain
+  // event it causes (Stopped/Failed, or none: see the rules above).
+  std::vector<DomainEvent> on_event_monitor_lost();
   // The user asked to stop the VM; a Forced request overrides a Graceful one. Emits nothing.
   void on_stop_requested(StopRequest kind);
 
@@ -61,6 +69,7 @@ class DomainStateTracker {
   [[nodiscard]] const std::optional<std::string>& pending() const { return pending_; }
   [[nodiscard]] bool vmm_shutdown_seen() const { return vmm_shutdown_seen_; }
   [[nodiscard]] bool vmm_exited() const { return vmm_exited_; }
+  [[nodiscard]] bool event_monitor_lost() const { return event_monitor_lost_; }
   [[nodiscard]] bool migrating() const { return migrating_; }
   [[nodiscard]] StopRequest stop_requested() const { return stop_; }
   [[nodiscard]] bool vm_defined() const { return vm_defined_; }
@@ -78,6 +87,7 @@ class DomainStateTracker {
   std::optional<std::string> pending_;
   bool vmm_shutdown_seen_ = false;
   bool vmm_exited_ = false;
+  bool event_monitor_lost_ = false;
   bool migrating_ = false;
   bool vm_defined_ = false;
   StopRequest stop_ = StopRequest::None;

@@ -93,6 +93,8 @@ constexpr std::array kTable = {
              "VMM exited without vmm/shutdown after the user forced the stop (SIGKILL by the launcher)"},
   MappingRow{"launcher", "vmm-exited-unexpectedly", "", T::Stopped, D::Failed, S::Crashed, R::Unknown, E::None,
              "VMM exited without vmm/shutdown and nobody asked (crash, SIGKILL from outside): Crashed"},
+  MappingRow{"launcher", "event-monitor-lost", "", T::Stopped, D::Failed, S::Shutoff, R::Failed, E::None,
+             "the event monitor closed while the VMM lived and no stop was under way: the launcher cannot follow the VM and ends the VMM (libvirt on monitor EOF)"},
 };
 // clang-format on
 }  // namespace

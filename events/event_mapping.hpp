@@ -51,6 +51,7 @@ inline constexpr std::string_view kVmmExitedClean = "vmm-exited-clean";
 inline constexpr std::string_view kVmmExitedCleanForced = "vmm-exited-clean-forced";
 inline constexpr std::string_view kVmmKilledOnRequest = "vmm-killed-on-request";
 inline constexpr std::string_view kVmmExitedUnexpectedly = "vmm-exited-unexpectedly";
+inline constexpr std::string_view kEventMonitorLost = "event-monitor-lost";
 }  // namespace synthetic
 
 }  // namespace chl::events

@@ -130,3 +130,24 @@ TEST_CASE("fault: SIGKILL of the launcher takes the VMM with it, and a new launc
   REQUIRE(exit);
   CHECK(exit->code == 0);
 }
+
+TEST_CASE("fault: the event monitor closing under a live VMM ends the VMM, Shutoff/Failed, exit 3") {
+  if (!need_double()) return;
+  LauncherRun r;
+  r.write_vmi("console=ttyS0");
+  r.start({}, r.vmm_with_env({{"VMM_DOUBLE_CLOSE_EVENTS_AT", "running"}, {"VMM_DOUBLE_PHASE_DELAY_MS", "300"}}));
+  REQUIRE_MESSAGE(r.wait_state("Running"), r.output());
+  long pid = vmm_pid(r.domain());
+  REQUIRE(pid > 0);
+  auto exit = r.wait_exit();
+  REQUIRE(exit);
+  CHECK_MESSAGE(exit->code == 3, r.output());
+  const std::string out = r.output();
+  // The double closed its monitor and ran on; the launcher noticed, said why, and ended it.
+  CHECK(chl::test::read_file(r.state_dir() / "vmm.log").find("VMM_DOUBLE_CLOSE_EVENTS_AT=running") != std::string::npos);
+  CHECK_MESSAGE(out.find("the event monitor closed while VMM pid " + std::to_string(pid) + " still runs") != std::string::npos, out);
+  CHECK_MESSAGE(out.find("launcher/event-monitor-lost") != std::string::npos, out);
+  CHECK_MESSAGE(out.find("killing VMM pid " + std::to_string(pid)) != std::string::npos, out);
+  CHECK_MESSAGE(out.find("VM ended: state Shutoff reason Failed, launcher exits 3") != std::string::npos, out);
+  r.check_clean(pid);
+}

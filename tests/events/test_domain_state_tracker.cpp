@@ -359,3 +359,82 @@ TEST_CASE("a reboot that emits vm/shutdown inside it (older CH) never reports Sh
   r.feed("vm", "shutdown");
   r.expect(DomainState::Shutoff, StateReason::Shutdown);
 }
+
+TEST_CASE("event monitor lost while running - Shutoff/Failed, the later SIGKILL adds nothing") {
+  Run r;
+  r.feed("vmm", "starting");
+  r.feed("vm", "booting");
+  r.feed("vm", "booted");
+  auto ev = r.t.on_event_monitor_lost();
+  REQUIRE(ev.size() == 1);
+  CHECK(ev[0].type == DomainEventType::Stopped);
+  CHECK(ev[0].detail == EventDetail::Failed);
+  CHECK(ev[0].cause == "launcher/event-monitor-lost");
+  r.expect(DomainState::Shutoff, StateReason::Failed);
+  CHECK(r.t.event_monitor_lost());
+  CHECK(r.t.to_json()["event_monitor_lost"] == true);
+  CHECK(r.t.on_event_monitor_lost().empty());  // once
+  CHECK(r.exit(killed(SIGKILL)).empty());       // the launcher's kill: still Shutoff/Failed
+  r.expect(DomainState::Shutoff, StateReason::Failed);
+  CHECK(r.t.finished());
+}
+
+TEST_CASE("event monitor lost before boot or while paused - Shutoff/Failed too") {
+  Run before;
+  before.feed("vmm", "starting");
+  REQUIRE(before.t.on_event_monitor_lost().size() == 1);
+  before.expect(DomainState::Shutoff, StateReason::Failed);
+  Run paused;
+  paused.feed("vm", "booted");
+  paused.feed("vm", "paused");
+  REQUIRE(paused.t.on_event_monitor_lost().size() == 1);
+  paused.expect(DomainState::Shutoff, StateReason::Failed);
+}
+
+TEST_CASE("event monitor lost while the VM already goes down - the state stands") {
+  SUBCASE("guest powered off (Shutoff/Shutdown)") {
+    Run r;
+    r.feed("vm", "booted");
+    r.feed("vm", "shutdown");
+    CHECK(r.t.on_event_monitor_lost().empty());
+    CHECK(r.exit(killed(SIGKILL)).empty());
+    r.expect(DomainState::Shutoff, StateReason::Shutdown);
+  }
+  SUBCASE("vmm/shutdown seen") {
+    Run r;
+    r.feed("vmm", "shutdown");
+    CHECK(r.t.on_event_monitor_lost().empty());
+    r.exit(exited(0));
+    r.expect(DomainState::Shutoff, StateReason::Shutdown);
+  }
+  SUBCASE("forced stop under way (being destroyed)") {
+    Run r;
+    r.feed("vm", "booted");
+    r.t.on_stop_requested(StopRequest::Forced);
+    CHECK(r.t.on_event_monitor_lost().empty());
+    r.exit(killed(SIGKILL));
+    r.expect(DomainState::Shutoff, StateReason::Destroyed);
+  }
+  SUBCASE("guest panicked") {
+    Run r;
+    r.feed("vm", "booted");
+    r.feed("guest", "panic", {{"event", "panic"}});
+    CHECK(r.t.on_event_monitor_lost().empty());
+    r.exit(killed(SIGKILL));
+    r.expect(DomainState::Crashed, StateReason::Panicked);
+  }
+  SUBCASE("a graceful stop (power button) does not count: Shutoff/Failed") {
+    Run r;
+    r.feed("vm", "booted");
+    r.t.on_stop_requested(StopRequest::Graceful);
+    CHECK(r.t.on_event_monitor_lost().size() == 1);
+    r.expect(DomainState::Shutoff, StateReason::Failed);
+  }
+  SUBCASE("after the VMM exited: nothing") {
+    Run r;
+    r.feed("vm", "booted");
+    r.exit(killed(SIGKILL));
+    CHECK(r.t.on_event_monitor_lost().empty());
+    r.expect(DomainState::Crashed, StateReason::Unknown);
+  }
+}
