@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -51,7 +52,8 @@ common::Status check_space(const std::filesystem::path& dst, std::uint64_t need)
   CHL_TRY(std::uint64_t avail, free_space(dir_of(dst)));
   if (need > avail) {
     return fail(std::errc::no_space_on_device, "not enough free space in '" + dir_of(dst).string() +
-                                                   "': the image holds up to " + human(need) +
+                                                   "' (" + std::strerror(ENOSPC) +
+                                                   "): the image holds up to " + human(need) +
                                                    " of data, " + human(avail) + " available");
   }
   return {};
