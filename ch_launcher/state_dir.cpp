@@ -23,8 +23,10 @@ using common::Status;
 
 namespace {
 
-// Files a launcher creates at run time; removed on clean exit and on recovery.
-const char* const kRuntimeFiles[] = {"launcher.sock", "virt-serial0", "ch-api.sock", "vmm.pid"};
+// Files a launcher creates at run time; removed on clean exit and on recovery. virt-vnc is the
+// VNC socket QEMU listens on (domain XML, qemu-kvm with a graphics device); QEMU leaves it
+// behind when it exits.
+const char* const kRuntimeFiles[] = {"launcher.sock", "virt-serial0", "ch-api.sock", "vmm.pid", "virt-vnc"};
 
 Status mkdir_0700(const fs::path& p) {
   if (::mkdir(p.c_str(), 0700) == 0) return {};

@@ -3,8 +3,10 @@
 # --qemu, 50 against real QEMU through libvirt), one VM at a time. Each cycle: start, wait for
 # Running, sample the launcher's RSS and open fds, stop, wait for the exit, then check that the
 # exit code is 0, that no VMM/QEMU process of that cycle is left and that the state directory
-# holds no socket, pid file or temporary file. Prints first/last/max RSS and fd count, orphans
-# and leftovers, and RESULT lines for bench/run.sh.
+# holds no socket, pid file or temporary file (each leftover is named on stderr). The VMM is the
+# pid the launcher reports (`status --json`): QEMU is libvirtd's child, not the launcher's.
+# Prints first/last/max RSS and fd count, orphans and leftovers, and RESULT lines for
+# bench/run.sh (failures with their breakdown, RSS and fd growth with first/last/max).
 # Usage: bench/soak/soak.sh [--qemu] [BUILD_DIR] [N]
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -44,7 +46,10 @@ for i in $(seq 1 "$N"); do
     grep -q ready "$S/virt-serial0-log" 2>/dev/null && break
     sleep 0.05
   done
-  vmm=$(pgrep -P "$lp" | head -1 || true)
+  # The VMM's pid as the launcher reports it (QEMU is libvirtd's child, not the launcher's).
+  # ("vmm" is the last key of the status object: its "pid" is the first one after it.)
+  vmm=$("$CHL" status --state-dir "$S" --json 2>/dev/null | sed 's/.*"vmm"://' | grep -o '"pid":[0-9]*' | head -1 |
+    cut -d: -f2 || true)
   rss+=("$(awk '/^VmRSS/ {print $2}' "/proc/$lp/status" 2>/dev/null || echo 0)")
   fds+=("$(ls "/proc/$lp/fd" 2>/dev/null | wc -l)")
   "$CHL" stop --state-dir "$S" --grace-period 5 >/dev/null 2>&1 || true
@@ -60,8 +65,11 @@ for i in $(seq 1 "$N"); do
     echo "cycle $i: VMM $vmm left running" >&2
     kill -9 "$vmm" 2>/dev/null || true
   fi
-  bad=$(find "$S" \( -type s -o -name '*.tmp' -o -name vmm.pid \) 2>/dev/null | wc -l)
-  leftovers=$((leftovers + bad))
+  left=$(find "$S" \( -type s -o -name '*.tmp*' -o -name vmm.pid \) 2>/dev/null || true)
+  if [ -n "$left" ]; then
+    leftovers=$((leftovers + $(printf '%s\n' "$left" | wc -l)))
+    echo "cycle $i: left behind: $(printf '%s ' $left)" >&2
+  fi
   rm -rf "$S" "$W/launcher.log"
   if [ $((i % 100)) -eq 0 ]; then echo "soak: $i/$N cycles"; fi
 done
@@ -73,6 +81,10 @@ echo "soak: $N cycles against $what: $fail failed, $orphans orphan processes, $l
 echo "launcher RSS at Running (KiB): first $first_rss, last $last_rss, max $max_rss"
 echo "launcher open fds at Running: first $first_fd, last $last_fd, max $max_fd"
 key=$([ "$QEMU" = 1 ] && echo soak_qemu || echo soak_double)
-printf 'RESULT\t%s_fail\tsoak, %d cycles (%s): failed cycles + orphans + leftovers\t%d\t\t\tcount\tabs_le\t0\n' "$key" "$N" "$what" $((fail + orphans + leftovers))
-printf 'RESULT\t%s_rss\tsoak: launcher RSS growth, last - first\t%.2f\t\t\tMiB\tabs_le\t0.5\n' "$key" "$(awk -v a="$last_rss" -v b="$first_rss" 'BEGIN {print (a - b) / 1024}')"
+printf 'RESULT\t%s_fail\tsoak, %d cycles (%s): failed cycles + orphans + leftovers (%d + %d + %d)\t%d\t\t\tcount\tabs_le\t0\n' \
+  "$key" "$N" "$what" "$fail" "$orphans" "$leftovers" $((fail + orphans + leftovers))
+printf 'RESULT\t%s_rss\tsoak: launcher RSS growth, last - first (first %s, last %s, max %s KiB)\t%.2f\t\t\tMiB\tabs_le\t0.5\n' \
+  "$key" "$first_rss" "$last_rss" "$max_rss" "$(awk -v a="$last_rss" -v b="$first_rss" 'BEGIN {print (a - b) / 1024}')"
+printf 'RESULT\t%s_fds\tsoak: launcher open fds growth, last - first (first %s, last %s, max %s)\t%d\t\t\tfds\tabs_le\t0\n' \
+  "$key" "$first_fd" "$last_fd" "$max_fd" $((last_fd - first_fd))
 [ $((fail + orphans + leftovers)) -eq 0 ]
