@@ -148,8 +148,9 @@ std::string to_domain_xml(const Vmi& vmi, const LaunchPlan& plan, const DomainXm
     const std::string code = secure_boot ? opts.ovmf_dir + "/OVMF_CODE_4M.secboot.fd"
                              : !plan.payload.firmware.empty() ? plan.payload.firmware
                                                               : opts.ovmf_dir + "/OVMF_CODE.fd";
-    const std::string vars =
-        opts.ovmf_dir + (secure_boot ? "/OVMF_VARS_4M.ms.fd" : "/OVMF_VARS.fd");
+    const std::string vars = secure_boot                         ? opts.ovmf_dir + "/OVMF_VARS_4M.ms.fd"
+                             : !plan.payload.firmware_vars.empty() ? plan.payload.firmware_vars
+                                                                   : opts.ovmf_dir + "/OVMF_VARS.fd";
     x << "    <loader readonly='yes'" << (secure_boot ? " secure='yes'" : "") << " type='pflash'>"
       << xml_escape(code) << "</loader>\n";
     x << "    <nvram" << attr("template", vars) << ">"

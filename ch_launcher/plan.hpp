@@ -98,6 +98,9 @@ struct PlannedFilesystem {
 
 struct Payload {
   std::string firmware;  // firmware file, or "" with kernel boot
+  // QEMU UEFI: the variable-store template that goes with `firmware` (found beside it); "" = the
+  // domain XML's default.
+  std::string firmware_vars;
   std::string kernel;
   std::string initramfs;
   std::string cmdline;

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "ch_launcher/hypervisor_capabilities.hpp"
 #include "common/log.hpp"
 #include "disks/cloud_init.hpp"
 #include "disks/config_disk.hpp"
@@ -119,11 +120,21 @@ Status run_one(LaunchPlan& plan, const Preparation& p, const PrepareOptions& opt
     case PreparationKind::FindFirmware: {
       firmware::PayloadRequest req;
       req.hypervisor = plan.hypervisor == "qemu-kvm" ? firmware::Hypervisor::qemu_kvm : firmware::Hypervisor::cloud_hypervisor;
-      req.mode = p.firmware == "CLOUDHV.fd" ? firmware::BootMode::efi : firmware::BootMode::bios_or_none;
+      // EFI when the plan asks for the hypervisor's EFI firmware (CLOUDHV.fd, OVMF_CODE.fd).
+      const HypervisorCapabilities* caps = find_hypervisor(plan.hypervisor);
+      const bool efi = caps != nullptr && p.firmware == caps->efi_firmware;
+      req.mode = efi ? firmware::BootMode::efi : firmware::BootMode::bios_or_none;
       req.search_dirs = opts.firmware_dirs;
       CHL_TRY(auto payload, firmware::select_payload(req));
-      if (!payload.firmware) return fail(std::errc::no_such_file_or_directory, "no firmware found for " + p.firmware);
-      plan.payload.firmware = payload.firmware->string();
+      if (payload.ovmf_code && payload.ovmf_vars_template) {
+        // QEMU UEFI: the code flash and the variable store template found beside it.
+        plan.payload.firmware = payload.ovmf_code->string();
+        plan.payload.firmware_vars = payload.ovmf_vars_template->string();
+      } else if (payload.firmware) {
+        plan.payload.firmware = payload.firmware->string();
+      } else {
+        return fail(std::errc::no_such_file_or_directory, "no firmware found for " + p.firmware);
+      }
       CHL_LOG_INFO("firmware: {}", payload.summary);
       return {};
     }
