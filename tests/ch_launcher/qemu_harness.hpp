@@ -15,7 +15,8 @@
 
 namespace chl::test {
 
-inline constexpr auto kQemuStart = std::chrono::seconds(180);  // libvirtd start + probe + boot, busy cores
+inline constexpr auto kQemuStart =
+    std::chrono::seconds(180);  // libvirtd start + probe + boot, busy cores
 
 inline bool libvirt_runnable() {
   if (::geteuid() != 0) {
@@ -24,7 +25,8 @@ inline bool libvirt_runnable() {
   }
   for (const char* t : {"qemu-system-x86_64", "libvirtd", "virtlogd"}) {
     if (!tool(t) && ::access((std::string("/usr/sbin/") + t).c_str(), X_OK) != 0) {
-      skip(std::string(t) + " not installed (scripts/setup.sh installs qemu-system-x86 libvirt-daemon-system)");
+      skip(std::string(t) +
+           " not installed (scripts/setup.sh installs qemu-system-x86 libvirt-daemon-system)");
       return false;
     }
   }
@@ -60,14 +62,17 @@ struct QemuRun : LauncherRun {
   // `lasting`: more names the VM keeps across runs (its NVRAM, prepared disks).
   void check_clean_qemu(long pid, const std::vector<std::string>& lasting = {}) {
     check_clean(-1);
-    if (pid > 0) CHECK_MESSAGE(!core::process_alive(static_cast<pid_t>(pid)), "QEMU pid " << pid << " still alive");
+    if (pid > 0)
+      CHECK_MESSAGE(!core::process_alive(static_cast<pid_t>(pid)),
+                    "QEMU pid " << pid << " still alive");
     CHECK(domain_gone());
     // Only the launcher's lasting files remain in the state directory.
     for (const auto& e : std::filesystem::directory_iterator(state_dir())) {
       auto n = e.path().filename().string();
       const bool kept = std::find(lasting.begin(), lasting.end(), n) != lasting.end();
-      CHECK_MESSAGE((kept || n == "launcher.lock" || n == "vmi.uid" || n.rfind("virt-serial0-log", 0) == 0),
-                    "left behind: " << n);
+      CHECK_MESSAGE(
+          (kept || n == "launcher.lock" || n == "vmi.uid" || n.rfind("virt-serial0-log", 0) == 0),
+          "left behind: " << n);
     }
   }
 };

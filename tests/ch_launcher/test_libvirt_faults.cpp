@@ -20,21 +20,23 @@ TEST_CASE("qemu-kvm fault: missing OVMF is refused before libvirt or QEMU is inv
   std::filesystem::create_directories(fw);
   std::filesystem::create_directories(disk.parent_path());
   chl::test::write_file(disk, std::string(1 << 20, '\0'));
-  chl::test::write_file(r.vmi_file(),
-                        "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nmetadata:\n  name: testvm\n"
-                        "  namespace: default\n  uid: 6a1f3c2e-0000-4000-8000-00000000abcd\n"
-                        "spec:\n  hypervisor: qemu-kvm\n  domain:\n    cpu:\n      cores: 1\n"
-                        "    memory:\n      guest: 64Mi\n    firmware:\n      bootloader:\n        efi:\n"
-                        "          secureBoot: false\n    devices:\n      autoattachPodInterface: false\n"
-                        "      autoattachGraphicsDevice: false\n"
-                        "      disks:\n      - name: rootdisk\n        disk:\n          bus: virtio\n"
-                        "  volumes:\n  - name: rootdisk\n    containerDisk:\n      image: demo/rootdisk:latest\n");
+  chl::test::write_file(
+      r.vmi_file(),
+      "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nmetadata:\n  name: testvm\n"
+      "  namespace: default\n  uid: 6a1f3c2e-0000-4000-8000-00000000abcd\n"
+      "spec:\n  hypervisor: qemu-kvm\n  domain:\n    cpu:\n      cores: 1\n"
+      "    memory:\n      guest: 64Mi\n    firmware:\n      bootloader:\n        efi:\n"
+      "          secureBoot: false\n    devices:\n      autoattachPodInterface: false\n"
+      "      autoattachGraphicsDevice: false\n"
+      "      disks:\n      - name: rootdisk\n        disk:\n          bus: virtio\n"
+      "  volumes:\n  - name: rootdisk\n    containerDisk:\n      image: demo/rootdisk:latest\n");
   r.go({"--firmware-dir", fw.string(), "--volume", "rootdisk=" + disk.string()});
   auto exit = r.wait_exit(60s);
   REQUIRE_MESSAGE(exit, r.output());
   CHECK_MESSAGE(exit->code == 1, r.output());
   const std::string out = r.output();
-  for (const char* text : {"UEFI firmware (OVMF) for qemu-kvm not found", "OVMF_CODE_4M.fd", "--firmware-dir"})
+  for (const char* text :
+       {"UEFI firmware (OVMF) for qemu-kvm not found", "OVMF_CODE_4M.fd", "--firmware-dir"})
     CHECK_MESSAGE(out.find(text) != std::string::npos, text << " in:\n" << out);
   // Nothing was started: no domain, no libvirt driver message, no VM files.
   CHECK(out.find("launching ") == std::string::npos);
@@ -42,7 +44,9 @@ TEST_CASE("qemu-kvm fault: missing OVMF is refused before libvirt or QEMU is inv
   r.check_clean_qemu(-1);
 }
 
-TEST_CASE("qemu-kvm fault: launcher SIGKILLed - AUTODESTROY ends QEMU, a new launcher recovers, nothing left") {
+TEST_CASE(
+    "qemu-kvm fault: launcher SIGKILLed - AUTODESTROY ends QEMU, a new launcher recovers, nothing "
+    "left") {
   if (!chl::test::libvirt_runnable()) return;
   QemuRun r;
   r.write_vmi("console=ttyS0");
@@ -66,10 +70,12 @@ TEST_CASE("qemu-kvm fault: launcher SIGKILLed - AUTODESTROY ends QEMU, a new lau
   REQUIRE(killed);
   CHECK(killed->signal == SIGKILL);
   // The launcher's libvirt connection closed: libvirtd destroys the AUTODESTROY domain.
-  CHECK_MESSAGE(chl::test::wait_until(60s, [&] { return !chl::core::process_alive(static_cast<pid_t>(pid)); }),
+  CHECK_MESSAGE(chl::test::wait_until(
+                    60s, [&] { return !chl::core::process_alive(static_cast<pid_t>(pid)); }),
                 "QEMU pid " << pid << " outlived its launcher");
   CHECK(chl::test::wait_until(30s, [] { return QemuRun::domain_gone(); }));
-  CHECK(std::filesystem::exists(r.state_dir() / "vmm.pid"));  // the dead launcher's, for the next one
+  CHECK(
+      std::filesystem::exists(r.state_dir() / "vmm.pid"));  // the dead launcher's, for the next one
 
   // A new launcher on the same directory recovers it and runs the VM again.
   r.go();
@@ -85,23 +91,26 @@ TEST_CASE("qemu-kvm fault: launcher SIGKILLed - AUTODESTROY ends QEMU, a new lau
   r.check_clean_qemu(pid2);  // no virt-vnc either
 }
 
-TEST_CASE("qemu-kvm: an EFI VMI starts on the OVMF found (code and its variable store), kill ends it") {
+TEST_CASE(
+    "qemu-kvm: an EFI VMI starts on the OVMF found (code and its variable store), kill ends it") {
   if (!chl::test::libvirt_runnable()) return;
-  if (!std::filesystem::exists("/usr/share/OVMF/OVMF_CODE_4M.fd") && !std::filesystem::exists("/usr/share/OVMF/OVMF_CODE.fd"))
+  if (!std::filesystem::exists("/usr/share/OVMF/OVMF_CODE_4M.fd") &&
+      !std::filesystem::exists("/usr/share/OVMF/OVMF_CODE.fd"))
     return chl::test::skip("no OVMF in /usr/share/OVMF (Debian package ovmf)");
   QemuRun r;
   const auto disk = r.dir.path() / "disk" / "root.img";
   std::filesystem::create_directories(disk.parent_path());
   chl::test::write_file(disk, std::string(1 << 20, '\0'));
-  chl::test::write_file(r.vmi_file(),
-                        "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nmetadata:\n  name: testvm\n"
-                        "  namespace: default\n  uid: 6a1f3c2e-0000-4000-8000-00000000abcd\n"
-                        "spec:\n  hypervisor: qemu-kvm\n  domain:\n    cpu:\n      cores: 1\n"
-                        "    memory:\n      guest: 64Mi\n    firmware:\n      bootloader:\n        efi:\n"
-                        "          secureBoot: false\n    devices:\n      autoattachPodInterface: false\n"
-                        "      autoattachGraphicsDevice: false\n"
-                        "      disks:\n      - name: rootdisk\n        disk:\n          bus: virtio\n"
-                        "  volumes:\n  - name: rootdisk\n    containerDisk:\n      image: demo/rootdisk:latest\n");
+  chl::test::write_file(
+      r.vmi_file(),
+      "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nmetadata:\n  name: testvm\n"
+      "  namespace: default\n  uid: 6a1f3c2e-0000-4000-8000-00000000abcd\n"
+      "spec:\n  hypervisor: qemu-kvm\n  domain:\n    cpu:\n      cores: 1\n"
+      "    memory:\n      guest: 64Mi\n    firmware:\n      bootloader:\n        efi:\n"
+      "          secureBoot: false\n    devices:\n      autoattachPodInterface: false\n"
+      "      autoattachGraphicsDevice: false\n"
+      "      disks:\n      - name: rootdisk\n        disk:\n          bus: virtio\n"
+      "  volumes:\n  - name: rootdisk\n    containerDisk:\n      image: demo/rootdisk:latest\n");
   r.go({"--volume", "rootdisk=" + disk.string()});
   REQUIRE(r.running());  // OVMF runs (no bootable disk: it stays in its boot manager)
   const long pid = r.qemu_pid();

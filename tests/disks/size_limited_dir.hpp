@@ -29,7 +29,8 @@ class SizeLimitedDir {
     }
     const std::string opts = "size=" + std::to_string(bytes) + ",mode=0700";
     if (::mount("tmpfs", dir_.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, opts.c_str()) != 0) {
-      why_ = "mounting a " + std::to_string(bytes) + "-byte tmpfs on " + dir_.string() + ": " + std::strerror(errno);
+      why_ = "mounting a " + std::to_string(bytes) + "-byte tmpfs on " + dir_.string() + ": " +
+             std::strerror(errno);
       return;
     }
     mounted_ = true;
@@ -49,7 +50,8 @@ class SizeLimitedDir {
   static bool private_namespace(std::string* why) {
     static std::string failure = [] {
       if (::unshare(CLONE_NEWNS) != 0)
-        return std::string("unshare(CLONE_NEWNS): ") + std::strerror(errno) + " (needs root, and no threads yet)";
+        return std::string("unshare(CLONE_NEWNS): ") + std::strerror(errno) +
+               " (needs root, and no threads yet)";
       if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
         return std::string("making / private in the new mount namespace: ") + std::strerror(errno);
       return std::string();

@@ -30,7 +30,8 @@ constexpr std::uint64_t kSmall = 4ull << 20;  // the size-limited directory: 4 M
 // Every entry of `dir` (recursively), for "nothing left behind".
 std::vector<std::string> entries(const fs::path& dir) {
   std::vector<std::string> out;
-  for (const auto& e : fs::recursive_directory_iterator(dir)) out.push_back(fs::relative(e.path(), dir).string());
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    out.push_back(fs::relative(e.path(), dir).string());
   return out;
 }
 
@@ -62,13 +63,15 @@ TEST_CASE("disk full: qcow2 conversion refused by the free-space check, ENOSPC, 
   const std::string msg = r.error().message();
   CAPTURE(msg);
   CHECK(r.error().code == std::errc::no_space_on_device);
-  CHECK(msg.find(dst.string()) != std::string::npos);           // names the disk
+  CHECK(msg.find(dst.string()) != std::string::npos);  // names the disk
   CHECK(msg.find("No space left on device") != std::string::npos);
-  CHECK(msg.find("12.0 MiB") != std::string::npos);             // what it needs
+  CHECK(msg.find("12.0 MiB") != std::string::npos);  // what it needs
   CHECK_MESSAGE(entries(small.path()).empty(), "left: " << joined(entries(small.path())));
 }
 
-TEST_CASE("disk full: space running out while writing (check off) fails with ENOSPC, no temporary file left") {
+TEST_CASE(
+    "disk full: space running out while writing (check off) fails with ENOSPC, no temporary file "
+    "left") {
   if (!q::have_qemu_tools()) return skip("qemu-img/qemu-io not installed (qemu-utils)");
   TempDir tmp("chl-diskfull");
   chl::test::SizeLimitedDir small(tmp.path() / "small", kSmall);
@@ -100,7 +103,8 @@ TEST_CASE("disk full: a raw copy into a full directory fails with ENOSPC, nothin
   chl::test::SizeLimitedDir small(tmp.path() / "small", kSmall);
   if (!small.ok()) return skip("no size-limited directory: " + small.why());
   const fs::path raw = tmp.path() / "src.raw";
-  q::must({"qemu-img", "convert", "-f", "qcow2", "-O", "raw", big_image(tmp).string(), raw.string()});
+  q::must(
+      {"qemu-img", "convert", "-f", "qcow2", "-O", "raw", big_image(tmp).string(), raw.string()});
   for (bool check : {true, false}) {
     CAPTURE(check);
     d::ConvertOptions opts;
