@@ -2,6 +2,7 @@
 # Build the libFuzzer targets (fuzz/) with clang + ASan + UBSan and run each for a bounded time.
 #   scripts/fuzz.sh [SECONDS]      (default 60 per target)
 # Env: BUILD_DIR (default build-fuzz), TARGETS (default: every target), JOBS (build jobs).
+# Exit: 0 all ran clean, 1 a target crashed, 77 fuzzing impossible here (no clang, reason printed).
 # Seeds are read from fuzz/corpus/<target>/; what libFuzzer finds new goes to
 # $BUILD_DIR/fuzz-corpus/<target>/ (never into the repository), crash inputs to
 # $BUILD_DIR/fuzz-artifacts/<target>/. Prints executions and coverage per target (libFuzzer's
@@ -14,21 +15,55 @@ BUILD_DIR=${BUILD_DIR:-build-fuzz}
 JOBS=${JOBS:-$(nproc)}
 TARGETS=${TARGETS:-fuzz_vmi fuzz_events fuzz_qcow2 fuzz_http fuzz_cloud_init}
 # clang and its fuzzer runtime are needed only here, so they are installed here (not by setup.sh,
-# which CI runs on every fresh machine).
-if ! command -v clang++-14 >/dev/null 2>&1 && ! command -v clang++ >/dev/null 2>&1; then
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+# which CI runs on every fresh machine). When they cannot be had, the script says why and exits 77
+# (scripts/test.sh reports the fuzz lane as skipped).
+cannot_fuzz() {
+  echo "fuzz: SKIPPED: $*" >&2
+  exit 77
+}
+install_clang() {
+  local SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null 2>&1 || cannot_fuzz "clang-14 is not installed and installing it needs root (no sudo)"
+    SUDO="sudo -n"
+  fi
   echo "fuzz: installing clang-14 and libclang-rt-14-dev (Debian bookworm)"
-  $SUDO apt-get install -y -q -t bookworm --no-install-recommends clang-14 libclang-rt-14-dev </dev/null >/dev/null
+  export DEBIAN_FRONTEND=noninteractive
+  # Fresh machines may have no package lists yet: update once if the first try fails.
+  $SUDO apt-get install -y -q -t bookworm --no-install-recommends clang-14 libclang-rt-14-dev </dev/null >/dev/null ||
+    { $SUDO apt-get update -q </dev/null >/dev/null &&
+      $SUDO apt-get install -y -q -t bookworm --no-install-recommends clang-14 libclang-rt-14-dev </dev/null >/dev/null; } ||
+    cannot_fuzz "installing clang-14 and libclang-rt-14-dev with apt-get failed"
+}
+# libFuzzer's runtime is a separate package (libclang-rt-14-dev): probe that a fuzzer links.
+fuzzer_links() {
+  local probe
+  probe=$(mktemp -d)
+  printf '%s\n' 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' >"$probe/p.cpp"
+  "$1" -fsanitize=fuzzer,address,undefined "$probe/p.cpp" -o "$probe/p" >/dev/null 2>&1
+  local rc=$?
+  rm -rf "$probe"
+  return $rc
+}
+pick_clang() {
+  CXX=${CXX:-$(command -v clang++ || command -v clang++-14 || true)}
+  CC=${CC:-$(command -v clang || command -v clang-14 || true)}
+}
+pick_clang
+if [ -z "$CXX" ] || ! fuzzer_links "$CXX"; then
+  install_clang
+  CXX='' CC=''
+  pick_clang
+  [ -n "$CXX" ] || cannot_fuzz "clang++ not found after installing clang-14"
+  fuzzer_links "$CXX" || cannot_fuzz "$CXX cannot link a libFuzzer target (-fsanitize=fuzzer): libclang-rt-14-dev missing?"
 fi
-CXX=${CXX:-$(command -v clang++ || command -v clang++-14 || true)}
-CC=${CC:-$(command -v clang || command -v clang-14 || true)}
-if [ -z "$CXX" ]; then
-  echo "fuzz: clang++ not found (apt-get install clang)" >&2
-  exit 2
+launcher=()
+if command -v ccache >/dev/null 2>&1; then
+  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 fi
 
 SAN='-fsanitize=address,undefined -fsanitize=fuzzer-no-link -fno-omit-frame-pointer'
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHL_FUZZ=ON \
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHL_FUZZ=ON "${launcher[@]}" \
   -DCMAKE_C_COMPILER="$CC" -DCMAKE_CXX_COMPILER="$CXX" \
   -DCMAKE_C_FLAGS="$SAN" -DCMAKE_CXX_FLAGS="$SAN" >/dev/null
 # shellcheck disable=SC2086

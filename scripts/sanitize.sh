@@ -3,8 +3,11 @@
 # run the tests.
 #   scripts/sanitize.sh asan    ASan + UBSan: ctest -L unit, then -L vmm (VMM double)
 #   scripts/sanitize.sh tsan    TSan: ctest -L unit
-# Env: BUILD_DIR (default build-asan / build-tsan), JOBS, CC/CXX (default gcc),
-#      TARGETS (build only these; default all), CTEST_ARGS (extra ctest arguments, e.g. -R events).
+#   scripts/sanitize.sh valgrind  memcheck: the launcher lifecycle test (lane vmm, VMM double) with
+#                               every ch-launcher it starts run under valgrind (a plain build)
+# Env: BUILD_DIR (default build-asan / build-tsan / build-valgrind), JOBS, CC/CXX (default gcc),
+#      TARGETS (build only these; default all), CTEST_ARGS (extra ctest arguments, e.g. -R events;
+#      for valgrind, doctest arguments of the test executable, e.g. -tc='run: kill*').
 # Exits non-zero if the build or any test fails; failing tests are listed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,8 +26,14 @@ case $lane in
     labels=(unit)
     export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
     ;;
+  valgrind)
+    flags=''
+    labels=()
+    # A plain build: only what the lifecycle test needs.
+    TARGETS=${TARGETS:-test_launcher_lifecycle}
+    ;;
   *)
-    echo "usage: $0 asan|tsan" >&2
+    echo "usage: $0 asan|tsan|valgrind" >&2
     exit 2
     ;;
 esac
@@ -33,7 +42,11 @@ BUILD_DIR=${BUILD_DIR:-build-$lane}
 JOBS=${JOBS:-$(nproc)}
 CC=${CC:-gcc}
 CXX=${CXX:-g++}
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHL_WERROR=OFF \
+launcher=()
+if command -v ccache >/dev/null 2>&1; then
+  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHL_WERROR=OFF "${launcher[@]}" \
   -DCMAKE_C_COMPILER="$CC" -DCMAKE_CXX_COMPILER="$CXX" \
   -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
   -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" >/dev/null
@@ -57,6 +70,54 @@ for label in "${labels[@]}"; do
     failed+=("$label")
   fi
 done
+
+if [ "$lane" = valgrind ]; then
+  # Every ch-launcher the test starts (run, and the CLI commands talking to it) runs under
+  # memcheck through a wrapper the test support finds in $CHL_LAUNCHER_WRAPPER. Each process
+  # logs to a file of its own, so the launcher's stdout/stderr (which the tests read) stay clean.
+  command -v valgrind >/dev/null 2>&1 || { echo "valgrind: not installed (apt-get install valgrind)" >&2; exit 2; }
+  vg_dir=$(cd "$BUILD_DIR" && pwd)/valgrind
+  rm -rf "$vg_dir"
+  mkdir -p "$vg_dir/logs"
+  wrapper=$vg_dir/ch-launcher-memcheck
+  supp=$PWD/scripts/valgrind.supp
+  cat >"$wrapper" <<WRAP
+#!/bin/sh
+# Written by scripts/sanitize.sh valgrind: ch-launcher under valgrind memcheck.
+exec valgrind --tool=memcheck --error-exitcode=97 --leak-check=full \\
+  --show-leak-kinds=definite,indirect,possible --errors-for-leak-kinds=definite,indirect,possible \\
+  --child-silent-after-fork=yes --num-callers=30 --suppressions=$supp \\
+  --log-file=$vg_dir/logs/vg.%p.log $(cd "$BUILD_DIR" && pwd)/ch_launcher/ch-launcher "\$@"
+WRAP
+  chmod 0755 "$wrapper"
+  test_bin=$BUILD_DIR/tests/ch_launcher/test_launcher_lifecycle
+  echo "=== valgrind: $test_bin with ch-launcher under memcheck ==="
+  start=$SECONDS
+  rc=0
+  CHL_LAUNCHER_WRAPPER=$wrapper CLOUD_HYPERVISOR_BIN='' "$test_bin" ${CTEST_ARGS:-} </dev/null \
+    2>&1 | tee "$BUILD_DIR/valgrind.log" || rc=$?
+  logs=("$vg_dir"/logs/vg.*.log)
+  total=${#logs[@]}
+  bad=()
+  for f in "${logs[@]}"; do
+    [ -e "$f" ] || { total=0; continue; }
+    # A process that exec'd another (never the launcher itself) leaves a log without a summary.
+    grep -q 'ERROR SUMMARY' "$f" || continue
+    grep -q 'ERROR SUMMARY: 0 errors' "$f" || bad+=("$f")
+  done
+  echo "=== valgrind: $total launcher processes under memcheck, ${#bad[@]} with errors, test exit $rc, $((SECONDS - start)) s ==="
+  for f in "${bad[@]}"; do
+    echo "--- $f"
+    grep -E 'Command:|ERROR SUMMARY|definitely lost|indirectly lost|possibly lost|Invalid|uninitialised|at 0x|by 0x' "$f" | head -40
+  done
+  if [ "$total" -eq 0 ]; then
+    echo "valgrind: no launcher ran under memcheck (is CHL_LAUNCHER_WRAPPER honoured?)" >&2
+    exit 1
+  fi
+  [ "$rc" -eq 0 ] && [ ${#bad[@]} -eq 0 ] || exit 1
+  exit 0
+fi
+
 if [ ${#failed[@]} -gt 0 ]; then
   for label in "${failed[@]}"; do
     sed -n '/The following tests FAILED/,$p' "$BUILD_DIR/ctest-$label.log"

@@ -18,7 +18,11 @@ if [ -z "$REAL_CH" ] && command -v cloud-hypervisor >/dev/null 2>&1; then
 fi
 
 # CI lanes, in order (ctest labels set in tests/CMakeLists.txt). LANES="unit vmm" runs a subset.
-LANES=${LANES:-unit vmm qemu real-ch}
+ALL_LANES="unit vmm qemu real-ch fuzz"
+LANES=${LANES:-$ALL_LANES}
+# Lane fuzz: each libFuzzer target for FUZZ_SECONDS (scripts/fuzz.sh, clang, own build dir).
+FUZZ_SECONDS=${FUZZ_SECONDS:-30}
+ROOT=$PWD
 cd "$BUILD_DIR"
 failed=()
 run_lane() {  # run_lane NAME CTEST-ARGS...
@@ -46,11 +50,25 @@ for lane in $LANES; do
         echo "=== lane real-ch: SKIPPED: no cloud-hypervisor binary (none on PATH, CLOUD_HYPERVISOR_BIN unset); the same tests ran against the VMM double in lane vmm ==="
       fi
       ;;
-    *) echo "test: unknown lane '$lane' (lanes: unit vmm qemu real-ch)" >&2; exit 2 ;;
+    fuzz)
+      echo "=== lane fuzz (5 libFuzzer targets, ${FUZZ_SECONDS} s each) ==="
+      start=$SECONDS
+      rc=0
+      BUILD_DIR=${FUZZ_BUILD_DIR:-$ROOT/build-fuzz} JOBS=$JOBS bash "$ROOT/scripts/fuzz.sh" "$FUZZ_SECONDS" </dev/null || rc=$?
+      if [ "$rc" -eq 0 ]; then
+        echo "=== lane fuzz: passed in $((SECONDS - start)) s ==="
+      elif [ "$rc" -eq 77 ]; then
+        echo "=== lane fuzz: SKIPPED (reason above: clang/libFuzzer unavailable) ==="
+      else
+        echo "=== lane fuzz: FAILED after $((SECONDS - start)) s ==="
+        failed+=(fuzz)
+      fi
+      ;;
+    *) echo "test: unknown lane '$lane' (lanes: $ALL_LANES)" >&2; exit 2 ;;
   esac
 done
 # Anything without a lane label still runs (a test must never silently fall out of CI).
-if [ "$LANES" = "unit vmm qemu real-ch" ] && ! ctest -N -LE '^(unit|vmm|qemu)$' | grep -q 'Total Tests: 0'; then
+if [ "$LANES" = "$ALL_LANES" ] && ! ctest -N -LE '^(unit|vmm|qemu)$' | grep -q 'Total Tests: 0'; then
   run_lane unlabelled -LE '^(unit|vmm|qemu)$'
 fi
 

@@ -48,7 +48,10 @@ std::string vmm_binary() {
 
 bool using_real_vmm() { return vmm_binary() != std::string(CHL_VMM_DOUBLE_PATH); }
 
-std::string launcher_binary() { return CHL_LAUNCHER_PATH; }
+std::string launcher_binary() {
+  if (const char* w = std::getenv("CHL_LAUNCHER_WRAPPER"); w && *w) return w;
+  return CHL_LAUNCHER_PATH;
+}
 std::filesystem::path source_dir() { return CHL_SOURCE_DIR; }
 std::filesystem::path binary_dir() { return CHL_BINARY_DIR; }
 

@@ -33,6 +33,9 @@ std::string vmm_binary();
 // True when vmm_binary() is a real cloud-hypervisor (not the double).
 bool using_real_vmm();
 // Path of the built ch-launcher executable, the source tree and the build tree.
+// $CHL_LAUNCHER_WRAPPER, when set, is returned instead of the launcher: an executable that
+// execs the real one under a tool (scripts/sanitize.sh valgrind writes one running it under
+// valgrind memcheck). Meant for the tests that drive the launcher, not those that inspect its file.
 std::string launcher_binary();
 std::filesystem::path source_dir();
 std::filesystem::path binary_dir();
