@@ -61,6 +61,23 @@ failed=()
 for label in "${labels[@]}"; do
   echo "=== $lane: ctest -L $label ==="
   start=$SECONDS
+  if [ "$lane" = asan ] && [ "$label" = vmm ]; then
+    # LeakSanitizer cannot check a process confined by the launcher's seccomp filter: its
+    # end-of-run check clones a tracer without CLONE_THREAD (refused) and ptraces the threads
+    # (killed), so every `ch-launcher run` would end "LeakSanitizer has encountered a fatal
+    # error". `run` keeps ASan and UBSan but not leak detection; its leaks are checked by the
+    # valgrind lane. The other subcommands keep it. (Only this label: unit tests inspect the
+    # launcher's file itself.)
+    bdir=$(cd "$BUILD_DIR" && pwd)
+    cat >"$bdir/ch-launcher-asan" <<WRAP
+#!/bin/sh
+# Written by scripts/sanitize.sh asan: see there.
+case "\$1" in run) ASAN_OPTIONS="\${ASAN_OPTIONS:-}:detect_leaks=0"; export ASAN_OPTIONS ;; esac
+exec $bdir/ch_launcher/ch-launcher "\$@"
+WRAP
+    chmod 0755 "$bdir/ch-launcher-asan"
+    export CHL_LAUNCHER_WRAPPER=$bdir/ch-launcher-asan
+  fi
   # shellcheck disable=SC2086
   if ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" --timeout 600 \
       --no-tests=ignore -L "^$label\$" ${CTEST_ARGS:-} </dev/null | tee "$BUILD_DIR/ctest-$label.log"; then
@@ -75,37 +92,46 @@ if [ "$lane" = valgrind ]; then
   # Every ch-launcher the test starts (run, and the CLI commands talking to it) runs under
   # memcheck through a wrapper the test support finds in $CHL_LAUNCHER_WRAPPER. Each process
   # logs to a file of its own, so the launcher's stdout/stderr (which the tests read) stay clean.
+  # Two gaps of bookworm's valgrind 3.19 are bridged for the launcher only:
+  # - no pidfd_open/pidfd_send_signal (ENOSYS): tests/support/valgrind_pidfd_shim.cpp, preloaded,
+  #   stands in for them (an eventfd readable at exit; kill());
+  # - no seccomp(2), and a filter would also bind valgrind's own syscalls: `run` gets
+  #   --seccomp off, and the test case proving the filter is left out (it runs in every other lane).
   command -v valgrind >/dev/null 2>&1 || { echo "valgrind: not installed (apt-get install valgrind)" >&2; exit 2; }
-  vg_dir=$(cd "$BUILD_DIR" && pwd)/valgrind
+  bdir=$(cd "$BUILD_DIR" && pwd)
+  vg_dir=$bdir/valgrind
   rm -rf "$vg_dir"
   mkdir -p "$vg_dir/logs"
+  ${CXX} -std=c++20 -O1 -shared -fPIC -o "$vg_dir/valgrind_pidfd_shim.so" tests/support/valgrind_pidfd_shim.cpp -ldl
   wrapper=$vg_dir/ch-launcher-memcheck
-  supp=$PWD/scripts/valgrind.supp
   cat >"$wrapper" <<WRAP
 #!/bin/sh
 # Written by scripts/sanitize.sh valgrind: ch-launcher under valgrind memcheck.
-exec valgrind --tool=memcheck --error-exitcode=97 --leak-check=full \\
-  --show-leak-kinds=definite,indirect,possible --errors-for-leak-kinds=definite,indirect,possible \\
-  --child-silent-after-fork=yes --num-callers=30 --suppressions=$supp \\
-  --log-file=$vg_dir/logs/vg.%p.log $(cd "$BUILD_DIR" && pwd)/ch_launcher/ch-launcher "\$@"
+case "\$1" in run) set -- "\$@" --seccomp off ;; esac
+LD_PRELOAD=$vg_dir/valgrind_pidfd_shim.so exec valgrind --tool=memcheck --error-exitcode=97 \\
+  --leak-check=full --show-leak-kinds=definite,indirect,possible \\
+  --errors-for-leak-kinds=definite,indirect,possible --child-silent-after-fork=yes \\
+  --num-callers=30 --suppressions=$PWD/scripts/valgrind.supp \\
+  --log-file=$vg_dir/logs/vg.%p.log $bdir/ch_launcher/ch-launcher "\$@"
 WRAP
   chmod 0755 "$wrapper"
-  test_bin=$BUILD_DIR/tests/ch_launcher/test_launcher_lifecycle
+  test_bin=$bdir/tests/ch_launcher/test_launcher_lifecycle
   echo "=== valgrind: $test_bin with ch-launcher under memcheck ==="
   start=$SECONDS
   rc=0
-  CHL_LAUNCHER_WRAPPER=$wrapper CLOUD_HYPERVISOR_BIN='' "$test_bin" ${CTEST_ARGS:-} </dev/null \
-    2>&1 | tee "$BUILD_DIR/valgrind.log" || rc=$?
+  # shellcheck disable=SC2086
+  CHL_LAUNCHER_WRAPPER=$wrapper CLOUD_HYPERVISOR_BIN='' "$test_bin" \
+    -tce='run: the launcher confines itself with seccomp*' ${CTEST_ARGS:-} </dev/null \
+    2>&1 | tee "$bdir/valgrind.log" || rc=$?
   logs=("$vg_dir"/logs/vg.*.log)
-  total=${#logs[@]}
+  total=0
   bad=()
   for f in "${logs[@]}"; do
-    [ -e "$f" ] || { total=0; continue; }
-    # A process that exec'd another (never the launcher itself) leaves a log without a summary.
-    grep -q 'ERROR SUMMARY' "$f" || continue
+    [ -e "$f" ] || continue
+    total=$((total + 1))
     grep -q 'ERROR SUMMARY: 0 errors' "$f" || bad+=("$f")
   done
-  echo "=== valgrind: $total launcher processes under memcheck, ${#bad[@]} with errors, test exit $rc, $((SECONDS - start)) s ==="
+  echo "=== valgrind: $total launcher processes under memcheck, ${#bad[@]} with errors (or no summary), test exit $rc, $((SECONDS - start)) s ==="
   for f in "${bad[@]}"; do
     echo "--- $f"
     grep -E 'Command:|ERROR SUMMARY|definitely lost|indirectly lost|possibly lost|Invalid|uninitialised|at 0x|by 0x' "$f" | head -40
