@@ -3,6 +3,15 @@
 #include <sys/ioctl.h>
 #include <termios.h>
 
+// Sanitizer builds (scripts/sanitize.sh) run code the launcher's own strace never showed.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define CHL_SANITIZER_BUILD 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define CHL_SANITIZER_BUILD 1
+#endif
+#endif
+
 namespace chl::sandbox {
 
 namespace {
@@ -120,6 +129,12 @@ constexpr SyscallRule kAllow[] = {
     {"pidfd_send_signal", ArgCheck::None, "killing the VMM without pid reuse races"},
     {"kill", ArgCheck::None, "killing the VMM (SIGKILL when it does not exit)"},
     {"prctl", ArgCheck::None, "thread names"},
+#ifdef CHL_SANITIZER_BUILD
+    // ---- sanitizer builds only ----
+    {"sigaltstack", ArgCheck::None,
+     "the ASan/TSan runtime sets an alternate signal stack in each new thread and reads it on "
+     "every noreturn call (_exit, throw): refused, the runtime aborts"},
+#endif
 };
 
 constexpr IoctlRule kIoctls[] = {

@@ -28,6 +28,7 @@ case $lane in
     ;;
   valgrind)
     flags=''
+    werror=ON  # a plain build, as in CI
     labels=()
     # A plain build: only what the lifecycle test needs.
     TARGETS=${TARGETS:-test_launcher_lifecycle}
@@ -46,7 +47,7 @@ launcher=()
 if command -v ccache >/dev/null 2>&1; then
   launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 fi
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHL_WERROR=OFF "${launcher[@]}" \
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHL_WERROR="${werror:-OFF}" "${launcher[@]}" \
   -DCMAKE_C_COMPILER="$CC" -DCMAKE_CXX_COMPILER="$CXX" \
   -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
   -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" >/dev/null
