@@ -132,8 +132,8 @@ constexpr SyscallRule kAllow[] = {
 #ifdef CHL_SANITIZER_BUILD
     // ---- sanitizer builds only ----
     {"sigaltstack", ArgCheck::None,
-     "the ASan/TSan runtime sets an alternate signal stack in each new thread and reads it on "
-     "every noreturn call (_exit, throw): refused, the runtime aborts"},
+     "the sanitizer runtime (ASan at least) sets an alternate signal stack in each new thread and "
+     "reads it on every noreturn call (_exit, throw): refused, it aborts"},
 #endif
 };
 
