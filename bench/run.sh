@@ -57,10 +57,8 @@ bench "pod networking" "$B/network/network_bench" --rounds "$(r 5 20)" --seconds
 bench "pod networking, real guest" bash "$ROOT/bench/network/e2e_qemu.sh" "$BUILD"
 bench "soak against the double" bash "$ROOT/bench/soak/soak.sh" "$BUILD" "$(r 100 1000)"
 bench "soak against QEMU" bash "$ROOT/bench/soak/soak.sh" --qemu "$BUILD" "$(r 10 50)"
-for extra in "$ROOT"/bench/guests/*.sh "$ROOT"/bench/libvirt/*.sh; do
-  [ -f "$extra" ] || continue
-  bench "$(basename "$(dirname "$extra")")/$(basename "$extra")" bash "$extra" "$BUILD"
-done
+bench "Linux guest boot (QEMU TCG)" bash "$ROOT/bench/guests/boot_linux.sh" --guests "$BUILD/guests" --runs "$(r 2 5)"
+bench "QEMU path vs CH path: run -> first console line" bash "$ROOT/bench/libvirt/bench_libvirt.sh" "$BUILD"
 
 fi  # not --render
 if [ -n "$RENDER" ]; then grep '^RESULT' "$RENDER" > "$RAW" || true; fi

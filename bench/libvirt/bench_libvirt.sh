@@ -89,6 +89,9 @@ measure() {  # measure LABEL VMI EXTRA...: N runs, median ms; RSS on the last ru
   printf '%-34s median %7.1f ms  (runs: %s ms)\n' "$label" "$(echo "$med / 1000" | bc -l)" \
     "$(printf '%s\n' "${times[@]}" | awk '{printf "%s%.0f", (NR>1?" ":""), $1/1000}')"
   printf '%-34s %s\n' "" "RSS: $RSS_LINE"
+  # For bench/run.sh: the median as an info row (key from the label).
+  printf 'RESULT\tfirst_line_%s\trun -> first console line, %s (median)\t%.1f\t\t\tms\tinfo\t\n' \
+    "$(echo "$label" | tr -c 'a-z0-9\n' '_' | tr -s _)" "$label" "$(echo "$med / 1000" | bc -l)"
 }
 
 echo "host: $(nproc) CPUs, $(uname -r); KVM: $([ -e /sys/module/kvm_pvm ] && echo 'nested PVM (kvm_pvm)' || echo plain)"
