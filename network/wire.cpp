@@ -176,11 +176,42 @@ Result<std::unique_ptr<WiredNetwork>> wire_pod_network(const std::vector<Network
       }
       wired->dhcp_.push_back(std::move(*s));
     }
+    for (const auto& p : wired->plans_) {
+      if (p.binding != PlanBinding::Masquerade || p.guest6.empty()) continue;
+      // The guest's IPv6: its default router from our advertisements (the M flag sends it to
+      // DHCPv6), fd10:0:2::2 from DHCPv6.
+      Dhcp6Lease lease6;
+      if (auto a = parse_ipv6(p.guest6)) lease6.address = *a;
+      lease6.search_domains = p.lease.search_domains;
+      RouterAdvertConfig rc;
+      rc.mtu = p.mtu;
+      auto d6 = Dhcp6Server::start(*io, p.bridge, lease6);
+      auto ra = d6 ? RouterAdvertiser::start(*io, p.bridge, rc) : tl::unexpected(d6.error());
+      if (!ra) {
+        auto err = ra.error().wrap("wiring interface " + p.iface_name + ": IPv6");
+        (void)wired->teardown();
+        return tl::unexpected(err);
+      }
+      wired->dhcp6_.push_back(std::move(*d6));
+      wired->ra_.push_back(std::move(*ra));
+    }
   }
   for (const auto& w : wired->interfaces_)
     CHL_LOG_INFO("network: interface {} wired: tap {} mac {} mtu {} queues {}", w.iface_name, w.tap,
                  format_mac(w.mac), w.mtu, w.queues);
   return wired;
+}
+
+std::uint64_t WiredNetwork::dhcp6_answers() const {
+  std::uint64_t n = 0;
+  for (const auto& d : dhcp6_) n += d->answered();
+  return n;
+}
+
+std::uint64_t WiredNetwork::router_adverts() const {
+  std::uint64_t n = 0;
+  for (const auto& r : ra_) n += r->sent();
+  return n;
 }
 
 std::uint64_t WiredNetwork::dhcp_answers() const {
@@ -192,6 +223,8 @@ std::uint64_t WiredNetwork::dhcp_answers() const {
 void WiredNetwork::abandon() {
   done_ = true;
   dhcp_.clear();
+  dhcp6_.clear();
+  ra_.clear();
   interfaces_.clear();
 }
 
@@ -199,6 +232,8 @@ Status WiredNetwork::teardown() {
   if (done_) return {};
   done_ = true;
   dhcp_.clear();
+  dhcp6_.clear();
+  ra_.clear();
   Status first;
   auto keep = [&first](Status st) {
     if (!st) {

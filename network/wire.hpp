@@ -3,7 +3,8 @@
 // pod's): per NetworkPlan a bridge k6t-<pod iface>, a persistent multiqueue-capable tap on it
 // whose fds are kept for the VMM, and per binding:
 //   masquerade  10.0.2.1/24 (+ fd10:0:2::1/120) on the bridge, IP forwarding on, the nftables
-//               table `inet ch_launcher` (SNAT/masquerade out, DNAT in), DHCP for 10.0.2.2;
+//               table `inet ch_launcher` (SNAT/masquerade out, DNAT in), DHCP for 10.0.2.2
+//               (and, when the pod has IPv6, router advertisements and DHCPv6 for fd10:0:2::2);
 //   bridge      the pod interface's address and routes recorded in the bridge's alias and
 //               removed, the pod interface enslaved to the bridge, DHCP handing them to the guest.
 // A second wiring in the same pod (a restarted launcher) finds the devices by name and reuses
@@ -19,10 +20,12 @@
 
 #include "common/error.hpp"
 #include "common/unique_fd.hpp"
+#include "network/dhcp6_server.hpp"
 #include "network/dhcp_server.hpp"
 #include "network/netlink.hpp"
 #include "network/nft_ruleset.hpp"
 #include "network/plan.hpp"
+#include "network/router_advert.hpp"
 
 namespace chl::network {
 
@@ -45,6 +48,9 @@ class WiredNetwork {
   std::vector<WiredInterface>& interfaces() { return interfaces_; }
   [[nodiscard]] const std::vector<NetworkPlan>& plans() const { return plans_; }
   [[nodiscard]] std::uint64_t dhcp_answers() const;
+  // IPv6 masquerade: DHCPv6 answers and router advertisements sent.
+  [[nodiscard]] std::uint64_t dhcp6_answers() const;
+  [[nodiscard]] std::uint64_t router_adverts() const;
 
   // Remove what was made (idempotent); the first error is returned, the rest still done.
   // Uses the netlink and nftables sockets opened when wiring (they stay in the pod's
@@ -60,6 +66,8 @@ class WiredNetwork {
   std::vector<NetworkPlan> plans_;
   std::vector<WiredInterface> interfaces_;
   std::vector<std::unique_ptr<DhcpServer>> dhcp_;
+  std::vector<std::unique_ptr<Dhcp6Server>> dhcp6_;
+  std::vector<std::unique_ptr<RouterAdvertiser>> ra_;
   std::optional<Netlink> nl_;
   std::optional<Nft> nft_;
   bool done_ = false;

@@ -15,6 +15,7 @@ PACKAGES=(
   busybox-static cpio lz4  # the Linux test guest's initramfs and vmlinux (scripts/build-guests.sh)
   libvirt-daemon-system libvirt-clients ovmf  # the qemu-kvm path (libvirtd, virt-xml-validate, EFI)
   libnl-route-3-dev libnftables-dev dnsmasq-base iperf3 iproute2  # pod networking (network/), its tests and bench
+  isc-dhcp-client  # dhclient -6: the DHCPv6 client of the IPv6 masquerade netns test
 )
 
 missing=()

@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "ch_launcher/vmi_parser.hpp"
+#include "common/child_process.hpp"
 #include "network/netlink.hpp"
 #include "network/nft_ruleset.hpp"
 #include "network/tap.hpp"
@@ -173,7 +174,7 @@ TEST_CASE("netns: masquerade — devices, DHCP lease by udhcpc, SNAT to the pod 
   std::unique_ptr<WiredNetwork> wired;
   in_netns(t.pod.name(), [&] {
     auto w = wire_pod_network(plan.plans, &io.io);
-    REQUIRE_MESSAGE(w, w.error().message());
+    REQUIRE_MESSAGE(w, (w ? std::string() : w.error().message()));
     wired = std::move(*w);
   });
   REQUIRE(wired->interfaces().size() == 1);
@@ -263,7 +264,7 @@ TEST_CASE("netns: masquerade — devices, DHCP lease by udhcpc, SNAT to the pod 
   wired.reset();
   in_netns(t.pod.name(), [&] {
     auto w = wire_pod_network(plan.plans, &io.io);
-    REQUIRE_MESSAGE(w, w.error().message());
+    REQUIRE_MESSAGE(w, (w ? std::string() : w.error().message()));
     wired = std::move(*w);
     auto nl = Netlink::open();
     REQUIRE(nl);
@@ -329,7 +330,7 @@ TEST_CASE("netns: masquerade over IPv6 — a guest at fd10:0:2::2/120 leaves as 
   std::unique_ptr<WiredNetwork> wired;
   in_netns(t.pod.name(), [&] {
     auto w = wire_pod_network(plan.plans, nullptr);
-    REQUIRE_MESSAGE(w, w.error().message());
+    REQUIRE_MESSAGE(w, (w ? std::string() : w.error().message()));
     wired = std::move(*w);
   });
   // The guest configured as KubeVirt documents for IPv6 masquerade (its DHCP is IPv4 only):
@@ -368,6 +369,99 @@ TEST_CASE("netns: masquerade over IPv6 — a guest at fd10:0:2::2/120 leaves as 
   });
 }
 
+TEST_CASE("netns: masquerade over IPv6 — router advertisements give the guest its router, DHCPv6 gives it fd10:0:2::2") {
+  Topology t;
+  if (auto why = t.up(1400); !why.empty()) {
+    chl::test::skip(why);
+    return;
+  }
+  for (auto e : {ip(t.node.name(), {"addr", "add", "fd00:77::1/64", "dev", "n-eth0", "nodad"}),
+                 ip(t.pod.name(), {"-6", "route", "add", "default", "via", "fd00:77::1"})})
+    REQUIRE_MESSAGE(e.empty(), e);
+  chl::test::TempDir dir("chlnet6d");
+  auto vmi = vmi_with("      - name: default\n        masquerade: {}\n        ports: [{port: 8080}]\n");
+  auto plan = plan_in(t.pod.name(), vmi, dir);
+  REQUIRE(plan.refusals.empty());
+  const NetworkPlan p = plan.plans.at(0);
+  REQUIRE(p.guest6 == "fd10:0:2::2");
+
+  // The guest stand-in plugged first: the bridge has its carrier (and link-local address) at once.
+  IoThread io;
+  std::unique_ptr<WiredNetwork> wired;
+  in_netns(t.pod.name(), [&] {
+    auto w = wire_pod_network(plan.plans, &io.io);
+    REQUIRE_MESSAGE(w, (w ? std::string() : w.error().message()));
+    wired = std::move(*w);
+  });
+  REQUIRE(t.plug_guest("k6t-eth0", p.mac, p.mtu) == "");
+
+  // Router advertisements: the guest's kernel (accept_ra, not forwarding) installs a default
+  // route through the bridge's link-local address, and takes the MTU.
+  std::string routes;
+  CHECK(chl::test::wait_until(
+      20s,
+      [&] {
+        routes = chl::test::run_command({"ip", "-n", t.guest.name(), "-6", "route", "show", "default"}).output;
+        return routes.find("via fe80::") != std::string::npos && routes.find("proto ra") != std::string::npos;
+      },
+      100ms));
+  INFO(routes);
+  CHECK(routes.find("dev eth0") != std::string::npos);
+  CHECK(wired->router_adverts() >= 1);
+
+  auto dhclient = chl::test::tool("dhclient");
+  if (!dhclient && ::access("/sbin/dhclient", X_OK) == 0) dhclient = "/sbin/dhclient";
+  if (!dhclient) {
+    chl::test::skip("no DHCPv6 client (dhclient from isc-dhcp-client): the DHCPv6 lease is not checked");
+    in_netns(t.pod.name(), [&] { CHECK(wired->teardown()); });
+    return;
+  }
+  // dhclient -6 in the foreground; its script records the lease and applies the address.
+  const auto script = dir / "dhclient6.sh";
+  const auto lease = dir / "lease6.txt";
+  chl::test::write_file(script, "#!/bin/sh\ncase \"$reason\" in BOUND6|REBOOT6|RENEW6) ;; *) exit 0 ;; esac\n"
+                                "echo \"ip6=$new_ip6_address/$new_ip6_prefixlen search=$new_dhcp6_domain_search\" >> " +
+                                    lease.string() + "\n"
+                                "/usr/sbin/ip -6 addr add $new_ip6_address/$new_ip6_prefixlen dev $interface nodad\n");
+  ::chmod(script.c_str(), 0755);
+  chl::common::SpawnOptions so;
+  so.argv = {*chl::test::tool("ip"), "netns", "exec", t.guest.name(), *dhclient, "-6", "-d", "-v", "-sf",
+             script.string(), "-lf", (dir / "dhclient6.leases").string(), "-pf", (dir / "dhclient6.pid").string(),
+             "eth0"};
+  chl::common::UniqueFd log(::open((dir / "dhclient.log").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+  so.stdout_fd = so.stderr_fd = log.get();
+  auto client = chl::common::ChildProcess::spawn(so);
+  REQUIRE(client);
+  const bool bound = chl::test::wait_until(30s, [&] { return !chl::test::read_file(lease).empty(); }, 100ms);
+  CHECK_MESSAGE(bound, chl::test::read_file(dir / "dhclient.log"));
+  CHECK_MESSAGE(chl::test::read_file(lease) == "ip6=fd10:0:2::2/128 search=ns1.svc.cluster.local. cluster.local.\n",
+                chl::test::read_file(lease));
+  CHECK(wired->dhcp6_answers() >= 2);  // ADVERTISE and REPLY
+
+  // With the address from DHCPv6 and the router from the advertisements, the guest leaves as the
+  // pod's IPv6 address and is reached on the forwarded port.
+  auto node_listener = tcp_listen(t.node.name(), 7000, true);
+  REQUIRE(node_listener);
+  CHECK(chl::test::wait_until(10s, [&] { return tcp_connect(t.guest.name(), "fd00:77::1", 7000, 1s) == 0; }, 100ms));
+  CHECK(accept_one(node_listener.get(), 3s) == "fd00:77::2");
+  auto g8080 = tcp_listen(t.guest.name(), 8080, true);
+  REQUIRE(g8080);
+  std::string got;
+  std::thread server([&] { got = accept_one(g8080.get(), 3s, "hello\n"); });
+  std::string reply;
+  CHECK(tcp_connect(t.node.name(), "fd00:77::2", 8080, 3s, &reply) == 0);
+  server.join();
+  CHECK(reply == "hello\n");
+  CHECK(got == "fd00:77::1");
+
+  (void)client->kill_and_reap();
+  in_netns(t.pod.name(), [&] {
+    auto st = wired->teardown();
+    CHECK_MESSAGE(st, (st ? "" : st.error().message()));
+    wired.reset();
+  });
+}
+
 TEST_CASE("netns: bridge binding — the guest gets the pod's address and gateway, teardown gives them back") {
   Topology t;
   if (auto why = t.up(1500); !why.empty()) {
@@ -386,7 +480,7 @@ TEST_CASE("netns: bridge binding — the guest gets the pod's address and gatewa
   std::unique_ptr<WiredNetwork> wired;
   in_netns(t.pod.name(), [&] {
     auto w = wire_pod_network(plan.plans, &io.io);
-    REQUIRE_MESSAGE(w, w.error().message());
+    REQUIRE_MESSAGE(w, (w ? std::string() : w.error().message()));
     wired = std::move(*w);
     auto nl = Netlink::open();
     REQUIRE(nl);
@@ -535,7 +629,7 @@ spec:
   std::unique_ptr<WiredNetwork> wired;
   in_netns(t.pod.name(), [&] {
     auto w = wire_pod_network(plan.plans, &io.io);
-    REQUIRE_MESSAGE(w, w.error().message());
+    REQUIRE_MESSAGE(w, (w ? std::string() : w.error().message()));
     wired = std::move(*w);
   });
   REQUIRE(wired->interfaces().size() == 2);
