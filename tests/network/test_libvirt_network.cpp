@@ -116,7 +116,8 @@ struct PodFixture {
   chl::test::LauncherRun r;
   std::string skipped;  // why the test cannot run ("" = ready)
 
-  PodFixture() {
+  // `vcpus` > 1 with `multiqueue`: networkInterfaceMultiqueue, one queue pair per vCPU.
+  explicit PodFixture(int vcpus = 1, bool multiqueue = false) {
     if (!runnable()) {
       skipped = "see above";
       return;
@@ -194,7 +195,7 @@ spec:
   hypervisor: qemu-kvm
   terminationGracePeriodSeconds: 5
   domain:
-    cpu: {cores: 1}
+    cpu: {cores: )" << vcpus << R"(}
     memory: {guest: 256Mi}
     firmware:
       kernelBoot:
@@ -202,6 +203,7 @@ spec:
         container: {image: kernel-boot:latest, kernelPath: /vmlinuz, initrdPath: /initrd.cpio.gz}
     devices:
       autoattachGraphicsDevice: false
+      networkInterfaceMultiqueue: )" << (multiqueue ? "true" : "false") << R"(
       interfaces:
       - name: default
         masquerade: {}
@@ -321,6 +323,22 @@ TEST_CASE(
   // The tap is on the bridge while the guest runs.
   auto link = chl::test::run_command({"ip", "-n", p.pod.name(), "-o", "link", "show", "tap0"});
   CHECK_MESSAGE(link.output.find("master k6t-eth0") != std::string::npos, link.output);
+  p.check_ports();
+  p.stop_and_check_clean();
+}
+
+TEST_CASE("qemu-kvm run with networkInterfaceMultiqueue: 2 vCPUs, a 2-queue tap libvirt attaches to, the same lease") {
+  PodFixture p(2, true);
+  if (!p.skipped.empty()) return;
+  const std::string console = p.start_and_wait_ready();
+  const std::string out = p.r.output();
+  CHECK(out.find("<driver queues='2'/>") != std::string::npos);
+  CHECK(out.find("queues 2") != std::string::npos);  // what was wired
+  // The tap is multi-queue, and QEMU (through libvirt) holds both queues.
+  auto details = chl::test::run_command({"ip", "-n", p.pod.name(), "-d", "link", "show", "tap0"}).output;
+  CHECK_MESSAGE(details.find("multi_queue") != std::string::npos, details);
+  CHECK_MESSAGE(details.find("numqueues 2") != std::string::npos, details);
+  PodFixture::check_lease(console);
   p.check_ports();
   p.stop_and_check_clean();
 }
