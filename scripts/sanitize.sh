@@ -53,7 +53,9 @@ cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHL_WERROR="${wer
   -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" >/dev/null
 if [ -n "${TARGETS:-}" ]; then
   # One target at a time, in the order given: TARGETS may name make's "<target>/fast" rules
-  # (that target alone, not its dependencies) to skip what a narrowed run does not need.
+  # (that target alone, not its dependencies) to skip what a narrowed run does not need. Those
+  # skip make's header-dependency step too: after headers change, objects are not rebuilt (a
+  # stale object showed up as an ASan stack-buffer-overflow): build normally once first.
   for t in $TARGETS; do
     cmake --build "$BUILD_DIR" -j "$JOBS" --target "$t"
   done
