@@ -117,7 +117,8 @@ struct PodFixture {
   std::string skipped;  // why the test cannot run ("" = ready)
 
   // `vcpus` > 1 with `multiqueue`: networkInterfaceMultiqueue, one queue pair per vCPU.
-  explicit PodFixture(int vcpus = 1, bool multiqueue = false) {
+  // `ipv6`: a dual-stack pod (fd00:77::2/64, node fd00:77::1/64), and `chl.ipv6` for the guest.
+  explicit PodFixture(int vcpus = 1, bool multiqueue = false, bool ipv6 = false) {
     if (!runnable()) {
       skipped = "see above";
       return;
@@ -161,6 +162,12 @@ struct PodFixture {
       auto e = tnet::ip(ns, args);
       REQUIRE_MESSAGE(e.empty(), e);
     }
+    if (ipv6) {
+      for (auto e : {tnet::ip(node.name(), {"addr", "add", "fd00:77::1/64", "dev", "n-eth0", "nodad"}),
+                     tnet::ip(pod.name(), {"addr", "add", "fd00:77::2/64", "dev", "eth0", "nodad"}),
+                     tnet::ip(pod.name(), {"-6", "route", "add", "default", "via", "fd00:77::1"})})
+        REQUIRE_MESSAGE(e.empty(), e);
+    }
     std::string nft_error;
     tnet::in_netns(pod.name(), [&] {
       if (auto t = chl::network::nft_list_table(); !t) nft_error = t.error().message();
@@ -199,7 +206,7 @@ spec:
     memory: {guest: 256Mi}
     firmware:
       kernelBoot:
-        kernelArgs: "console=ttyS0 quiet panic=-1"
+        kernelArgs: "console=ttyS0 quiet panic=-1)" << (ipv6 ? " chl.ipv6" : "") << R"("
         container: {image: kernel-boot:latest, kernelPath: /vmlinuz, initrdPath: /initrd.cpio.gz}
     devices:
       autoattachGraphicsDevice: false
@@ -340,6 +347,28 @@ TEST_CASE("qemu-kvm run with networkInterfaceMultiqueue: 2 vCPUs, a 2-queue tap 
   CHECK_MESSAGE(details.find("numqueues 2") != std::string::npos, details);
   PodFixture::check_lease(console);
   p.check_ports();
+  p.stop_and_check_clean();
+}
+
+TEST_CASE("qemu-kvm run in a dual-stack pod: the guest finds its IPv6 router from our advertisements and reaches it") {
+  PodFixture p(1, false, true);
+  if (!p.skipped.empty()) return;
+  const std::string console = p.start_and_wait_ready();
+  MESSAGE("guest: " << console.substr(console.find("chl-net:")));
+  PodFixture::check_lease(console);
+  CHECK_MESSAGE(console.find("chl-net: ipv6 router fe80::") != std::string::npos, console);
+  CHECK_MESSAGE(console.find("chl-net: ipv6 gateway ok") != std::string::npos, console);
+  // From the node over IPv6: the forwarded port reaches the guest (DNAT to fd10:0:2::2).
+  std::string back;
+  CHECK(chl::test::wait_until(
+      30s,
+      [&] {
+        back.clear();
+        return tnet::tcp_connect(p.node.name(), "fd00:77::2", 8080, 5s, &back) == 0 &&
+               back.find("hello-from-guest") != std::string::npos;
+      },
+      200ms));
+  CHECK_MESSAGE(back.find("hello-from-guest") != std::string::npos, back);
   p.stop_and_check_clean();
 }
 

@@ -5,6 +5,10 @@
 #   - gets a lease with busybox udhcpc on eth0 and prints it:
 #       "chl-net: lease ip=IP subnet=MASK router=GW mtu=MTU dns=DNS"
 #   - pings 10.0.2.1, the masquerade gateway: "chl-net: gateway ok" (or "... failed");
+#   - with `chl.ipv6` on the kernel command line: waits up to 10 s for a default route from
+#     router advertisements ("chl-net: ipv6 router fe80::..."), adds fd10:0:2::2/120 (KubeVirt's
+#     static IPv6 address: busybox has no DHCPv6 client) and pings fd10:0:2::1
+#     ("chl-net: ipv6 gateway ok");
 #   - listens with busybox nc: 8080 and 9090 answer "hello-from-guest", 5002 sends 20 MiB of
 #     zeros (throughput);
 #   - prints "chl-net: ready".
@@ -45,6 +49,24 @@ ip link set lo up
 ip link set eth0 up || echo "chl-net: no eth0"
 udhcpc -i eth0 -f -q -n -t 10 -T 2 -s /lease.sh || echo "chl-net: no lease"
 if ping -c 2 -W 3 10.0.2.1 >/dev/null 2>&1; then echo "chl-net: gateway ok"; else echo "chl-net: gateway failed"; fi
+# With chl.ipv6 on the command line (a dual-stack pod): the router from the bridge's
+# advertisements, then KubeVirt's static address (busybox has no DHCPv6 client) and a ping6.
+if grep -qw chl.ipv6 /proc/cmdline; then
+  i=0 r=""
+  while [ $i -lt 20 ]; do
+    r=$(ip -6 route show default 2>/dev/null | grep -o 'via fe80:[0-9a-f:]*')
+    [ -n "$r" ] && break
+    i=$((i + 1)); sleep 0.5
+  done
+  echo "chl-net: ipv6 router ${r#via }"
+  ip -6 addr add fd10:0:2::2/120 dev eth0
+  ok=failed i=0
+  while [ $i -lt 5 ]; do
+    if ping6 -c 1 -W 2 fd10:0:2::1 >/dev/null 2>&1; then ok=ok; break; fi
+    i=$((i + 1)); sleep 0.5
+  done
+  echo "chl-net: ipv6 gateway $ok"
+fi
 nc -ll -p 8080 -e /hello.sh &
 nc -ll -p 9090 -e /hello.sh &
 nc -ll -p 5002 -e /send.sh &
