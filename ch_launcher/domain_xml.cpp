@@ -57,33 +57,6 @@ Bus disk_bus(const Disk& d) {
 
 }  // namespace
 
-std::string xml_escape(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 std::string domain_name(const Vmi& vmi) {
   return vmi.metadata.namespace_ + "_" + vmi.metadata.name;
 }

@@ -17,6 +17,7 @@
 #include "ch_launcher/accel_probe.hpp"
 #include "ch_launcher/plan.hpp"
 #include "ch_launcher/vmi.hpp"
+#include "common/xml_escape.hpp"
 
 namespace chl::core {
 
@@ -35,8 +36,8 @@ struct DomainXmlOptions {
 // "<namespace>_<name>", KubeVirt's libvirt domain name.
 std::string domain_name(const Vmi& vmi);
 
-// Escape text for XML character data and attribute values.
-std::string xml_escape(std::string_view s);
+// Escape text for XML character data and attribute values (common/xml_escape.hpp).
+using common::xml_escape;
 
 std::string to_domain_xml(const Vmi& vmi, const LaunchPlan& plan, const DomainXmlOptions& opts);
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "common/xml_escape.hpp"
+
 namespace chl::network {
 
 vmm_api::NetConfig ch_net_config(const WiredInterface& w) {
@@ -20,47 +22,18 @@ std::vector<int> tap_fd_numbers(const WiredInterface& w) {
   return fds;
 }
 
-namespace {
-// XML attribute values (quoted with ').
-std::string esc(std::string_view v) {
-  std::string out;
-  for (char c : v) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-}  // namespace
-
 std::string libvirt_interface_xml(const LibvirtNic& nic) {
   const std::string model = nic.model.empty() ? "virtio" : nic.model;
   std::ostringstream x;
   x << "    <interface type='ethernet'>\n";
-  if (!nic.mac.empty()) x << "      <mac address='" << esc(nic.mac) << "'/>\n";
-  x << "      <target dev='" << esc(nic.tap) << "' managed='no'/>\n"
-    << "      <model type='" << esc(model) << "'/>\n";
+  if (!nic.mac.empty()) x << "      <mac address='" << common::xml_escape(nic.mac) << "'/>\n";
+  x << "      <target dev='" << common::xml_escape(nic.tap) << "' managed='no'/>\n"
+    << "      <model type='" << common::xml_escape(model) << "'/>\n";
   // No driver name: libvirt takes vhost-net when it can (KVM) and QEMU's userspace backend
   // otherwise (TCG), where name='vhost' would be refused.
   if (nic.queues > 1 && model == "virtio") x << "      <driver queues='" << nic.queues << "'/>\n";
   if (nic.mtu > 0) x << "      <mtu size='" << nic.mtu << "'/>\n";
-  if (!nic.alias.empty()) x << "      <alias name='" << esc(nic.alias) << "'/>\n";
+  if (!nic.alias.empty()) x << "      <alias name='" << common::xml_escape(nic.alias) << "'/>\n";
   x << "    </interface>\n";
   return x.str();
 }
