@@ -6,77 +6,12 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include "ch_launcher/libvirt_daemon.hpp"
-#include "tests/ch_launcher/launcher_harness.hpp"
+#include "tests/ch_launcher/qemu_harness.hpp"
 
-using chl::test::LauncherRun;
+using chl::test::libvirt_runnable;
+using chl::test::QemuRun;
 using nlohmann::json;
 using namespace std::chrono_literals;
-
-namespace {
-
-constexpr auto kStart = 180s;  // libvirtd start + QEMU capability probe + boot, on 2 busy cores
-
-// Root, QEMU, libvirtd and the guest: else skip with the reason.
-bool libvirt_runnable() {
-  if (::geteuid() != 0) {
-    chl::test::skip("qemu-kvm tests need root (qemu:///system, and starting libvirtd)");
-    return false;
-  }
-  for (const char* t : {"qemu-system-x86_64", "libvirtd", "virtlogd"}) {
-    if (!chl::test::tool(t) && ::access((std::string("/usr/sbin/") + t).c_str(), X_OK) != 0) {
-      chl::test::skip(
-          std::string(t) +
-          " not installed (scripts/setup.sh installs qemu-system-x86 libvirt-daemon-system)");
-      return false;
-    }
-  }
-  if (!std::filesystem::exists(chl::test::guest_kernel())) {
-    chl::test::skip("no PVH test guest at " + chl::test::guest_kernel().string() +
-                    " (build target pvh_guest)");
-    return false;
-  }
-  return true;
-}
-
-// A run on qemu-kvm with the PVH guest under TCG (the guest is tiny; TCG is always usable).
-struct QemuRun : LauncherRun {
-  QemuRun() { hypervisor = "qemu-kvm"; }
-  void go(const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> e = {"--accel", "tcg"};
-    e.insert(e.end(), extra.begin(), extra.end());
-    start(e);
-  }
-  bool running() {
-    bool ok = wait_state("Running", kStart);
-    if (!ok) MESSAGE("launcher output:\n" << output());
-    return ok;
-  }
-  long qemu_pid() {
-    json d = domain();
-    return d.contains("vmm") && d["vmm"].contains("pid") ? d["vmm"]["pid"].get<long>() : -1;
-  }
-  // Nothing left: sockets, pid file, QEMU, the libvirt domain (no domain of that name on a
-  // daemon that still answers).
-  void check_clean_qemu(long pid) {
-    check_clean(-1);
-    if (pid > 0)
-      CHECK_MESSAGE(!chl::core::process_alive(static_cast<pid_t>(pid)),
-                    "QEMU pid " << pid << " still alive");
-    if (chl::core::unix_socket_answers("/run/libvirt/libvirt-sock")) {
-      auto r = chl::test::run_command({"virsh", "-c", "qemu:///system", "list", "--all", "--name"});
-      CHECK_MESSAGE(r.output.find("default_testvm") == std::string::npos, r.output);
-    }
-    // Only the launcher's lasting files remain in the state directory.
-    for (const auto& e : std::filesystem::directory_iterator(state_dir())) {
-      auto n = e.path().filename().string();
-      CHECK_MESSAGE((n == "launcher.lock" || n == "vmi.uid" || n.rfind("virt-serial0-log", 0) == 0),
-                    "left behind: " << n);
-    }
-  }
-};
-
-}  // namespace
 
 TEST_CASE(
     "qemu-kvm run: lifecycle through the CLI, console banner and echo, ends Shutoff with exit 0") {
@@ -162,7 +97,7 @@ TEST_CASE("qemu-kvm run: the guest powering itself off ends the launcher with ex
   QemuRun r;
   r.write_vmi("console=ttyS0 poweroff");
   r.go();
-  auto exit = r.wait_exit(kStart);
+  auto exit = r.wait_exit(chl::test::kQemuStart);
   REQUIRE_MESSAGE(exit, r.output());
   CHECK_MESSAGE(exit->code == 0, r.output());
   CHECK(r.output().find("VM ended: state Shutoff reason Shutdown") != std::string::npos);
