@@ -324,7 +324,10 @@ void LauncherService::kill(Reply reply) {
 void LauncherService::begin_graceful_stop(std::chrono::seconds grace) {
   if (stopping_ || torn_down_) return;
   stopping_ = true;
-  if (!booted_ || driver_->state() == DomainState::Paused) {
+  // Running comes from the VMM's event, which can precede the answer to the boot call: a guest
+  // the VMM says runs gets the power button (queued on the worker behind the boot call).
+  const bool running = booted_ || driver_->state() == DomainState::Running;
+  if (!running || driver_->state() == DomainState::Paused) {
     // A guest that is not running cannot answer the power button.
     begin_forced_stop(booted_ ? "the VM is paused" : "the VM has not booted");
     return;

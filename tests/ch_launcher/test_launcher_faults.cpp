@@ -151,3 +151,21 @@ TEST_CASE("fault: the event monitor closing under a live VMM ends the VMM, Shuto
   CHECK_MESSAGE(out.find("VM ended: state Shutoff reason Failed, launcher exits 3") != std::string::npos, out);
   r.check_clean(pid);
 }
+
+TEST_CASE("fault: a stop between the VMM's booted event and its boot answer still presses the power button") {
+  if (!need_double()) return;
+  LauncherRun r;
+  r.write_vmi("console=ttyS0");
+  // Running is reported from vm/booted at once; the answer to vm.boot comes 1.5 s later.
+  r.start({}, r.vmm_with_env({{"VMM_DOUBLE_BOOT_ANSWER_DELAY_MS", "1500"}}));
+  REQUIRE_MESSAGE(r.wait_state("Running"), r.output());
+  const long pid = vmm_pid(r.domain());
+  REQUIRE(r.child.signal(SIGTERM));
+  auto exit = r.wait_exit();
+  REQUIRE(exit);
+  // The guest was asked, not forced: it powered off, Shutoff (Shutdown), exit 0.
+  CHECK_MESSAGE(exit->code == 0, r.output());
+  CHECK(r.output().find("pressing the ACPI power button") != std::string::npos);
+  CHECK_MESSAGE(r.output().find("VM ended: state Shutoff reason Shutdown") != std::string::npos, r.output());
+  r.check_clean(pid);
+}

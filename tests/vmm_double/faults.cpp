@@ -40,6 +40,7 @@ Faults Faults::from_env() {
   const std::string g = env("VMM_DOUBLE_GARBAGE_EVENTS");
   f.garbage_events = !g.empty() && g != "0";
   f.boot_delay_ms = number("VMM_DOUBLE_BOOT_DELAY_MS", 0);
+  f.boot_answer_delay_ms = number("VMM_DOUBLE_BOOT_ANSWER_DELAY_MS", 0);
   f.phase_delay_ms = number("VMM_DOUBLE_PHASE_DELAY_MS", 20);
   f.heartbeat_ms = number("VMM_DOUBLE_HEARTBEAT_MS", 0);
   return f;

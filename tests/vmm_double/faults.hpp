@@ -37,6 +37,7 @@ struct Faults {
   std::set<std::string> fail;
   bool garbage_events = false;
   int boot_delay_ms = 0;
+  int boot_answer_delay_ms = 0;  // `booted` at once, the 204 of vm.boot held this long
   int phase_delay_ms = 20;
   int heartbeat_ms = 0;
 
