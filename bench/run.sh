@@ -10,7 +10,8 @@
 #       info         (no target)
 # Usage: bench/run.sh [--quick] [BUILD_DIR]   (--quick: fewer rounds, 1 qcow2 run; for CI smoke)
 #        bench/run.sh --render LOG   (only rebuild results.md/.tsv/.svg from the RESULT lines in LOG,
-#                                     e.g. a run that was stopped part-way)
+#                                     e.g. a run that was stopped part-way; RENDER_NOTE says what
+#                                     the log is, in the table's heading)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 QUICK=0
@@ -64,7 +65,7 @@ fi  # not --render
 if [ -n "$RENDER" ]; then grep '^RESULT' "$RENDER" > "$RAW" || true; fi
 cp "$RAW" "$OUT/results.tsv"
 # The table and the margins (>= 1 means the target is met).
-awk -F'\t' -v when="$(date -u '+%Y-%m-%d %H:%M UTC')${RENDER:+, rendered from the RESULT lines of a run stopped part-way}" -v host="$(nproc) cores$([ -z "$RENDER" ] && echo ", load $(cut -d' ' -f1-3 /proc/loadavg)")" \
+awk -F'\t' -v when="$(date -u '+%Y-%m-%d %H:%M UTC')${RENDER:+, rendered from the RESULT lines of a log (${RENDER_NOTE:-a run stopped part-way, or runs put together})}" -v host="$(nproc) cores$([ -z "$RENDER" ] && echo ", load $(cut -d' ' -f1-3 /proc/loadavg)")" \
     -v quick="$QUICK" -v margins="$OUT/results.margins" '
   function f(x) { return (x == "" ? "" : (x + 0 == int(x + 0) ? sprintf("%d", x) : (x + 0 >= 1000 ? sprintf("%.0f", x) : sprintf("%.3g", x)))) }
   BEGIN {

@@ -41,7 +41,6 @@ CloudHypervisorDriver::~CloudHypervisorDriver() {
 Status CloudHypervisorDriver::launch(EventSink sink, ExitHandler on_exit) {
   sink_ = std::move(sink);
   on_exit_ = std::move(on_exit);
-  if (auto v = vmm_version(opts_.vmm_binary)) version_ = *v;
   VmmStartOptions so;
   so.binary = opts_.vmm_binary;
   so.api_socket = opts_.state_dir / "ch-api.sock";
@@ -175,7 +174,12 @@ bool CloudHypervisorDriver::finished() const {
 }
 
 json CloudHypervisorDriver::vmm_identity() const {
-  json j = {{"binary", opts_.vmm_binary}, {"version", version_}};
+  std::string version;
+  {
+    std::lock_guard lock(version_mutex_);
+    version = version_;
+  }
+  json j = {{"binary", opts_.vmm_binary}, {"version", version}};
   if (vmm_) j["pid"] = vmm_->child.pid();
   return j;
 }
@@ -193,7 +197,20 @@ Result<std::optional<std::string>> CloudHypervisorDriver::create_and_boot() {
     (void)added;
   }
   CHL_TRY_VOID(common::wrap(client_.vm_boot(), "booting the VM"));
+  learn_version();
   return pty;
+}
+
+void CloudHypervisorDriver::learn_version() {
+  // From the running VMM's vmm.ping (microseconds on the API socket), not from a `--version`
+  // child before the start (a process spawn on the launch path). Informative only.
+  auto ping = client_.vmm_ping();
+  if (!ping) {
+    CHL_LOG_DEBUG("vmm.ping: {}", ping.error().message());
+    return;
+  }
+  std::lock_guard lock(version_mutex_);
+  version_ = ping->build_version.value_or(ping->version);
 }
 
 Status CloudHypervisorDriver::pause() { return client_.vm_pause(); }
@@ -235,7 +252,9 @@ Status CloudHypervisorDriver::snapshot(const std::filesystem::path& dir) {
 Status CloudHypervisorDriver::restore(const std::filesystem::path& dir) {
   vmm_api::RestoreConfig rc;
   rc.source_url = file_url(dir);
-  return client_.vm_restore(rc);
+  CHL_TRY_VOID(client_.vm_restore(rc));
+  learn_version();
+  return {};
 }
 
 Result<json> CloudHypervisorDriver::add_disk(const json& disk) {

@@ -3,6 +3,8 @@
 // passed as fd, event monitor as a pipe), reads its event stream and its exit (pidfd) on the
 // io_context, translates them through events::DomainStateTracker, and drives the REST API
 // through vmm_api::Client on the worker thread.
+#include <mutex>
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -76,6 +78,7 @@ class CloudHypervisorDriver final : public Driver {
   void on_exit();
   void on_event_monitor_closed(const boost::system::error_code& ec);
   [[nodiscard]] bool vmm_dead() const;  // exited (reaped or a zombie not reaped yet)
+  void learn_version();  // vmm.ping after boot or restore, on the API worker
   void deliver(const std::vector<events::DomainEvent>& evs);
 
   boost::asio::io_context& io_;
@@ -93,6 +96,8 @@ class CloudHypervisorDriver final : public Driver {
   EventSink sink_;
   ExitHandler on_exit_;
   char buf_[8192];
+  // The VMM's build version from vmm.ping, set on the API worker, read on the event loop.
+  mutable std::mutex version_mutex_;
   std::string version_;
   bool killed_by_us_ = false;  // kill_vmm() sent SIGKILL to a live VMM
 };

@@ -56,28 +56,4 @@ Result<VmmProcess> start_vmm(const VmmStartOptions& opts) {
   return vmm;
 }
 
-Result<std::string> vmm_version(const std::string& binary) {
-  int p[2];
-  if (::pipe2(p, O_CLOEXEC) != 0) return fail_errno("pipe");
-  UniqueFd r(p[0]), w(p[1]);
-  common::SpawnOptions so;
-  so.argv = {binary, "--version"};
-  so.env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
-  so.stdout_fd = w.get();
-  CHL_TRY(auto child, common::wrap(common::ChildProcess::spawn(so), binary + " --version"));
-  w.reset();
-  std::string out;
-  char buf[512];
-  for (;;) {
-    ssize_t n = common::retry_eintr([&] { return ::read(r.get(), buf, sizeof buf); });
-    if (n <= 0) break;
-    out.append(buf, static_cast<std::size_t>(n));
-    if (out.size() > 4096) break;
-  }
-  CHL_TRY(auto st, child.wait());
-  if (!st.success()) return fail(std::errc::io_error, binary + " --version: " + st.describe());
-  if (auto nl = out.find('\n'); nl != std::string::npos) out.resize(nl);
-  return out;
-}
-
 }  // namespace chl::core

@@ -29,7 +29,4 @@ struct VmmProcess {
 
 common::Result<VmmProcess> start_vmm(const VmmStartOptions& opts);
 
-// `binary --version`, first line (e.g. "cloud-hypervisor v52.0.0").
-common::Result<std::string> vmm_version(const std::string& binary);
-
 }  // namespace chl::core
