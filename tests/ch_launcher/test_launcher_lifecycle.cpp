@@ -3,6 +3,8 @@
 // behind. Also the faults the double injects.
 #include <signal.h>
 
+#include <atomic>
+
 #include "tests/ch_launcher/launcher_harness.hpp"
 
 using chl::test::LauncherRun;
@@ -187,15 +189,17 @@ TEST_CASE("run: events stream starts with the current state and follows pause an
   r.write_vmi("console=ttyS0");
   r.start();
   REQUIRE_MESSAGE(r.wait_state("Running"), r.output());
-  std::vector<json> seen;
+  std::vector<json> seen;  // written by the reader thread; read here after join
+  std::atomic<bool> subscribed{false};
   std::thread reader([&] {
     (void)chl::core::command_stream(r.socket(), "/v1/events", [&](const std::string& line) {
       seen.push_back(json::parse(line));
+      subscribed = true;
       return seen.size() < 5;
     });
   });
   // Give the stream a moment to subscribe before acting (the first line proves it).
-  CHECK(chl::test::wait_until(std::chrono::seconds(5), [&] { return !seen.empty(); }));
+  CHECK(chl::test::wait_until(std::chrono::seconds(5), [&] { return subscribed.load(); }));
   CHECK(r.cli({"pause"}).exit_code == 0);
   CHECK(r.wait_state("Paused"));
   CHECK(r.cli({"resume"}).exit_code == 0);
