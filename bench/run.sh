@@ -66,7 +66,7 @@ if [ -n "$RENDER" ]; then grep '^RESULT' "$RENDER" > "$RAW" || true; fi
 cp "$RAW" "$OUT/results.tsv"
 # The table and the margins (>= 1 means the target is met).
 awk -F'\t' -v when="$(date -u '+%Y-%m-%d %H:%M UTC')${RENDER:+, rendered from the RESULT lines of a log (${RENDER_NOTE:-a run stopped part-way, or runs put together})}" -v host="$(nproc) cores$([ -z "$RENDER" ] && echo ", load $(cut -d' ' -f1-3 /proc/loadavg)")" \
-    -v quick="$QUICK" -v margins="$OUT/results.margins" '
+    -v quick="$([ -n "$RENDER" ] && echo 0 || echo "$QUICK")" -v margins="$OUT/results.margins" '
   function f(x) { return (x == "" ? "" : (x + 0 == int(x + 0) ? sprintf("%d", x) : (x + 0 >= 1000 ? sprintf("%.0f", x) : sprintf("%.3g", x)))) }
   BEGIN {
     print "# Benchmark results"
@@ -106,5 +106,21 @@ GP
   printf '\n![margins against targets](results.svg)\n' >> "$OUT/results.md"
 fi
 rm -f "$OUT/results.margins"
+# README carries the same table between its bench-table markers (the heading line and the table).
+if grep -q '<!-- bench-table -->' "$ROOT/README.md" && grep -q '<!-- /bench-table -->' "$ROOT/README.md"; then
+  readme_tmp=$(mktemp "$ROOT/.README.md.XXXXXX")
+  awk -v table="$OUT/results.md" '
+    /<!-- bench-table -->/ {
+      print
+      while ((getline line < table) > 0) {
+        if (line ~ /^Written by/) { print line; print "" } else if (line ~ /^\|/) print line
+      }
+      print ""
+      skip = 1
+      next
+    }
+    /<!-- \/bench-table -->/ { skip = 0 }
+    !skip { print }' "$ROOT/README.md" > "$readme_tmp" && mv "$readme_tmp" "$ROOT/README.md"
+fi
 echo "=== bench/results.md"
 cat "$OUT/results.md"
