@@ -12,12 +12,11 @@
 using chl::test::QemuRun;
 using namespace std::chrono_literals;
 
-TEST_CASE("qemu-kvm fault: missing OVMF is refused before libvirt or QEMU is involved, exit 1") {
-  if (!chl::test::libvirt_runnable()) return;
-  QemuRun r;
-  const auto fw = r.dir.path() / "firmware";
+namespace {
+
+// An EFI VMI (no Secure Boot) with one 1 MiB raw root disk; returns the disk's path.
+std::filesystem::path write_efi_vmi(chl::test::QemuRun& r) {
   const auto disk = r.dir.path() / "disk" / "root.img";
-  std::filesystem::create_directories(fw);
   std::filesystem::create_directories(disk.parent_path());
   chl::test::write_file(disk, std::string(1 << 20, '\0'));
   chl::test::write_file(
@@ -30,6 +29,17 @@ TEST_CASE("qemu-kvm fault: missing OVMF is refused before libvirt or QEMU is inv
       "      autoattachGraphicsDevice: false\n"
       "      disks:\n      - name: rootdisk\n        disk:\n          bus: virtio\n"
       "  volumes:\n  - name: rootdisk\n    containerDisk:\n      image: demo/rootdisk:latest\n");
+  return disk;
+}
+
+}  // namespace
+
+TEST_CASE("qemu-kvm fault: missing OVMF is refused before libvirt or QEMU is involved, exit 1") {
+  if (!chl::test::libvirt_runnable()) return;
+  QemuRun r;
+  const auto fw = r.dir.path() / "firmware";
+  std::filesystem::create_directories(fw);
+  const auto disk = write_efi_vmi(r);
   r.go({"--firmware-dir", fw.string(), "--volume", "rootdisk=" + disk.string()});
   auto exit = r.wait_exit(60s);
   REQUIRE_MESSAGE(exit, r.output());
@@ -98,19 +108,7 @@ TEST_CASE(
       !std::filesystem::exists("/usr/share/OVMF/OVMF_CODE.fd"))
     return chl::test::skip("no OVMF in /usr/share/OVMF (Debian package ovmf)");
   QemuRun r;
-  const auto disk = r.dir.path() / "disk" / "root.img";
-  std::filesystem::create_directories(disk.parent_path());
-  chl::test::write_file(disk, std::string(1 << 20, '\0'));
-  chl::test::write_file(
-      r.vmi_file(),
-      "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nmetadata:\n  name: testvm\n"
-      "  namespace: default\n  uid: 6a1f3c2e-0000-4000-8000-00000000abcd\n"
-      "spec:\n  hypervisor: qemu-kvm\n  domain:\n    cpu:\n      cores: 1\n"
-      "    memory:\n      guest: 64Mi\n    firmware:\n      bootloader:\n        efi:\n"
-      "          secureBoot: false\n    devices:\n      autoattachPodInterface: false\n"
-      "      autoattachGraphicsDevice: false\n"
-      "      disks:\n      - name: rootdisk\n        disk:\n          bus: virtio\n"
-      "  volumes:\n  - name: rootdisk\n    containerDisk:\n      image: demo/rootdisk:latest\n");
+  const auto disk = write_efi_vmi(r);
   r.go({"--volume", "rootdisk=" + disk.string()});
   REQUIRE(r.running());  // OVMF runs (no bootable disk: it stays in its boot manager)
   const long pid = r.qemu_pid();

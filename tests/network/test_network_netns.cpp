@@ -149,6 +149,19 @@ PlanResult plan_in(const std::string& pod_ns, const chl::core::Vmi& vmi, const c
   return r;
 }
 
+// An IPv6 pod (the node's side fd00:77::1/64, the pod's default route through it) and the plan of
+// one masquerade interface forwarding 8080 in it.
+NetworkPlan ipv6_masquerade_plan(const Topology& t, const chl::test::TempDir& dir) {
+  for (auto e : {ip(t.node.name(), {"addr", "add", "fd00:77::1/64", "dev", "n-eth0", "nodad"}),
+                 ip(t.pod.name(), {"-6", "route", "add", "default", "via", "fd00:77::1"})})
+    REQUIRE_MESSAGE(e.empty(), e);
+  auto vmi = vmi_with("      - name: default\n        masquerade: {}\n        ports: [{port: 8080}]\n");
+  auto plan = plan_in(t.pod.name(), vmi, dir);
+  REQUIRE(plan.refusals.empty());
+  REQUIRE(plan.plans.size() == 1);
+  return plan.plans[0];
+}
+
 }  // namespace
 
 TEST_CASE("netns: masquerade — devices, DHCP lease by udhcpc, SNAT to the pod IP, forwarded port only, restart, teardown") {
@@ -314,22 +327,14 @@ TEST_CASE("netns: masquerade over IPv6 — a guest at fd10:0:2::2/120 leaves as 
     chl::test::skip(why);
     return;
   }
-  // The node's side of the pod's IPv6 network, and the pod's default route through it.
-  for (auto e : {ip(t.node.name(), {"addr", "add", "fd00:77::1/64", "dev", "n-eth0", "nodad"}),
-                 ip(t.pod.name(), {"-6", "route", "add", "default", "via", "fd00:77::1"})})
-    REQUIRE_MESSAGE(e.empty(), e);
   chl::test::TempDir dir("chlnet6");
-  auto vmi = vmi_with("      - name: default\n        masquerade: {}\n        ports: [{port: 8080}]\n");
-  auto plan = plan_in(t.pod.name(), vmi, dir);
-  REQUIRE(plan.refusals.empty());
-  REQUIRE(plan.plans.size() == 1);
-  const NetworkPlan p = plan.plans[0];
+  const NetworkPlan p = ipv6_masquerade_plan(t, dir);
   REQUIRE(p.gateway6 == "fd10:0:2::1/120");
   REQUIRE(p.guest6 == "fd10:0:2::2");
 
   std::unique_ptr<WiredNetwork> wired;
   in_netns(t.pod.name(), [&] {
-    auto w = wire_pod_network(plan.plans, nullptr);
+    auto w = wire_pod_network({p}, nullptr);
     REQUIRE_MESSAGE(w, (w ? std::string() : w.error().message()));
     wired = std::move(*w);
   });
@@ -375,21 +380,15 @@ TEST_CASE("netns: masquerade over IPv6 — router advertisements give the guest 
     chl::test::skip(why);
     return;
   }
-  for (auto e : {ip(t.node.name(), {"addr", "add", "fd00:77::1/64", "dev", "n-eth0", "nodad"}),
-                 ip(t.pod.name(), {"-6", "route", "add", "default", "via", "fd00:77::1"})})
-    REQUIRE_MESSAGE(e.empty(), e);
   chl::test::TempDir dir("chlnet6d");
-  auto vmi = vmi_with("      - name: default\n        masquerade: {}\n        ports: [{port: 8080}]\n");
-  auto plan = plan_in(t.pod.name(), vmi, dir);
-  REQUIRE(plan.refusals.empty());
-  const NetworkPlan p = plan.plans.at(0);
+  const NetworkPlan p = ipv6_masquerade_plan(t, dir);
   REQUIRE(p.guest6 == "fd10:0:2::2");
 
   // The guest stand-in plugged first: the bridge has its carrier (and link-local address) at once.
   IoThread io;
   std::unique_ptr<WiredNetwork> wired;
   in_netns(t.pod.name(), [&] {
-    auto w = wire_pod_network(plan.plans, &io.io);
+    auto w = wire_pod_network({p}, &io.io);
     REQUIRE_MESSAGE(w, (w ? std::string() : w.error().message()));
     wired = std::move(*w);
   });
