@@ -19,23 +19,18 @@
 #include <vector>
 
 #include "common/log.hpp"
+#include "fuzz/fuzz_support.hpp"
 #include "disks/cloud_init.hpp"
 #include "disks/cloud_init_image.hpp"
 
 namespace {
 
+using chl::fuzz::require;
+
 namespace fs = std::filesystem;
 
-void require(bool ok) {
-  if (!ok) std::abort();  // libFuzzer reports the input as a crash
-}
 
 fs::path g_scratch;
-
-void remove_scratch() {
-  std::error_code ec;
-  if (!g_scratch.empty()) fs::remove_all(g_scratch, ec);
-}
 
 bool valid_json(const std::string& s) { return nlohmann::json::accept(s); }
 
@@ -65,12 +60,8 @@ void write_and_check(Write write) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  chl::common::log::logger()->set_level(spdlog::level::off);
-  const fs::path base = fs::exists("/dev/shm") ? fs::path("/dev/shm") : fs::temp_directory_path();
-  std::string tmpl = (base / "chl-fuzz-cloud-init-XXXXXX").string();
-  if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
-  g_scratch = tmpl;
-  std::atexit(remove_scratch);
+  chl::fuzz::quiet_logs();
+  g_scratch = chl::fuzz::scratch_dir("cloud-init");
   return 0;
 }
 

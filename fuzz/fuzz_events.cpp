@@ -12,31 +12,22 @@
 #include <vector>
 
 #include "common/log.hpp"
+#include "fuzz/fuzz_support.hpp"
 #include "events/domain_state_tracker.hpp"
 #include "events/event_stream_parser.hpp"
 #include "events/vmm_event.hpp"
 
 namespace {
 
-void require(bool ok) {
-  if (!ok) std::abort();  // libFuzzer reports the input as a crash
-}
+using chl::fuzz::require;
+using chl::fuzz::Rng;
 
-// xorshift: chunk sizes from the seed byte, reproducible per input.
-struct Rng {
-  std::uint32_t s;
-  std::uint32_t next() {
-    s ^= s << 13;
-    s ^= s >> 17;
-    s ^= s << 5;
-    return s;
-  }
-};
+
 
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  chl::common::log::logger()->set_level(spdlog::level::off);
+  chl::fuzz::quiet_logs();
   return 0;
 }
 

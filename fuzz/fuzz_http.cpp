@@ -11,27 +11,19 @@
 #include <string_view>
 
 #include "common/log.hpp"
+#include "fuzz/fuzz_support.hpp"
 #include "vmm_api/error.hpp"
 #include "vmm_api/http_response_parser.hpp"
 #include "vmm_api/types.hpp"
 
 namespace {
 
+using chl::fuzz::require;
+using chl::fuzz::Rng;
+
 using chl::vmm_api::HttpResponseParser;
 
-void require(bool ok) {
-  if (!ok) std::abort();  // libFuzzer reports the input as a crash
-}
 
-struct Rng {
-  std::uint32_t s;
-  std::uint32_t next() {
-    s ^= s << 13;
-    s ^= s >> 17;
-    s ^= s << 5;
-    return s;
-  }
-};
 
 // Decoded, the body re-encodes to JSON that decodes to the same value.
 template <typename T, typename Parse>
@@ -79,7 +71,7 @@ HttpResponseParser::State run_parser(HttpResponseParser& p, std::string_view byt
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  chl::common::log::logger()->set_level(spdlog::level::off);
+  chl::fuzz::quiet_logs();
   return 0;
 }
 

@@ -20,17 +20,17 @@
 #include <vector>
 
 #include "common/log.hpp"
+#include "fuzz/fuzz_support.hpp"
 #include "common/unique_fd.hpp"
 #include "disks/convert.hpp"
 #include "disks/image_layer.hpp"
 
 namespace {
 
+using chl::fuzz::require;
+
 namespace fs = std::filesystem;
 
-void require(bool ok) {
-  if (!ok) std::abort();  // libFuzzer reports the input as a crash
-}
 
 fs::path g_scratch;
 // CHL_FUZZ_DEBUG=1: print why an input was refused (to check that the seeds get through).
@@ -38,11 +38,6 @@ const bool g_debug = std::getenv("CHL_FUZZ_DEBUG") != nullptr;
 
 void note(const char* what, const chl::common::Error& e) {
   if (g_debug) std::fprintf(stderr, "fuzz_qcow2: %s: %s\n", what, e.message().c_str());
-}
-
-void remove_scratch() {
-  std::error_code ec;
-  if (!g_scratch.empty()) fs::remove_all(g_scratch, ec);
 }
 
 constexpr std::uint64_t kChunk = 64 * 1024;
@@ -73,12 +68,8 @@ void walk(const chl::disks::ImageLayer& top, chl::disks::ReadContext& ctx, std::
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  chl::common::log::logger()->set_level(spdlog::level::off);
-  const fs::path base = fs::exists("/dev/shm") ? fs::path("/dev/shm") : fs::temp_directory_path();
-  std::string tmpl = (base / "chl-fuzz-qcow2-XXXXXX").string();
-  if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
-  g_scratch = tmpl;
-  std::atexit(remove_scratch);
+  chl::fuzz::quiet_logs();
+  g_scratch = chl::fuzz::scratch_dir("qcow2");
   return 0;
 }
 

@@ -11,17 +11,17 @@
 #include "ch_launcher/validator.hpp"
 #include "ch_launcher/vmi_parser.hpp"
 #include "common/log.hpp"
+#include "fuzz/fuzz_support.hpp"
 
 namespace {
 
-void require(bool ok) {
-  if (!ok) std::abort();  // libFuzzer reports the input as a crash
-}
+using chl::fuzz::require;
+
 
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  chl::common::log::logger()->set_level(spdlog::level::off);
+  chl::fuzz::quiet_logs();
   return 0;
 }
 
