@@ -81,6 +81,10 @@ std::string to_domain_xml(const Vmi& vmi, const LaunchPlan& plan, const DomainXm
     << xml_escape("VMI " + vmi.metadata.namespace_ + "/" + vmi.metadata.name + " uid " +
                   vmi.metadata.uid + ", run by ch-launcher")
     << "</description>\n";
+  if (!opts.state_dir.empty())
+    x << "  <metadata>\n    <chl:launcher" << attr("xmlns:chl", kLauncherMetadataUri)
+      << "><chl:state-dir>" << xml_escape(opts.state_dir)
+      << "</chl:state-dir></chl:launcher>\n  </metadata>\n";
 
   // Memory (bytes; libvirt rounds to KiB) and its backing.
   x << "  <memory unit='b'>" << plan.memory.size << "</memory>\n";

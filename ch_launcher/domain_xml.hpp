@@ -31,7 +31,15 @@ struct DomainXmlOptions {
   std::optional<std::pair<uid_t, gid_t>> run_as;
   std::string ovmf_dir = "/usr/share/OVMF";  // OVMF_CODE*.fd / OVMF_VARS*.fd (Debian `ovmf`)
   bool detect_image_format = true;           // read disk headers (qcow2 magic) when the file exists
+  // The launcher's state directory, recorded in the domain's <metadata> (kLauncherMetadataUri)
+  // so that a later launcher can tell its own leftover domain from another launcher's live one
+  // of the same name. "" = no metadata element.
+  std::string state_dir;
 };
+
+// The XML namespace of ch-launcher's element in <metadata>:
+//   <chl:launcher xmlns:chl='URI'><chl:state-dir>PATH</chl:state-dir></chl:launcher>
+inline constexpr const char* kLauncherMetadataUri = "https://ch-launcher.dev/xmlns/domain/1";
 
 // "<namespace>_<name>", KubeVirt's libvirt domain name.
 std::string domain_name(const Vmi& vmi);

@@ -178,6 +178,19 @@ std::optional<pid_t> live_pid_from_file(const fs::path& pid_file) {
   return static_cast<pid_t>(pid);
 }
 
+namespace {
+
+// `path` opened (created 0600) and locked exclusively, blocking; unlocked when the fd closes.
+Result<common::UniqueFd> lock_exclusive(const fs::path& path) {
+  common::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd) return common::fail_errno("opening " + path.string());
+  if (common::retry_eintr([&] { return ::flock(fd.get(), LOCK_EX); }) != 0)
+    return common::fail_errno("locking " + path.string());
+  return fd;
+}
+
+}  // namespace
+
 Result<LibvirtDaemons> LibvirtDaemons::ensure(const LibvirtDaemonOptions& opts) {
   LibvirtDaemons d;
   d.opts_ = opts;
@@ -188,9 +201,10 @@ Result<LibvirtDaemons> LibvirtDaemons::ensure(const LibvirtDaemonOptions& opts) 
   d.lock_.reset(::open((opts.run_dir / "daemons.lock").c_str(),
                        O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!d.lock_) return common::fail_errno("opening " + (opts.run_dir / "daemons.lock").string());
-  // Exclusive while deciding and starting, so two launchers never start two daemons.
-  if (common::retry_eintr([&] { return ::flock(d.lock_.get(), LOCK_EX); }) != 0)
-    return common::fail_errno("locking " + (opts.run_dir / "daemons.lock").string());
+  // The start lock, exclusive while deciding and starting, so two launchers never start two
+  // daemons and a last user never stops them under a launcher that just chose them. Not
+  // daemons.lock itself: the users hold that one shared for their whole run.
+  CHL_TRY(auto start_lock, lock_exclusive(opts.run_dir / "daemons.start.lock"));
 
   const fs::path libvirtd_pid = opts.run_dir / "libvirtd.pid";
   const fs::path virtlogd_pid = opts.run_dir / "virtlogd.pid";
@@ -292,6 +306,12 @@ void LibvirtDaemons::release() {
   if (released_ || !lock_) return;
   released_ = true;
   if (!managed_) return;
+  // No launcher is choosing the daemons while we decide (ensure holds the start lock).
+  auto start_lock = lock_exclusive(opts_.run_dir / "daemons.start.lock");
+  if (!start_lock) {
+    CHL_LOG_WARN("libvirt: {}; leaving the daemons running", start_lock.error().message());
+    return;
+  }
   // The last user stops them: exclusive means no other launcher holds its shared lock.
   if (::flock(lock_.get(), LOCK_EX | LOCK_NB) != 0) {
     CHL_LOG_INFO("libvirt: other launchers use the daemons; leaving them running");

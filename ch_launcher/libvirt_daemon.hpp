@@ -11,7 +11,9 @@
 //
 // Sharing: several launchers on one node share one daemon. `run_dir/daemons.lock` is held
 // shared by every launcher using a launcher-started daemon; the one that can take it
-// exclusively at exit is the last, and stops the daemons. A daemon that was not started by a
+// exclusively at exit is the last, and stops the daemons. `run_dir/daemons.start.lock` is held
+// exclusively, briefly, while a launcher chooses or starts the daemons and while a leaving one
+// decides whether it is the last: a launcher never waits for another to finish its run. A daemon that was not started by a
 // launcher (no live pid file of ours) is never stopped.
 //
 // Liveness is decided by connecting to the socket and by /proc/<pid>/stat (a killed daemon

@@ -9,8 +9,11 @@
 #include <cstring>
 #include <fstream>
 
+#include "ch_launcher/domain_xml.hpp"
 #include "ch_launcher/libvirt_daemon.hpp"
+#include "ch_launcher/state_dir.hpp"
 #include "common/log.hpp"
+#include "common/xml_escape.hpp"
 
 namespace chl::core {
 namespace asio = boost::asio;
@@ -200,6 +203,37 @@ Result<std::optional<std::string>> LibvirtDriver::pty_from_live_xml() {
   return std::optional<std::string>(std::string(x.substr(src, q - src)));
 }
 
+// The state directory a ch-launcher domain records in its <metadata> (domain_xml.hpp), "" when
+// it has none.
+static std::string recorded_state_dir(virDomainPtr dom) {
+  VirString meta(virDomainGetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, kLauncherMetadataUri, 0));
+  if (!meta) return {};
+  std::string_view m(meta.get());
+  auto open = m.find("state-dir>");
+  if (open == std::string_view::npos) return {};
+  open += std::strlen("state-dir>");
+  auto close = m.find("</", open);
+  if (close == std::string_view::npos) return {};
+  return common::xml_unescape(m.substr(open, close - open));
+}
+
+Status LibvirtDriver::check_stale_domain(virDomainPtr old) const {
+  const std::string owner = recorded_state_dir(old);
+  if (owner.empty())
+    return fail(std::errc::file_exists,
+                "a domain " + opts_.domain_name +
+                    " exists that ch-launcher did not start (no ch-launcher metadata); it is left "
+                    "alone: remove it (virsh destroy " + opts_.domain_name + ") or rename the VMI");
+  std::error_code ec;
+  const bool ours = owner == opts_.state_dir.string() ||
+                    std::filesystem::equivalent(owner, opts_.state_dir, ec);
+  if (!ours && state_dir_in_use(owner))
+    return fail(std::errc::device_or_resource_busy,
+                "a domain " + opts_.domain_name + " is run by another live launcher (state directory " +
+                    owner + "); it is left alone");
+  return {};
+}
+
 Result<std::optional<std::string>> LibvirtDriver::create_and_boot() {
   auto fail_start = [this](common::Error e) -> Result<std::optional<std::string>> {
     if (dom_) {
@@ -210,11 +244,14 @@ Result<std::optional<std::string>> LibvirtDriver::create_and_boot() {
     return tl::unexpected(std::move(e));
   };
   if (auto st = connect(); !st) return fail_start(st.error());
-  // A domain of this name left by a launcher that died (AUTODESTROY normally removed it).
+  // A domain of this name already there: one a launcher that died left behind (AUTODESTROY
+  // normally removes it) is destroyed; one another live launcher runs, or one ch-launcher did
+  // not start, is never touched.
   if (VirDomain old{virDomainLookupByName(conn_.get(), opts_.domain_name.c_str())}) {
-    CHL_LOG_WARN("libvirt: a domain {} already exists (left by a previous launcher): destroying it",
+    if (auto st = check_stale_domain(old.get()); !st) return fail_start(st.error());
+    CHL_LOG_WARN("libvirt: a domain {} already exists (left by a launcher that died): destroying it",
                  opts_.domain_name);
-    if (virDomainDestroy(old.get()) != 0)
+    if (virDomainDestroy(old.get()) != 0 && virDomainIsActive(old.get()) != 0)
       return fail_start(libvirt_fail("destroying the stale domain " + opts_.domain_name).value());
   }
   CHL_LOG_INFO("libvirt: creating domain {} ({})", opts_.domain_name, opts_.accel.why);

@@ -83,6 +83,10 @@ class LibvirtDriver final : public Driver {
   void cleanup();
   pid_t read_qemu_pid() const;
   common::Status need_domain() const;
+  // A domain of our name found at start may be destroyed: it records our state directory, or
+  // one no live launcher holds. Fails, naming why, for another live launcher's domain or one
+  // without ch-launcher's metadata.
+  common::Status check_stale_domain(virDomainPtr old) const;
 
   // First member, so destroyed last: the daemons are released once the domain and the
   // connection are gone.

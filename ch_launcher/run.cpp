@@ -198,6 +198,7 @@ int run_launcher(const LaunchOptions& opts) {
       CHL_LOG_WARN("accelerator: nested PVM KVM: the VMI's CPU model {} is replaced by qemu64", vmi.spec.domain.cpu.model);
     xo.emulator = emulator;
     xo.run_as = std::make_pair(::geteuid(), ::getegid());
+    xo.state_dir = fs::absolute(dir).lexically_normal().string();
     LibvirtDriverOptions lo;
     lo.domain_name = domain_name(vmi);
     lo.domain_xml = to_domain_xml(vmi, *plan, xo);

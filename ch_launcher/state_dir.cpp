@@ -183,4 +183,12 @@ void StateDir::remove_runtime_files() {
   for (const char* f : kRuntimeFiles) ::unlink((dir_ / f).c_str());
 }
 
+bool state_dir_in_use(const std::filesystem::path& dir) {
+  common::UniqueFd fd(::open((dir / "launcher.lock").c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd) return false;
+  // A shared lock is refused while a launcher holds its exclusive one; ours goes with the fd.
+  return common::retry_eintr([&] { return ::flock(fd.get(), LOCK_SH | LOCK_NB); }) != 0 &&
+         errno == EWOULDBLOCK;
+}
+
 }  // namespace chl::core

@@ -64,6 +64,10 @@ class StateDir {
   Recovery recovery_;
 };
 
+// A launcher holds `dir`'s lock now (its launcher.lock is locked). False when the directory or
+// its lock file does not exist. Never takes the lock for longer than the probe.
+bool state_dir_in_use(const std::filesystem::path& dir);
+
 // Start time of a process (field 22 of /proc/PID/stat), to tell a pid from a recycled one.
 std::optional<unsigned long long> process_start_time(pid_t pid);
 

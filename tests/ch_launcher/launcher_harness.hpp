@@ -137,8 +137,28 @@ struct LauncherRun {
     return nlohmann::json::parse(r->body, nullptr, false);
   }
 
+  // Waits for the launcher to report `state`; false at once when the launcher has exited (it
+  // will report nothing more), else after `timeout`.
   bool wait_state(const std::string& state, std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
-    return wait_until(timeout, [&] { return domain().value("state", "") == state; }, std::chrono::milliseconds(20));
+    bool ended = false;
+    bool seen = wait_until(
+        timeout,
+        [&] {
+          if (domain().value("state", "") == state) return true;
+          ended = launcher_exited();
+          return ended;
+        },
+        std::chrono::milliseconds(20));
+    return seen && !ended;
+  }
+
+  // The launcher process has exited (reaped; its status kept in `status`).
+  bool launcher_exited() {
+    if (status) return true;
+    if (child.pid() <= 0) return false;
+    auto st = child.try_wait();
+    if (st && *st) status = **st;
+    return status.has_value();
   }
 
   // The launcher's exit status (waits up to `timeout`).

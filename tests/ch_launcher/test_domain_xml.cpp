@@ -72,6 +72,7 @@ Rendered render_text(const std::string& text, const Case& c, Accel accel = Accel
   DomainXmlOptions xo;
   xo.accel = accel;
   xo.run_as = std::make_pair(uid_t{0}, gid_t{0});
+  xo.state_dir = in.state_dir;  // the schema checks cover the <metadata> element too
   std::string xml = to_domain_xml(checked->vmi, *plan, xo);
   return {checked->vmi, std::move(*plan), std::move(xml)};
 }
@@ -154,6 +155,20 @@ TEST_CASE("domain XML: name and uuid from the VMI, memory in bytes, topology, ke
   CHECK_FALSE(has(r.xml, "<boot order="));  // the kernel boots, not a disk
   CHECK_FALSE(has(r.xml, "<loader"));
   CHECK(has(r.xml, "<cpu mode='maximum'"));  // TCG: no host CPU to pass through
+}
+
+TEST_CASE("domain XML: the launcher's state directory in <metadata>, escaped, read back whole") {
+  Rendered r =
+      render_file({"kernel-boot.yaml",
+                   {{"containerdisk", "/images/alpine.img"}, {"kernel-boot", "/kernel-root"}}});
+  CHECK(has(r.xml, "<chl:launcher xmlns:chl='" + std::string(chl::core::kLauncherMetadataUri) +
+                       "'><chl:state-dir>/run/ch-launcher/test/vm</chl:state-dir>"));
+  const std::string odd = "/run/a&b/<vm>'s \"dir\"";
+  CHECK(chl::common::xml_unescape(xml_escape(odd)) == odd);
+  CHECK(chl::common::xml_unescape("&amp;lt; &unknown; &") == "&lt; &unknown; &");
+  // No state directory (render): no metadata element.
+  DomainXmlOptions xo;
+  CHECK_FALSE(has(to_domain_xml(r.vmi, r.plan, xo), "<metadata>"));
 }
 
 TEST_CASE("domain XML: buses, cdrom, qcow2 overlays, boot order, EFI, named CPU, pinning") {

@@ -124,3 +124,58 @@ TEST_CASE(
   CHECK(std::filesystem::exists(r.state_dir() / "efi-vars.fd"));  // the VM's NVRAM, kept
   r.check_clean_qemu(pid, {"efi-vars.fd", "container-disks"});
 }
+
+TEST_CASE(
+    "qemu-kvm fault: a domain of the VMI's name run by another live launcher, or not started by "
+    "ch-launcher, is left alone: exit 1 naming it") {
+  if (!chl::test::libvirt_runnable()) return;
+  QemuRun a;
+  a.write_vmi("console=ttyS0");
+  a.go();
+  REQUIRE(a.running());
+  const long pid = a.qemu_pid();
+  REQUIRE(pid > 0);
+
+  // A second launcher for the same VMI in another state directory (its lock does not stop it).
+  QemuRun b;
+  b.write_vmi("console=ttyS0");
+  b.go();
+  auto b_exit = b.wait_exit(120s);
+  REQUIRE_MESSAGE(b_exit, b.output());
+  CHECK_MESSAGE(b_exit->code == 1, b.output());
+  CHECK_MESSAGE(b.output().find("a domain default_testvm is run by another live launcher (state "
+                                "directory " + a.state_dir().string() + ")") != std::string::npos,
+                b.output());
+  CHECK(a.domain().value("state", "") == "Running");
+  CHECK(chl::core::process_alive(static_cast<pid_t>(pid)));
+
+  // A domain of the name someone else started (no ch-launcher metadata): never destroyed.
+  const auto foreign = a.dir.path() / "foreign.xml";
+  chl::test::write_file(foreign,
+                        "<domain type='qemu'><name>default_othervm</name>"
+                        "<memory unit='MiB'>32</memory>"
+                        "<os><type arch='x86_64' machine='q35'>hvm</type></os></domain>\n");
+  auto created = chl::test::run_command({"virsh", "-c", "qemu:///system", "create", foreign.string()});
+  REQUIRE_MESSAGE(created.exit_code == 0, created.output);
+  QemuRun c;
+  c.write_vmi("console=ttyS0", 30, "othervm");
+  c.go();
+  auto c_exit = c.wait_exit(120s);
+  REQUIRE_MESSAGE(c_exit, c.output());
+  CHECK_MESSAGE(c_exit->code == 1, c.output());
+  CHECK_MESSAGE(c.output().find("a domain default_othervm exists that ch-launcher did not start") !=
+                    std::string::npos,
+                c.output());
+  auto state = chl::test::run_command({"virsh", "-c", "qemu:///system", "domstate", "default_othervm"});
+  CHECK_MESSAGE(state.output.find("running") != std::string::npos, state.output);
+  auto destroyed =
+      chl::test::run_command({"virsh", "-c", "qemu:///system", "destroy", "default_othervm"});
+  CHECK_MESSAGE(destroyed.exit_code == 0, destroyed.output);
+
+  auto s = a.cli({"stop"});
+  CHECK_MESSAGE(s.exit_code == 0, s.output);
+  auto a_exit = a.wait_exit(120s);
+  REQUIRE_MESSAGE(a_exit, a.output());
+  CHECK_MESSAGE(a_exit->code == 0, a.output());
+  a.check_clean_qemu(pid);
+}
