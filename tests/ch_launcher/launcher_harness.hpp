@@ -96,6 +96,7 @@ struct LauncherRun {
     ::close(out);
     REQUIRE(c);
     child = std::move(*c);
+    status.reset();  // a previous run's exit status is not this one's
   }
 
   std::string output() const { return read_file(output_file()); }
