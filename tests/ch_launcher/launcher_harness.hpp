@@ -23,6 +23,7 @@
 
 #include "ch_launcher/command_client.hpp"
 #include "common/child_process.hpp"
+#include "common/unix_socket.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace chl::test {
@@ -105,15 +106,10 @@ struct LauncherRun {
   // appears (or the timeout passes). Returns everything received (scrollback included).
   std::string console(const std::string& input, const std::string& until,
                       std::chrono::milliseconds timeout = std::chrono::seconds(10)) const {
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::string path = (state_dir() / "virt-serial0").string();
-    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-      if (fd >= 0) ::close(fd);
-      return "<cannot connect to " + path + ">";
-    }
+    const auto path = state_dir() / "virt-serial0";
+    auto conn = common::connect_unix(path);
+    if (!conn) return "<cannot connect to " + path.string() + ">";
+    const int fd = conn->get();
     std::string got;
     // Let the scrollback arrive first so `until` is looked for in what follows the input.
     (void)!::write(fd, input.data(), input.size());
@@ -128,7 +124,6 @@ struct LauncherRun {
         if (!until.empty() && got.find(until) != std::string::npos) break;
       }
     }
-    ::close(fd);
     return got;
   }
 

@@ -12,6 +12,7 @@
 #include <regex>
 #include <sstream>
 
+#include "common/unix_socket.hpp"
 #include "tests/ch_launcher/launcher_harness.hpp"
 #include "tests/disks/size_limited_dir.hpp"
 
@@ -260,17 +261,10 @@ const std::vector<Row>& rows() {
          wait_running(r);
          for (int i = 0; i < 5; ++i) {
            // Connect, send, and drop the connection without reading the flood of output.
-           sockaddr_un a{};
-           a.sun_family = AF_UNIX;
-           std::string p = (r.state_dir() / "virt-serial0").string();
-           std::memcpy(a.sun_path, p.c_str(), p.size() + 1);
-           int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-           REQUIRE(fd >= 0);
-           if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+           if (auto fd = chl::common::connect_unix(r.state_dir() / "virt-serial0")) {
              linger l{1, 0};  // RST: gone mid-write from the bridge's point of view
-             ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+             ::setsockopt(fd->get(), SOL_SOCKET, SO_LINGER, &l, sizeof l);
            }
-           ::close(fd);
          }
          CHECK(r.console("", "heartbeat").find("heartbeat") != std::string::npos);
          CHECK(r.domain()["state"] == "Running");

@@ -648,12 +648,7 @@ TEST_CASE("the socket gets mode 0600, or 0660 with a group, and stale or wrong p
   }
   {
     // A stale socket from a previous run (nobody listening) is replaced.
-    UniqueFd s(::socket(AF_UNIX, SOCK_STREAM, 0));
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    std::strncpy(a.sun_path, (dir / "virt-serial0").c_str(), sizeof(a.sun_path) - 1);
-    REQUIRE(::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    s.reset();
+    chl::test::leave_stale_socket(dir / "virt-serial0");
     BridgeOptions o = options_in(dir);
     o.socket_group = ::getgid();
     RunningBridge rb(o);

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include <doctest/doctest.h>
 
 #include "common/child_process.hpp"
+#include "common/unix_socket.hpp"
 
 namespace chl::test {
 
@@ -128,6 +130,14 @@ std::string read_file(const std::filesystem::path& p) {
 void write_file(const std::filesystem::path& p, const std::string& data) {
   std::ofstream f(p, std::ios::binary | std::ios::trunc);
   f << data;
+}
+
+void leave_stale_socket(const std::filesystem::path& path) {
+  auto addr = common::unix_address(path);
+  REQUIRE_MESSAGE(addr, path.string());
+  common::UniqueFd s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  REQUIRE(s);
+  REQUIRE(::bind(s.get(), reinterpret_cast<const sockaddr*>(&*addr), sizeof *addr) == 0);
 }
 
 }  // namespace chl::test

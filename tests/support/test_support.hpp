@@ -58,4 +58,8 @@ CommandResult run_command(const std::vector<std::string>& argv, const std::strin
 std::string read_file(const std::filesystem::path& p);
 void write_file(const std::filesystem::path& p, const std::string& data);
 
+// What a SIGKILLed server leaves at `path`: a Unix socket bound, never listened on, closed
+// (connecting to it is refused). REQUIREs success.
+void leave_stale_socket(const std::filesystem::path& path);
+
 }  // namespace chl::test

@@ -49,14 +49,7 @@ TEST_CASE("socket absent: socket_missing naming the path") {
 TEST_CASE("a socket file with nobody listening: connection_refused") {
   TempDir dir("chl-api");
   const std::string path = (dir / "stale.sock").string();
-  {
-    // Bound, never listened, closed: what a SIGKILLed VMM leaves behind.
-    chl::common::UniqueFd s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-    REQUIRE(::bind(s.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  }
+  chl::test::leave_stale_socket(path);  // what a SIGKILLed VMM leaves behind
   Client c(path, fast_options());
   auto r = c.vm_boot();
   REQUIRE_FALSE(r);
