@@ -118,8 +118,12 @@ int run_launcher(const LaunchOptions& opts) {
   auto state = StateDir::open(dir, vmi.metadata.uid);
   if (!state) return launch_error("state directory: " + state.error().message());
   if (state->recovery().stale)
-    CHL_LOG_WARN("recovered state directory {} left by a previous launcher{}", dir.string(),
-                 state->recovery().killed_vmm ? " (its VMM was still running and was killed)" : "");
+    CHL_LOG_WARN("recovered state directory {} left by a previous launcher{}{}", dir.string(),
+                 state->recovery().killed_vmm ? " (its VMM was still running and was killed)" : "",
+                 state->recovery().removed_temporaries > 0
+                     ? " (" + std::to_string(state->recovery().removed_temporaries) +
+                           " half-written temporary file(s) removed)"
+                     : std::string());
 
   // 3. The plan, and what it needs prepared.
   PlanInputs in;

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "common/log.hpp"
+#include "disks/atomic_file.hpp"
 #include "common/syscall.hpp"
 
 namespace chl::core {
@@ -153,6 +154,19 @@ Result<StateDir> StateDir::open(const fs::path& dir, const std::string& vmi_uid)
     }
   }
   if (sd.recovery_.stale) sd.remove_runtime_files();
+  // Disks and media are written in the directory and its subdirectories (container-disks/ ...)
+  // through disks::AtomicFile: where it had to use a named temporary file, a SIGKILL mid-write
+  // left that name behind.
+  {
+    std::size_t removed = disks::remove_stale_temporaries(dir);
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      if (it->is_directory(ec) && !it->is_symlink(ec))
+        removed += disks::remove_stale_temporaries(it->path());
+    }
+    sd.recovery_.removed_temporaries = removed;
+    if (removed > 0) sd.recovery_.stale = true;
+  }
 
   // The directory belongs to one VMI uid: another uid's state (its disks) goes.
   if (auto old = read_small(dir / "vmi.uid"); old && *old != vmi_uid) {

@@ -35,6 +35,7 @@ struct Recovery {
   bool stale = false;              // a previous launcher left files behind
   std::optional<pid_t> killed_vmm; // a VMM from that launcher was still alive and was killed
   bool wiped_other_vmi = false;    // the directory belonged to another VMI uid: its state went
+  std::size_t removed_temporaries = 0;  // half-written disk files of a launcher killed mid-write
 };
 
 class StateDir {

@@ -1,8 +1,12 @@
 #pragma once
-// A file written under a temporary name in its destination directory and renamed into place on
-// commit — never over an existing file (renameat2 RENAME_NOREPLACE, or link+unlink where the
-// filesystem lacks it). Until commit() the temporary file is removed on destruction, so a
-// failed write leaves nothing behind.
+// A file written in its destination directory and linked into place on commit — never over an
+// existing file. Preferred: an unnamed file (O_TMPFILE) linked in with linkat(), so that even a
+// SIGKILL mid-write leaves nothing behind. Where the filesystem has no O_TMPFILE (or /proc is
+// not mounted), a hidden temporary name `.<name>.tmp-XXXXXX` renamed with RENAME_NOREPLACE (or
+// link+unlink); until commit() it is removed on destruction, and a launcher that died mid-write
+// leaves one for StateDir's recovery to remove (remove_stale_temporaries).
+#include <sys/types.h>
+
 #include <cstdint>
 #include <filesystem>
 
@@ -13,8 +17,8 @@ namespace chl::disks {
 
 class AtomicFile {
  public:
-  // Refuses (EEXIST) when `dest` exists. The file is created with mode 0600.
-  static common::Result<AtomicFile> create(const std::filesystem::path& dest);
+  // Refuses (EEXIST) when `dest` exists. The file gets `mode` (default 0600; umask ignored).
+  static common::Result<AtomicFile> create(const std::filesystem::path& dest, mode_t mode = 0600);
 
   AtomicFile(AtomicFile&& o) noexcept;
   AtomicFile& operator=(AtomicFile&&) = delete;
@@ -23,10 +27,12 @@ class AtomicFile {
   ~AtomicFile();
 
   [[nodiscard]] int fd() const { return fd_.get(); }
+  // The temporary name; empty for an unnamed (O_TMPFILE) file.
   [[nodiscard]] const std::filesystem::path& temp_path() const { return temp_; }
   [[nodiscard]] const std::filesystem::path& dest() const { return dest_; }
 
-  // fdatasync (when `sync`), rename into place without replacing anything, fsync the directory.
+  // fdatasync (when `sync`), link or rename into place without replacing anything, fsync the
+  // directory (when `sync`).
   common::Status commit(bool sync = true);
 
  private:
@@ -39,6 +45,10 @@ class AtomicFile {
 };
 
 // Bytes available to an unprivileged writer in the filesystem holding `dir`.
+// Remove the hidden temporary files (`.<name>.tmp-*`) an AtomicFile left in `dir` (not
+// recursive) when its process was killed mid-write; returns how many were removed.
+std::size_t remove_stale_temporaries(const std::filesystem::path& dir);
+
 common::Result<std::uint64_t> free_space(const std::filesystem::path& dir);
 
 }  // namespace chl::disks
