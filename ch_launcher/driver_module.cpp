@@ -53,52 +53,98 @@ common::Result<const void*> SharedLibrary::symbol(const char* name) const {
   return static_cast<const void*>(p);
 }
 
-std::vector<fs::path> libvirt_module_candidates() {
-  if (const char* env = std::getenv("CHL_LIBVIRT_MODULE"); env && *env) {
-    fs::path p(env);
+std::vector<fs::path> module_candidates(const char* file, const char* env) {
+  if (const char* e = std::getenv(env); e && *e) {
+    fs::path p(e);
     std::error_code ec;
-    if (fs::is_directory(p, ec)) p /= kLibvirtModuleFile;
+    if (fs::is_directory(p, ec)) p /= file;
     return {p};
   }
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (ec) return {};
   fs::path dir = exe.parent_path();
-  return {dir / kLibvirtModuleFile, (dir / ".." / "lib" / "ch-launcher" / kLibvirtModuleFile).lexically_normal()};
+  return {dir / file, (dir / ".." / "lib" / "ch-launcher" / file).lexically_normal()};
 }
 
-common::Result<LibvirtModule> load_libvirt_module() {
-  const bool from_env = std::getenv("CHL_LIBVIRT_MODULE") && *std::getenv("CHL_LIBVIRT_MODULE");
-  auto candidates = libvirt_module_candidates();
+std::vector<fs::path> libvirt_module_candidates() {
+  return module_candidates(kLibvirtModuleFile, "CHL_LIBVIRT_MODULE");
+}
+
+namespace {
+
+// The first of module_candidates(file, env) that exists, opened, and the address of `symbol`
+// in it. `what` names the feature in errors ("qemu-kvm support").
+struct FoundModule {
+  SharedLibrary library;
+  fs::path path;
+  const void* api = nullptr;
+};
+
+Result<FoundModule> find_module(const char* file, const char* env, const char* symbol, const std::string& what) {
+  const bool from_env = std::getenv(env) && *std::getenv(env);
+  auto candidates = module_candidates(file, env);
   for (const auto& path : candidates) {
     std::error_code ec;
     if (!fs::exists(path, ec)) continue;
     auto lib = SharedLibrary::open(path);
-    if (!lib) return tl::unexpected(lib.error().wrap("qemu-kvm support is broken: loading " + path.string()));
-    auto sym = lib->symbol(kLibvirtModuleSymbol);
-    if (!sym) return tl::unexpected(sym.error().wrap("qemu-kvm support is broken: " + path.string()));
-    const auto* api = static_cast<const LibvirtModuleApi*>(*sym);
-    if (api->abi != kLibvirtModuleAbi || api->options_size != sizeof(LibvirtDriverOptions) || !api->create_driver)
-      return fail(std::errc::executable_format_error,
-                  "qemu-kvm support is broken: " + path.string() + " comes from another ch-launcher build (module ABI " +
-                      std::to_string(api->abi) + ", options size " + std::to_string(api->options_size) +
-                      "; this launcher: " + std::to_string(kLibvirtModuleAbi) + ", " +
-                      std::to_string(sizeof(LibvirtDriverOptions)) + "): install the module built with it");
-    CHL_LOG_DEBUG("qemu-kvm support: loaded {}", path.string());
-    return LibvirtModule{std::move(*lib), api};
+    if (!lib) return tl::unexpected(lib.error().wrap(what + " is broken: loading " + path.string()));
+    auto sym = lib->symbol(symbol);
+    if (!sym) return tl::unexpected(sym.error().wrap(what + " is broken: " + path.string()));
+    return FoundModule{std::move(*lib), path, *sym};
   }
   std::string where;
   for (const auto& p : candidates) where += (where.empty() ? "" : ", ") + p.parent_path().string() + "/";
   if (where.empty()) where = "(the launcher's own directory is unknown: /proc/self/exe unreadable)";
   if (from_env)
     return fail(std::errc::no_such_file_or_directory,
-                std::string("qemu-kvm support is not installed: ") + kLibvirtModuleFile + " not found at " +
-                    candidates.front().string() + " (CHL_LIBVIRT_MODULE); point CHL_LIBVIRT_MODULE at the module "
-                    "or unset it to use the one installed with ch-launcher");
+                what + " is not installed: " + file + " not found at " + candidates.front().string() + " (" + env +
+                    "); point " + env + " at the module or unset it to use the one installed with ch-launcher");
   return fail(std::errc::no_such_file_or_directory,
-              std::string("qemu-kvm support is not installed: ") + kLibvirtModuleFile + " not found in " + where +
-                  "; install it next to ch-launcher or in <prefix>/lib/ch-launcher/, or set CHL_LIBVIRT_MODULE "
-                  "to its path");
+              what + " is not installed: " + file + " not found in " + where +
+                  "; install it next to ch-launcher or in <prefix>/lib/ch-launcher/, or set " + env + " to its path");
+}
+
+std::string other_build(const std::string& what, const fs::path& path, const std::string& theirs,
+                        const std::string& ours) {
+  return what + " is broken: " + path.string() + " comes from another ch-launcher build (" + theirs +
+         "; this launcher: " + ours + "): install the module built with it";
+}
+
+}  // namespace
+
+common::Result<LibvirtModule> load_libvirt_module() {
+  const std::string what = "qemu-kvm support";
+  CHL_TRY(auto m, find_module(kLibvirtModuleFile, "CHL_LIBVIRT_MODULE", kLibvirtModuleSymbol, what));
+  const auto* api = static_cast<const LibvirtModuleApi*>(m.api);
+  if (api->abi != kLibvirtModuleAbi || api->options_size != sizeof(LibvirtDriverOptions) || !api->create_driver)
+    return fail(std::errc::executable_format_error,
+                other_build(what, m.path,
+                            "module ABI " + std::to_string(api->abi) + ", options size " + std::to_string(api->options_size),
+                            std::to_string(kLibvirtModuleAbi) + ", " + std::to_string(sizeof(LibvirtDriverOptions))));
+  CHL_LOG_DEBUG("qemu-kvm support: loaded {}", m.path.string());
+  return LibvirtModule{std::move(m.library), api};
+}
+
+common::Result<NetworkModule> load_network_module() {
+  const std::string what = "pod networking support";
+  CHL_TRY(auto m, find_module(network::kNetworkModuleFile, "CHL_NETWORK_MODULE", network::kNetworkModuleSymbol, what));
+  const auto* api = static_cast<const network::NetworkModuleApi*>(m.api);
+  const auto sizes = [](std::size_t plan, std::size_t facts, std::size_t iface) {
+    return std::to_string(plan) + "/" + std::to_string(facts) + "/" + std::to_string(iface);
+  };
+  if (api->abi != network::kNetworkModuleAbi || api->plan_size != sizeof(network::NetworkPlan) ||
+      api->facts_size != sizeof(network::PodFacts) || api->interface_size != sizeof(network::WiredInterface) ||
+      !api->discover_pod || !api->wire_pod_network)
+    return fail(std::errc::executable_format_error,
+                other_build(what, m.path,
+                            "module ABI " + std::to_string(api->abi) + ", sizes " +
+                                sizes(api->plan_size, api->facts_size, api->interface_size),
+                            std::to_string(network::kNetworkModuleAbi) + ", " +
+                                sizes(sizeof(network::NetworkPlan), sizeof(network::PodFacts),
+                                      sizeof(network::WiredInterface))));
+  CHL_LOG_DEBUG("pod networking support: loaded {}", m.path.string());
+  return NetworkModule{std::move(m.library), api};
 }
 
 }  // namespace chl::core

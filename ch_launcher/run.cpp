@@ -152,18 +152,28 @@ int run_launcher(const LaunchOptions& opts) {
   //     namespace, before the VMM starts and before the launcher confines itself. Cloud
   //     Hypervisor gets the taps as fds (vm.add-net; its VmConfig names no tap). QEMU gets them
   //     through libvirt, by name: the domain XML names the wired taps (managed='no').
+  //     The code that needs libnl-route-3 and libnftables is the module libchl-network.so
+  //     (network/network_module.hpp), loaded only here, for a VMI with interfaces: a VMI
+  //     without any never maps those libraries. It stays loaded until the WiredNetwork and the
+  //     io_context (which holds its servers' handlers) are gone: declared before both.
+  std::optional<NetworkModule> network_module;
+  if (!plan->nics.empty()) {
+    auto m = load_network_module();
+    if (!m) return launch_error("pod network: " + m.error().message());
+    network_module.emplace(std::move(*m));
+  }
   boost::asio::io_context io;
   std::unique_ptr<network::WiredNetwork> wired;
   if (!plan->nics.empty()) {
     const auto t0 = std::chrono::steady_clock::now();
-    auto facts = network::discover_pod();
+    auto facts = network_module->api->discover_pod("/etc/resolv.conf");
     if (!facts) return launch_error("pod network: " + facts.error().message());
     auto nets = network::plan_networks(vmi, *facts, cpu_topology(vmi).vcpus());
     if (!nets.refusals.empty()) {
       print_violations(nets.refusals);
       return kExitInvalidInput;
     }
-    auto w = network::wire_pod_network(nets.plans, &io);
+    auto w = network_module->api->wire_pod_network(nets.plans, &io);
     if (!w) return launch_error("pod network: " + w.error().message());
     wired = std::move(*w);
     CHL_LOG_INFO("pod network: {} interface(s) wired in {} ms", wired->interfaces().size(),

@@ -3,9 +3,12 @@
 #include <sstream>
 
 #include "common/log.hpp"
+#include "network/dhcp6_server.hpp"
+#include "network/dhcp_server.hpp"
 #include "network/netlink.hpp"
 #include "network/nft_ruleset.hpp"
 #include "network/resolv_conf.hpp"
+#include "network/router_advert.hpp"
 #include "network/tap.hpp"
 
 namespace chl::network {
@@ -112,6 +115,30 @@ Status wire_one(Netlink& nl, const NetworkPlan& p, WiredInterface& out) {
   return {};
 }
 
+// What wire_pod_network made: the plans, the taps, the DHCP/IPv6 servers and the netlink and
+// nftables sockets the teardown uses.
+class PodNetwork final : public WiredNetwork {
+ public:
+  ~PodNetwork() override { (void)teardown(); }
+
+  std::vector<WiredInterface>& interfaces() override { return interfaces_; }
+  [[nodiscard]] const std::vector<NetworkPlan>& plans() const override { return plans_; }
+  [[nodiscard]] std::uint64_t dhcp_answers() const override;
+  [[nodiscard]] std::uint64_t dhcp6_answers() const override;
+  [[nodiscard]] std::uint64_t router_adverts() const override;
+  Status teardown() override;
+  void abandon() override;
+
+  std::vector<NetworkPlan> plans_;
+  std::vector<WiredInterface> interfaces_;
+  std::vector<std::unique_ptr<DhcpServer>> dhcp_;
+  std::vector<std::unique_ptr<Dhcp6Server>> dhcp6_;
+  std::vector<std::unique_ptr<RouterAdvertiser>> ra_;
+  std::optional<Netlink> nl_;
+  std::optional<Nft> nft_;
+  bool done_ = false;
+};
+
 }  // namespace
 
 Result<PodFacts> discover_pod(const std::string& resolv_conf) {
@@ -144,7 +171,7 @@ Result<PodFacts> discover_pod(const std::string& resolv_conf) {
 
 Result<std::unique_ptr<WiredNetwork>> wire_pod_network(const std::vector<NetworkPlan>& plans,
                                                        boost::asio::io_context* io) {
-  auto wired = std::make_unique<WiredNetwork>();
+  auto wired = std::make_unique<PodNetwork>();
   CHL_TRY(auto nl, wrap(Netlink::open(), "wiring the pod network"));
   CHL_TRY(auto nft, wrap(Nft::open(), "wiring the pod network"));
   wired->nl_.emplace(std::move(nl));
@@ -202,25 +229,25 @@ Result<std::unique_ptr<WiredNetwork>> wire_pod_network(const std::vector<Network
   return wired;
 }
 
-std::uint64_t WiredNetwork::dhcp6_answers() const {
+std::uint64_t PodNetwork::dhcp6_answers() const {
   std::uint64_t n = 0;
   for (const auto& d : dhcp6_) n += d->answered();
   return n;
 }
 
-std::uint64_t WiredNetwork::router_adverts() const {
+std::uint64_t PodNetwork::router_adverts() const {
   std::uint64_t n = 0;
   for (const auto& r : ra_) n += r->sent();
   return n;
 }
 
-std::uint64_t WiredNetwork::dhcp_answers() const {
+std::uint64_t PodNetwork::dhcp_answers() const {
   std::uint64_t n = 0;
   for (const auto& d : dhcp_) n += d->answered();
   return n;
 }
 
-void WiredNetwork::abandon() {
+void PodNetwork::abandon() {
   done_ = true;
   dhcp_.clear();
   dhcp6_.clear();
@@ -228,7 +255,7 @@ void WiredNetwork::abandon() {
   interfaces_.clear();
 }
 
-Status WiredNetwork::teardown() {
+Status PodNetwork::teardown() {
   if (done_) return {};
   done_ = true;
   dhcp_.clear();
@@ -262,7 +289,5 @@ Status WiredNetwork::teardown() {
   }
   return first;
 }
-
-WiredNetwork::~WiredNetwork() { (void)teardown(); }
 
 }  // namespace chl::network

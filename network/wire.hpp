@@ -11,6 +11,11 @@
 // them (re-attaching to the persistent tap, rebuilding it when its flags differ), and replaces
 // the nftables table atomically: nothing is duplicated. The WiredNetwork's destructor removes
 // everything it made and gives a bridge-bound pod interface its address and routes back.
+//
+// This file and netlink.cpp, nft_ruleset.cpp (libnl-route-3, libnftables) are the module
+// libchl-network.so (network_module.hpp), which ch-launcher loads only for a VMI with
+// interfaces to wire. WiredNetwork is therefore an interface: the launcher calls it through its
+// vtable and never links a symbol of the implementation (wire.cpp).
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,12 +25,7 @@
 
 #include "common/error.hpp"
 #include "common/unique_fd.hpp"
-#include "network/dhcp6_server.hpp"
-#include "network/dhcp_server.hpp"
-#include "network/netlink.hpp"
-#include "network/nft_ruleset.hpp"
 #include "network/plan.hpp"
-#include "network/router_advert.hpp"
 
 namespace chl::network {
 
@@ -43,34 +43,22 @@ class WiredNetwork {
   WiredNetwork() = default;
   WiredNetwork(const WiredNetwork&) = delete;
   WiredNetwork& operator=(const WiredNetwork&) = delete;
-  ~WiredNetwork();  // teardown(), errors logged
+  virtual ~WiredNetwork() = default;  // the implementation's destructor: teardown(), errors logged
 
-  std::vector<WiredInterface>& interfaces() { return interfaces_; }
-  [[nodiscard]] const std::vector<NetworkPlan>& plans() const { return plans_; }
-  [[nodiscard]] std::uint64_t dhcp_answers() const;
+  virtual std::vector<WiredInterface>& interfaces() = 0;
+  [[nodiscard]] virtual const std::vector<NetworkPlan>& plans() const = 0;
+  [[nodiscard]] virtual std::uint64_t dhcp_answers() const = 0;
   // IPv6 masquerade: DHCPv6 answers and router advertisements sent.
-  [[nodiscard]] std::uint64_t dhcp6_answers() const;
-  [[nodiscard]] std::uint64_t router_adverts() const;
+  [[nodiscard]] virtual std::uint64_t dhcp6_answers() const = 0;
+  [[nodiscard]] virtual std::uint64_t router_adverts() const = 0;
 
   // Remove what was made (idempotent); the first error is returned, the rest still done.
   // Uses the netlink and nftables sockets opened when wiring (they stay in the pod's
   // namespace, and need no new socket under the launcher's seccomp sandbox), so it may run
   // on any thread.
-  common::Status teardown();
+  virtual common::Status teardown() = 0;
   // Forget everything without removing it (what a crashed launcher leaves behind; tests).
-  void abandon();
-
- private:
-  friend common::Result<std::unique_ptr<WiredNetwork>> wire_pod_network(
-      const std::vector<NetworkPlan>&, boost::asio::io_context*);
-  std::vector<NetworkPlan> plans_;
-  std::vector<WiredInterface> interfaces_;
-  std::vector<std::unique_ptr<DhcpServer>> dhcp_;
-  std::vector<std::unique_ptr<Dhcp6Server>> dhcp6_;
-  std::vector<std::unique_ptr<RouterAdvertiser>> ra_;
-  std::optional<Netlink> nl_;
-  std::optional<Nft> nft_;
-  bool done_ = false;
+  virtual void abandon() = 0;
 };
 
 // The pod's facts: its links (a bridge-bound pod interface's original address read back from

@@ -2,6 +2,8 @@
 //   plan  what would be wired for a VMI in the current network namespace (nothing changed);
 //   up    wire it, serve DHCP, print the taps, wait for SIGINT/SIGTERM, tear down — for trying a
 //         hypervisor by hand on the taps (e.g. QEMU -netdev tap,ifname=tap0,script=no).
+// Both load the module libchl-network.so (network/network_module.hpp), which holds the code that
+// needs libnl-route-3 and libnftables.
 #include <signal.h>
 
 #include <cstdio>
@@ -12,6 +14,7 @@
 
 #include "ch_launcher/cli/args.hpp"
 #include "ch_launcher/cli/registry.hpp"
+#include "ch_launcher/driver_module.hpp"
 #include "ch_launcher/vmi_parser.hpp"
 #include "network/vmm_handoff.hpp"
 #include "network/wire.hpp"
@@ -20,8 +23,18 @@ namespace {
 
 using chl::network::PlanResult;
 
+std::optional<chl::core::NetworkModule> load_module(const std::string& cmd) {
+  auto m = chl::core::load_network_module();
+  if (!m) {
+    std::fprintf(stderr, "ch-launcher %s: %s\n", cmd.c_str(), m.error().message().c_str());
+    return std::nullopt;
+  }
+  return std::move(*m);
+}
+
 // The VMI's plans in this namespace; prints refusals and returns nullopt on any problem.
-std::optional<PlanResult> plan_for(const std::string& cmd, const chl::cli::Args& args) {
+std::optional<PlanResult> plan_for(const std::string& cmd, const chl::cli::Args& args,
+                                   const chl::core::NetworkModule& module) {
   auto path = args.get("--vmi");
   if (!path) {
     chl::cli::usage_error(cmd, "--vmi FILE is required");
@@ -37,7 +50,7 @@ std::optional<PlanResult> plan_for(const std::string& cmd, const chl::cli::Args&
     for (const auto& p : parsed.problems) std::fprintf(stderr, "%s: %s\n", path->c_str(), to_string(p).c_str());
     return std::nullopt;
   }
-  auto facts = chl::network::discover_pod(args.get_or("--resolv-conf", "/etc/resolv.conf"));
+  auto facts = module.api->discover_pod(args.get_or("--resolv-conf", "/etc/resolv.conf"));
   if (!facts) {
     std::fprintf(stderr, "ch-launcher %s: %s\n", cmd.c_str(), facts.error().message().c_str());
     return std::nullopt;
@@ -69,7 +82,9 @@ void print_plan(const chl::network::NetworkPlan& p) {
 int plan_cmd(const std::vector<std::string>& argv) {
   chl::cli::Args args({"--vmi", "--resolv-conf"}, {});
   if (!args.parse(argv)) return chl::cli::usage_error("network plan", args.error());
-  auto r = plan_for("network plan", args);
+  auto module = load_module("network plan");
+  if (!module) return 1;
+  auto r = plan_for("network plan", args, *module);
   if (!r) return 1;
   for (const auto& p : r->plans) print_plan(p);
   return 0;
@@ -78,7 +93,10 @@ int plan_cmd(const std::vector<std::string>& argv) {
 int up_cmd(const std::vector<std::string>& argv) {
   chl::cli::Args args({"--vmi", "--resolv-conf"}, {});
   if (!args.parse(argv)) return chl::cli::usage_error("network up", args.error());
-  auto r = plan_for("network up", args);
+  // Declared before the io_context and the WiredNetwork: their code is in the module.
+  auto module = load_module("network up");
+  if (!module) return 1;
+  auto r = plan_for("network up", args, *module);
   if (!r) return 1;
   // Block the stop signals before any thread starts, then wait for them with sigwait.
   sigset_t stop;
@@ -87,7 +105,7 @@ int up_cmd(const std::vector<std::string>& argv) {
   sigaddset(&stop, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   boost::asio::io_context io;
-  auto wired = chl::network::wire_pod_network(r->plans, &io);
+  auto wired = module->api->wire_pod_network(r->plans, &io);
   if (!wired) {
     std::fprintf(stderr, "ch-launcher network up: %s\n", wired.error().message().c_str());
     return 1;

@@ -1,0 +1,125 @@
+// Pod networking is a module (network/network_module.hpp): ch-launcher itself links no
+// libnl-route-3 or libnftables, loads libchl-network.so only for a VMI with interfaces, and says
+// clearly when the module is missing or broken. Lane vmm: one case runs a VM on the double.
+#include <cstdlib>
+
+#include "tests/ch_launcher/launcher_harness.hpp"
+
+using chl::test::LauncherRun;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Sets an environment variable for the test (the launcher inherits the test's environment) and
+// restores the old value.
+struct ScopedEnv {
+  std::string name;
+  std::optional<std::string> old;
+  ScopedEnv(std::string n, const std::string& value) : name(std::move(n)) {
+    if (const char* v = std::getenv(name.c_str())) old = v;
+    ::setenv(name.c_str(), value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old) ::setenv(name.c_str(), old->c_str(), 1);
+    else ::unsetenv(name.c_str());
+  }
+};
+
+fs::path module_path() { return fs::path(chl::test::launcher_binary()).parent_path() / "libchl-network.so"; }
+
+// `ldd FILE` output, or nullopt (with a skip) when ldd is missing.
+std::optional<std::string> ldd(const fs::path& file) {
+  if (!chl::test::tool("ldd")) {
+    chl::test::skip("ldd not installed");
+    return std::nullopt;
+  }
+  auto r = chl::test::run_command({"ldd", file.string()});
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  return r.output;
+}
+
+// The harness's VMI plus one masquerade interface on the pod network.
+void write_vmi_with_interface(LauncherRun& r) {
+  r.write_vmi("console=ttyS0");
+  std::ofstream f(r.vmi_file(), std::ios::app);
+  f << "      interfaces: [{name: default, masquerade: {}}]\n  networks: [{name: default, pod: {}}]\n";
+}
+
+}  // namespace
+
+TEST_CASE("ch-launcher links no libnl or libnftables, the module next to it does") {
+  auto launcher = ldd(chl::test::launcher_binary());
+  if (!launcher) return;
+  for (const char* lib : {"libnl-", "libnftables", "libnftnl", "libmnl", "libgmp", "libjansson", "libxtables"}) {
+    CAPTURE(lib);
+    CHECK_MESSAGE(launcher->find(lib) == std::string::npos, "ch-launcher links:\n" << *launcher);
+  }
+  REQUIRE_MESSAGE(fs::exists(module_path()), "no " << module_path() << " (target chl_network_module)");
+  auto module = ldd(module_path());
+  REQUIRE(module);
+  CHECK_MESSAGE(module->find("libnl-route-3.so") != std::string::npos, "libchl-network.so links:\n" << *module);
+  CHECK_MESSAGE(module->find("libnftables.so") != std::string::npos, "libchl-network.so links:\n" << *module);
+  // The module takes the launcher's own code from the executable: it must not carry a copy.
+  CHECK_MESSAGE(module->find("libchl") == std::string::npos, *module);
+}
+
+TEST_CASE("a VMI without interfaces runs without the network module and never maps its libraries") {
+  LauncherRun r;
+  r.write_vmi("console=ttyS0");
+  ScopedEnv env("CHL_NETWORK_MODULE", (r.dir.path() / "nowhere" / "libchl-network.so").string());
+  r.start();
+  REQUIRE_MESSAGE(r.wait_state("Running"), r.output());
+  const std::string maps = chl::test::read_file("/proc/" + std::to_string(r.child.pid()) + "/maps");
+  CHECK_MESSAGE(maps.find("libchl-network") == std::string::npos, maps);
+  CHECK_MESSAGE(maps.find("libnl-") == std::string::npos, maps);
+  CHECK_MESSAGE(maps.find("libnftables") == std::string::npos, maps);
+  auto stop = r.cli({"stop"});
+  CHECK_MESSAGE(stop.exit_code == 0, stop.output);
+  auto exit = r.wait_exit();
+  REQUIRE(exit);
+  CHECK_MESSAGE(exit->code == 0, exit->describe() << "\n" << r.output());
+}
+
+TEST_CASE("a VMI with an interface and CHL_NETWORK_MODULE naming a missing file: exit 1, says what to do") {
+  LauncherRun r;
+  write_vmi_with_interface(r);
+  auto missing = r.dir.path() / "nowhere" / "libchl-network.so";
+  ScopedEnv env("CHL_NETWORK_MODULE", missing.string());
+  r.start();
+  auto exit = r.wait_exit();
+  REQUIRE_MESSAGE(exit, "the launcher did not exit; output:\n" << r.output());
+  CHECK(exit->exited);
+  CHECK_MESSAGE(exit->code == 1, exit->describe() << "\n" << r.output());
+  const std::string want =
+      "pod network: pod networking support is not installed: libchl-network.so not found at " + missing.string();
+  CHECK_MESSAGE(r.output().find(want) != std::string::npos, r.output());
+  CHECK_MESSAGE(r.output().find("CHL_NETWORK_MODULE") != std::string::npos, r.output());
+  // Nothing was started: no VMM pid recorded, no sockets left.
+  r.check_clean(0);
+}
+
+TEST_CASE("network plan with a module that is not a shared library: exit 1 with dlopen's reason") {
+  LauncherRun r;
+  write_vmi_with_interface(r);
+  auto broken = r.dir.path() / "libchl-network.so";
+  chl::test::write_file(broken, "not an ELF file\n");
+  ScopedEnv env("CHL_NETWORK_MODULE", r.dir.path().string());  // a directory holding the module works too
+  auto out = chl::test::run_command({chl::test::launcher_binary(), "network", "plan", "--vmi", r.vmi_file().string()});
+  CHECK_MESSAGE(out.exit_code == 1, out.output);
+  CHECK_MESSAGE(out.output.find("pod networking support is broken: loading " + broken.string() + ": ") !=
+                    std::string::npos,
+                out.output);
+}
+
+TEST_CASE("network plan loads the module beside the launcher") {
+  LauncherRun r;
+  write_vmi_with_interface(r);
+  ::unsetenv("CHL_NETWORK_MODULE");
+  // Planning reads this namespace's links (no change, no privilege needed); the pod interface
+  // `eth0` may not exist here, which plan reports as a refusal: either way the module ran.
+  auto out = chl::test::run_command({chl::test::launcher_binary(), "network", "plan", "--vmi", r.vmi_file().string(),
+                                     "--resolv-conf", ""});
+  CHECK_MESSAGE(out.output.find("pod networking support is") == std::string::npos, out.output);
+  if (out.exit_code == 0) CHECK_MESSAGE(out.output.find("default: masquerade") != std::string::npos, out.output);
+  else CHECK_MESSAGE(out.output.find("default") != std::string::npos, out.output);
+}
