@@ -147,15 +147,21 @@ common::Status LauncherService::confine() {
     CHL_LOG_WARN("seccomp: off (--seccomp off): the launcher is not confined");
     return {};
   }
-  if (driver_->hypervisor() != "cloud-hypervisor") {
-    CHL_LOG_INFO("seccomp: not applied on the {} path (its allow-list is not measured yet)", driver_->hypervisor());
-    return {};
+  // The filter is built for the driver: qemu-kvm runs libvirt's client library in this process
+  // (sandbox/seccomp_policy.cpp: the common list plus the libvirt additions).
+  const std::string hv = driver_->hypervisor();
+  sandbox::DriverKind kind = sandbox::DriverKind::CloudHypervisor;
+  if (hv == "qemu-kvm") {
+    kind = sandbox::DriverKind::Libvirt;
+  } else if (hv != "cloud-hypervisor") {
+    return fail(std::errc::invalid_argument, "confining the launcher: no seccomp policy for the " + hv + " driver");
   }
-  auto filter = sandbox::build_launcher_filter(opts_.seccomp);
+  auto filter = sandbox::build_launcher_filter(opts_.seccomp, kind);
   if (!filter) return tl::unexpected(filter.error().wrap("confining the launcher"));
   if (auto st = filter->load(); !st) return tl::unexpected(st.error().wrap("confining the launcher"));
   seccomp_applied_ = true;
-  CHL_LOG_INFO("seccomp: launcher confined ({}, {} rules)", sandbox::to_string(opts_.seccomp), filter->rules());
+  CHL_LOG_INFO("seccomp: launcher confined ({}, {} policy, {} rules)", sandbox::to_string(opts_.seccomp),
+               sandbox::to_string(kind), filter->rules());
   return {};
 }
 

@@ -46,8 +46,8 @@ struct ServiceOptions {
   std::chrono::seconds grace_period{30};
   std::chrono::seconds vmm_exit_timeout{5};  // after vmm.shutdown, before SIGKILL
   bool console_take_over = false;
-  // The launcher confines itself once its VMM runs (sandbox/seccomp_policy.cpp). Applied on the
-  // Cloud Hypervisor path; the libvirt path's allow-list is not measured yet.
+  // The launcher confines itself once its VMM runs (sandbox/seccomp_policy.cpp), on both paths:
+  // the filter is built for the driver (the qemu-kvm one adds the libvirt rows).
   sandbox::SeccompMode seccomp = sandbox::SeccompMode::Enforce;
   // Start from a snapshot (`run --restore DIR`) instead of creating and booting the VM: the VMM
   // restores it paused, the console is attached, then it is resumed.

@@ -2,10 +2,13 @@
 
 #include <sched.h>
 #include <seccomp.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 
+#include "common/unique_fd.hpp"
 #include "sandbox/seccomp_policy.hpp"
 
 namespace chl::sandbox {
@@ -55,7 +58,20 @@ common::Status SeccompFilter::load() {
   return check(seccomp_load(ctx_->ctx), "seccomp: loading the launcher's filter");
 }
 
-common::Result<SeccompFilter> build_launcher_filter(SeccompMode mode) {
+common::Result<std::vector<std::uint64_t>> SeccompFilter::export_bpf() const {
+  if (!ctx_ || !ctx_->ctx) return fail(std::errc::invalid_argument, "seccomp: the filter was moved from");
+  common::UniqueFd fd(::memfd_create("chl-seccomp-bpf", MFD_CLOEXEC));
+  if (!fd) return common::fail_errno("seccomp: memfd_create for the exported filter");
+  CHL_TRY_VOID(check(seccomp_export_bpf(ctx_->ctx, fd.get()), "seccomp: exporting the filter"));
+  const off_t size = ::lseek(fd.get(), 0, SEEK_END);
+  if (size < 0 || size % 8 != 0) return fail(std::errc::io_error, "seccomp: exported filter of odd size");
+  std::vector<std::uint64_t> prog(static_cast<std::size_t>(size) / 8);
+  const ssize_t n = ::pread(fd.get(), prog.data(), static_cast<std::size_t>(size), 0);
+  if (n != size) return common::fail_errno("seccomp: reading the exported filter");
+  return prog;
+}
+
+common::Result<SeccompFilter> build_launcher_filter(SeccompMode mode, DriverKind kind) {
   if (mode == SeccompMode::Off) return fail(std::errc::invalid_argument, "seccomp: no filter for mode off");
   const std::uint32_t refuse = mode == SeccompMode::Enforce ? SCMP_ACT_ERRNO(EPERM) : SCMP_ACT_LOG;
   auto ctx = std::make_unique<SeccompFilter::Ctx>();
@@ -72,7 +88,7 @@ common::Result<SeccompFilter> build_launcher_filter(SeccompMode mode) {
     return nr;
   };
 
-  for (const SyscallRule& r : launcher_allow_list()) {
+  for (const SyscallRule& r : allow_list_for(kind)) {
     CHL_TRY(int nr, resolve(r.name));
     const std::string what = "seccomp: rule for " + std::string(r.name);
     switch (r.check) {

@@ -26,6 +26,16 @@ TEST_CASE(
   CHECK(d["vmm"]["accel"] == "tcg");
   long pid = r.qemu_pid();
   CHECK(pid > 0);
+  // The launcher confined itself with its qemu-kvm policy (the common list plus the libvirt
+  // additions), and the kernel agrees (Seccomp: 2, filter mode). Everything below runs under it.
+  CHECK(d["seccomp"] == "enforce");
+  {
+    auto text = chl::test::read_file("/proc/" + std::to_string(r.child.pid()) + "/status");
+    auto at = text.find("Seccomp:");
+    REQUIRE(at != std::string::npos);
+    CHECK(text.substr(at + 8, text.find('\n', at) - at - 8).find('2') != std::string::npos);
+  }
+  CHECK(r.output().find("seccomp: launcher confined (enforce, libvirt policy") != std::string::npos);
 
   auto st = r.cli({"status"});
   CHECK(st.exit_code == 0);

@@ -563,7 +563,8 @@ TEST_CASE("netns: teardown works under the launcher's seccomp sandbox (no new so
     if (!plan.refusals.empty()) ::_exit(12);
     auto w = wire_pod_network(plan.plans, nullptr);
     if (!w) ::_exit(13);
-    auto filter = chl::sandbox::build_launcher_filter(chl::sandbox::SeccompMode::Enforce);
+    auto filter = chl::sandbox::build_launcher_filter(chl::sandbox::SeccompMode::Enforce,
+                                                       chl::sandbox::DriverKind::CloudHypervisor);
     if (!filter || !filter->load()) ::_exit(14);
     // Proof the sandbox is on: a new netlink socket is refused.
     if (::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, 0) >= 0) ::_exit(15);
