@@ -29,6 +29,9 @@ TEST_CASE(
   // The launcher confined itself with its qemu-kvm policy (the common list plus the libvirt
   // additions), and the kernel agrees (Seccomp: 2, filter mode). Everything below runs under it.
   CHECK(d["seccomp"] == "enforce");
+  auto sj = r.cli({"status", "--json"});
+  CHECK(sj.exit_code == 0);
+  CHECK_MESSAGE(json::parse(sj.output, nullptr, false).value("seccomp", "") == "enforce", sj.output);
   {
     auto text = chl::test::read_file("/proc/" + std::to_string(r.child.pid()) + "/status");
     auto at = text.find("Seccomp:");
