@@ -4,39 +4,16 @@
 #include <cstdlib>
 
 #include "tests/ch_launcher/launcher_harness.hpp"
+#include "tests/ch_launcher/module_test_support.hpp"
 
 using chl::test::LauncherRun;
+using chl::test::ldd;
+using chl::test::ScopedEnv;
 namespace fs = std::filesystem;
 
 namespace {
 
-// Sets an environment variable for the test (the launcher inherits the test's environment) and
-// restores the old value.
-struct ScopedEnv {
-  std::string name;
-  std::optional<std::string> old;
-  ScopedEnv(std::string n, const std::string& value) : name(std::move(n)) {
-    if (const char* v = std::getenv(name.c_str())) old = v;
-    ::setenv(name.c_str(), value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (old) ::setenv(name.c_str(), old->c_str(), 1);
-    else ::unsetenv(name.c_str());
-  }
-};
-
-fs::path module_path() { return fs::path(chl::test::launcher_binary()).parent_path() / "libchl-network.so"; }
-
-// `ldd FILE` output, or nullopt (with a skip) when ldd is missing.
-std::optional<std::string> ldd(const fs::path& file) {
-  if (!chl::test::tool("ldd")) {
-    chl::test::skip("ldd not installed");
-    return std::nullopt;
-  }
-  auto r = chl::test::run_command({"ldd", file.string()});
-  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
-  return r.output;
-}
+fs::path module_path() { return chl::test::built_module("libchl-network.so"); }
 
 // The harness's VMI plus one masquerade interface on the pod network.
 void write_vmi_with_interface(LauncherRun& r) {
