@@ -10,8 +10,8 @@ COPY . .
 RUN bash scripts/setup.sh \
  && cmake -S . -B /build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHL_WERROR=ON \
  && cmake --build /build -j"$(nproc)" --target ch-launcher \
- && strip --strip-debug -o /ch-launcher /build/ch_launcher/ch-launcher \
- && strip --strip-debug -o /libchl-network.so /build/ch_launcher/libchl-network.so
+ && strip --strip-debug -o /ch-launcher /build/bin/ch-launcher \
+ && strip --strip-debug -o /libchl-network.so /build/bin/libchl-network.so
 
 # ---- fetch: Cloud Hypervisor and its firmware, pinned and checked ---------------------------
 FROM debian:bookworm-slim AS fetch

@@ -1,4 +1,4 @@
-#include "ch_launcher/cli/args.hpp"
+#include "cli/args.hpp"
 
 #include <cstdio>
 

@@ -6,21 +6,20 @@
 #include <string>
 #include <vector>
 
-#include "ch_launcher/cli/args.hpp"
-#include "ch_launcher/cli/registry.hpp"
-#include "ch_launcher/vmi_parser.hpp"
+#include "cli/args.hpp"
+#include "cli/registry.hpp"
+#include "vmi/parser.hpp"
 
 namespace {
 
-namespace core = chl::core;
 namespace disks = chl::disks;
 
 constexpr const char* kDefaultSecretRoot =
     "/var/run/kubevirt-private/secret";  // KubeVirt's mount point
 
-bool is_cloud_init(const core::Volume& v) {
-  return v.kind == core::VolumeKind::CloudInitNoCloud ||
-         v.kind == core::VolumeKind::CloudInitConfigDrive;
+bool is_cloud_init(const chl::vmi::Volume& v) {
+  return v.kind == chl::vmi::VolumeKind::CloudInitNoCloud ||
+         v.kind == chl::vmi::VolumeKind::CloudInitConfigDrive;
 }
 
 int fail(const std::string& msg, int code = 1) {
@@ -39,17 +38,17 @@ int run(const std::vector<std::string>& argv) {
       args.get_or("--format", std::string(to_string(disks::kDefaultCloudInitFormat))));
   if (!format) return chl::cli::usage_error("cloud-init", format.error().message());
 
-  auto text = core::read_manifest(*vmi_file);
+  auto text = chl::vmi::read_manifest(*vmi_file);
   if (!text) return fail(text.error().message());
-  auto parsed = core::parse_vmi(*text);
+  auto parsed = chl::vmi::parse_vmi(*text);
   if (parsed.fatal || !parsed.problems.empty()) {
-    for (const auto& p : parsed.problems) std::fprintf(stderr, "%s\n", core::to_string(p).c_str());
+    for (const auto& p : parsed.problems) std::fprintf(stderr, "%s\n", chl::vmi::to_string(p).c_str());
     return fail(*vmi_file + ": not a valid VirtualMachineInstance", 2);
   }
-  const core::Vmi& vmi = parsed.vmi;
+  const chl::vmi::Vmi& vmi = parsed.vmi;
 
   // The volume: the one named, or the only cloud-init volume.
-  const core::Volume* volume = nullptr;
+  const chl::vmi::Volume* volume = nullptr;
   std::string names;
   for (const auto& v : vmi.spec.volumes) {
     if (!is_cloud_init(v)) continue;
@@ -79,7 +78,7 @@ int run(const std::vector<std::string>& argv) {
   disks::CloudInitWriteOptions wo;
   wo.format = *format;
   chl::common::Status st;
-  const bool nocloud = volume->kind == core::VolumeKind::CloudInitNoCloud;
+  const bool nocloud = volume->kind == chl::vmi::VolumeKind::CloudInitNoCloud;
   if (nocloud) {
     disks::NoCloudData d;
     d.user_data = std::move(payload->user_data);

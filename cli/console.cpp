@@ -5,11 +5,11 @@
 #include <string>
 #include <vector>
 
-#include "ch_launcher/cli/args.hpp"
-#include "ch_launcher/cli/registry.hpp"
-#include "ch_launcher/run.hpp"
-#include "ch_launcher/state_dir.hpp"
-#include "ch_launcher/vmi_parser.hpp"
+#include "cli/args.hpp"
+#include "cli/registry.hpp"
+#include "cli/run_launcher.hpp"
+#include "launcher/state_dir.hpp"
+#include "vmi/parser.hpp"
 #include "console_bridge/console_client.hpp"
 
 namespace {
@@ -41,15 +41,15 @@ int run_console(const std::vector<std::string>& argv) {
     opts.socket_path = *sock;
   } else {
     std::string file = *args.get("--vmi");
-    auto text = chl::core::read_manifest(file);
+    auto text = chl::vmi::read_manifest(file);
     if (!text) return chl::cli::usage_error("console", text.error().message(), 1);
-    auto parsed = chl::core::parse_vmi(*text);
+    auto parsed = chl::vmi::parse_vmi(*text);
     const auto& meta = parsed.vmi.metadata;
     if (parsed.fatal || meta.name.empty()) {
       return chl::cli::usage_error("console", "cannot read the VMI's name from " + file, 1);
     }
-    opts.socket_path = chl::core::console_socket_path(
-        chl::core::default_state_dir(meta.namespace_, meta.name), false, meta.uid);
+    opts.socket_path = chl::cli::console_socket_path(
+        chl::launcher::default_state_dir(meta.namespace_, meta.name), false, meta.uid);
   }
   auto result = chl::console_bridge::ConsoleClient(opts).run();
   if (!result) {

@@ -11,12 +11,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ch_launcher/cli/args.hpp"
-#include "ch_launcher/cli/registry.hpp"
-#include "ch_launcher/command_client.hpp"
-#include "ch_launcher/run.hpp"
-#include "ch_launcher/state_dir.hpp"
-#include "ch_launcher/vmi_parser.hpp"
+#include "cli/args.hpp"
+#include "cli/registry.hpp"
+#include "control/command_client.hpp"
+#include "cli/run_launcher.hpp"
+#include "launcher/state_dir.hpp"
+#include "vmi/parser.hpp"
 
 namespace chl::cli {
 namespace {
@@ -28,19 +28,19 @@ const char* kTarget = "[--state-dir DIR | --vmi FILE | --socket PATH] [--json]";
 // The command socket from --socket, --state-dir or --vmi (its default state directory).
 std::optional<fs::path> find_socket(const std::string& cmd, const Args& a) {
   if (auto s = a.get("--socket")) return fs::path(*s);
-  if (auto d = a.get("--state-dir")) return core::launcher_socket_path(*d, false);
+  if (auto d = a.get("--state-dir")) return cli::launcher_socket_path(*d, false);
   if (auto v = a.get("--vmi")) {
-    auto text = core::read_manifest(*v);
+    auto text = vmi::read_manifest(*v);
     if (!text) {
       usage_error(cmd, text.error().message(), 1);
       return std::nullopt;
     }
-    auto parsed = core::parse_vmi(*text);
+    auto parsed = vmi::parse_vmi(*text);
     if (parsed.fatal || parsed.vmi.metadata.name.empty()) {
       usage_error(cmd, "cannot read the VMI's name from " + *v, 1);
       return std::nullopt;
     }
-    return core::launcher_socket_path(core::default_state_dir(parsed.vmi.metadata.namespace_, parsed.vmi.metadata.name), false);
+    return cli::launcher_socket_path(launcher::default_state_dir(parsed.vmi.metadata.namespace_, parsed.vmi.metadata.name), false);
   }
   usage_error(cmd, "say which VM: --state-dir DIR, --vmi FILE or --socket PATH");
   return std::nullopt;
@@ -87,7 +87,7 @@ void print_status(const json& j) {
   if (j.contains("error")) std::printf("  error:     %s\n", j.value("error", "").c_str());
 }
 
-int report(const std::string& cmd, const common::Result<core::CommandResponse>& r, bool as_json,
+int report(const std::string& cmd, const common::Result<control::CommandResponse>& r, bool as_json,
            const std::function<void(const json&)>& human) {
   if (!r) return usage_error(cmd, r.error().message(), 1);
   json body = json::parse(r->body, nullptr, false);
@@ -120,7 +120,7 @@ Command simple(const std::string& name, const std::string& summary, const std::s
     if (!a.parse(argv)) return usage_error(name, a.error());
     auto sock = find_socket(name, a);
     if (!sock) return 2;
-    auto r = core::command_request(*sock, method, target);
+    auto r = control::command_request(*sock, method, target);
     return report(name, r, a.has("--json"), [&](const json& j) {
       if (name == "status") print_status(j);
       else std::printf("%s\n", done.c_str());
@@ -151,7 +151,7 @@ int stop_or_kill(const std::string& name, const std::vector<std::string>& argv) 
   const std::string target = name == "kill" ? "/v1/kill" : "/v1/shutdown";
   const std::string payload = body.empty() ? std::string() : body.dump();
   if (a.has("--no-wait")) {
-    int rc = report(name, core::command_request(*sock, "PUT", target, payload), false, [](const json&) {});
+    int rc = report(name, control::command_request(*sock, "PUT", target, payload), false, [](const json&) {});
     if (rc == 0) std::printf("%s\n", name == "kill" ? "killing" : "stopping");
     return rc;
   }
@@ -167,7 +167,7 @@ int stop_or_kill(const std::string& name, const std::vector<std::string>& argv) 
   };
   auto f = std::make_shared<Follow>();  // shared with the follower, which may outlive a refusal
   std::thread follower([f, path = *sock] {
-    (void)core::command_stream(path, "/v1/events", [&](const std::string& line) {
+    (void)control::command_stream(path, "/v1/events", [&](const std::string& line) {
       json e = json::parse(line, nullptr, false);
       std::lock_guard lock(f->m);
       if (e.is_object()) {
@@ -189,7 +189,7 @@ int stop_or_kill(const std::string& name, const std::vector<std::string>& argv) 
     already_down = f->state == "Shutoff" || f->state == "Crashed";
   }
   int rc = 0;
-  if (!already_down) rc = report(name, core::command_request(*sock, "PUT", target, payload), false, [](const json&) {});
+  if (!already_down) rc = report(name, control::command_request(*sock, "PUT", target, payload), false, [](const json&) {});
   if (rc != 0) {
     // Refused (the reason is printed): the VM is not going down, so stop following.
     follower.detach();
@@ -223,7 +223,7 @@ int events_cmd(const std::vector<std::string>& argv) {
   if (!sock) return 2;
   const bool as_json = a.has("--json");
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  auto st = core::command_stream(*sock, "/v1/events", [&](const std::string& line) {
+  auto st = control::command_stream(*sock, "/v1/events", [&](const std::string& line) {
     if (as_json) {
       std::printf("%s\n", line.c_str());
     } else {
@@ -247,7 +247,7 @@ int snapshot_restore(const std::string& name, const std::vector<std::string>& ar
   auto sock = find_socket(name, a);
   if (!sock) return 2;
   json body = {{name == "snapshot" ? "destination" : "source", fs::absolute(*dir).string()}};
-  auto r = core::command_request(*sock, "PUT", "/v1/" + name, body.dump());
+  auto r = control::command_request(*sock, "PUT", "/v1/" + name, body.dump());
   return report(name, r, a.has("--json"), [&](const json&) {
     std::printf("%s %s\n", name == "snapshot" ? "snapshot written to" : "restored from", fs::absolute(*dir).c_str());
   });

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "ch_launcher/cli/args.hpp"
-#include "ch_launcher/cli/registry.hpp"
+#include "cli/args.hpp"
+#include "cli/registry.hpp"
 #include "disks/convert.hpp"
 #include "disks/empty_disk.hpp"
 #include "disks/quantity.hpp"

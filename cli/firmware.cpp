@@ -4,14 +4,13 @@
 #include <string>
 #include <vector>
 
-#include "ch_launcher/cli/args.hpp"
-#include "ch_launcher/cli/registry.hpp"
-#include "ch_launcher/vmi_parser.hpp"
+#include "cli/args.hpp"
+#include "cli/registry.hpp"
+#include "vmi/parser.hpp"
 #include "firmware/payload.hpp"
 
 namespace {
 
-namespace core = chl::core;
 namespace fw = chl::firmware;
 
 int fail(const std::string& msg, int code = 1) {
@@ -25,14 +24,14 @@ int run(const std::vector<std::string>& argv) {
   auto vmi_file = args.get("--vmi");
   if (!vmi_file) return chl::cli::usage_error("firmware", "--vmi FILE is required");
 
-  auto text = core::read_manifest(*vmi_file);
+  auto text = chl::vmi::read_manifest(*vmi_file);
   if (!text) return fail(text.error().message());
-  auto parsed = core::parse_vmi(*text);
+  auto parsed = chl::vmi::parse_vmi(*text);
   if (parsed.fatal || !parsed.problems.empty()) {
-    for (const auto& p : parsed.problems) std::fprintf(stderr, "%s\n", core::to_string(p).c_str());
+    for (const auto& p : parsed.problems) std::fprintf(stderr, "%s\n", chl::vmi::to_string(p).c_str());
     return fail(*vmi_file + ": not a valid VirtualMachineInstance", 2);
   }
-  const core::Vmi& vmi = parsed.vmi;
+  const chl::vmi::Vmi& vmi = parsed.vmi;
   const auto& firmware = vmi.spec.domain.firmware;
 
   std::string hv = vmi.spec.hypervisor.empty() ? args.get_or("--hypervisor", "cloud-hypervisor")
@@ -62,7 +61,7 @@ int run(const std::vector<std::string>& argv) {
     kb.initrd_path = firmware.kernel_boot.initrd_path;
     kb.cmdline = firmware.kernel_boot.kernel_args;
     req.kernel_boot = kb;
-  } else if (firmware.bootloader == core::Bootloader::Efi) {
+  } else if (firmware.bootloader == chl::vmi::Bootloader::Efi) {
     req.mode = fw::BootMode::efi;
     req.secure_boot = firmware.efi_secure_boot.value_or(true);  // KubeVirt's default
   } else {

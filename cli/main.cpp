@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "ch_launcher/cli/registry.hpp"
+#include "cli/registry.hpp"
 
 namespace {
 

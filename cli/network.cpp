@@ -12,10 +12,10 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 
-#include "ch_launcher/cli/args.hpp"
-#include "ch_launcher/cli/registry.hpp"
-#include "ch_launcher/driver_module.hpp"
-#include "ch_launcher/vmi_parser.hpp"
+#include "cli/args.hpp"
+#include "cli/registry.hpp"
+#include "network/module_loader.hpp"
+#include "vmi/parser.hpp"
 #include "network/vmm_handoff.hpp"
 #include "network/wire.hpp"
 
@@ -23,8 +23,8 @@ namespace {
 
 using chl::network::PlanResult;
 
-std::optional<chl::core::NetworkModule> load_module(const std::string& cmd) {
-  auto m = chl::core::load_network_module();
+std::optional<chl::network::NetworkModule> load_module(const std::string& cmd) {
+  auto m = chl::network::load_network_module();
   if (!m) {
     std::fprintf(stderr, "ch-launcher %s: %s\n", cmd.c_str(), m.error().message().c_str());
     return std::nullopt;
@@ -34,18 +34,18 @@ std::optional<chl::core::NetworkModule> load_module(const std::string& cmd) {
 
 // The VMI's plans in this namespace; prints refusals and returns nullopt on any problem.
 std::optional<PlanResult> plan_for(const std::string& cmd, const chl::cli::Args& args,
-                                   const chl::core::NetworkModule& module) {
+                                   const chl::network::NetworkModule& module) {
   auto path = args.get("--vmi");
   if (!path) {
     chl::cli::usage_error(cmd, "--vmi FILE is required");
     return std::nullopt;
   }
-  auto text = chl::core::read_manifest(*path);
+  auto text = chl::vmi::read_manifest(*path);
   if (!text) {
     std::fprintf(stderr, "ch-launcher %s: %s\n", cmd.c_str(), text.error().message().c_str());
     return std::nullopt;
   }
-  auto parsed = chl::core::parse_vmi(*text);
+  auto parsed = chl::vmi::parse_vmi(*text);
   if (parsed.fatal || !parsed.problems.empty()) {
     for (const auto& p : parsed.problems) std::fprintf(stderr, "%s: %s\n", path->c_str(), to_string(p).c_str());
     return std::nullopt;
@@ -55,7 +55,7 @@ std::optional<PlanResult> plan_for(const std::string& cmd, const chl::cli::Args&
     std::fprintf(stderr, "ch-launcher %s: %s\n", cmd.c_str(), facts.error().message().c_str());
     return std::nullopt;
   }
-  auto r = chl::network::plan_networks(parsed.vmi, *facts, chl::core::cpu_topology(parsed.vmi).vcpus());
+  auto r = chl::network::plan_networks(parsed.vmi, *facts, chl::vmi::cpu_topology(parsed.vmi).vcpus());
   if (!r.refusals.empty()) {
     for (const auto& v : r.refusals) std::fprintf(stderr, "%s: %s\n", path->c_str(), to_string(v).c_str());
     return std::nullopt;

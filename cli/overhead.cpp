@@ -1,12 +1,12 @@
 // `ch-launcher overhead`: the pod memory the hypervisor needs for a VMI beyond guest RAM.
-#include "ch_launcher/overhead.hpp"
+#include "vmi/overhead.hpp"
 
 #include <cstdio>
 
-#include "ch_launcher/cli/args.hpp"
-#include "ch_launcher/cli/registry.hpp"
-#include "ch_launcher/quantity.hpp"
-#include "ch_launcher/validator.hpp"
+#include "cli/args.hpp"
+#include "cli/registry.hpp"
+#include "vmi/quantity.hpp"
+#include "vmi/validator.hpp"
 
 namespace {
 
@@ -15,21 +15,21 @@ int run(const std::vector<std::string>& argv) {
   if (!args.parse(argv)) return chl::cli::usage_error("overhead", args.error());
   auto vmi = args.get("--vmi");
   if (!vmi) return chl::cli::usage_error("overhead", "--vmi FILE is required");
-  auto checked = chl::core::check_vmi_file(*vmi, args.get_or("--hypervisor", "cloud-hypervisor"),
-                                           chl::core::current_host());
+  auto checked = chl::vmi::check_vmi_file(*vmi, args.get_or("--hypervisor", "cloud-hypervisor"),
+                                           chl::vmi::current_host());
   if (!checked) {
     std::fputs(checked.error().c_str(), stderr);
     return 2;
   }
-  auto o = chl::core::memory_overhead(checked->vmi, *checked->caps);
+  auto o = chl::vmi::memory_overhead(checked->vmi, *checked->caps);
   if (args.has("--json")) {
-    std::printf("%s\n", chl::core::overhead_json(o).dump(2).c_str());
+    std::printf("%s\n", chl::vmi::overhead_json(o).dump(2).c_str());
     return 0;
   }
   std::printf("memory overhead of %s/%s on %s: %s\n", checked->vmi.metadata.namespace_.c_str(),
               checked->vmi.metadata.name.c_str(), std::string(checked->caps->name).c_str(),
-              chl::core::format_bytes_quantity(o.total).c_str());
-  std::fputs(chl::core::format_overhead(o).c_str(), stdout);
+              chl::vmi::format_bytes_quantity(o.total).c_str());
+  std::fputs(chl::vmi::format_overhead(o).c_str(), stdout);
   return 0;
 }
 

@@ -1,4 +1,4 @@
-#include "ch_launcher/cli/registry.hpp"
+#include "cli/registry.hpp"
 
 namespace chl::cli {
 

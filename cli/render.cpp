@@ -2,13 +2,13 @@
 // (qemu-kvm) for a VMI (nothing started, nothing written).
 #include <cstdio>
 
-#include "ch_launcher/accel_probe.hpp"
-#include "ch_launcher/ch_translate.hpp"
-#include "ch_launcher/domain_xml.hpp"
-#include "ch_launcher/cli/args.hpp"
-#include "ch_launcher/cli/registry.hpp"
-#include "ch_launcher/plan.hpp"
-#include "ch_launcher/validator.hpp"
+#include "drivers/libvirt/accel_probe.hpp"
+#include "drivers/cloud_hypervisor/translate.hpp"
+#include "drivers/libvirt/domain_xml.hpp"
+#include "cli/args.hpp"
+#include "cli/registry.hpp"
+#include "launcher/plan.hpp"
+#include "vmi/validator.hpp"
 
 namespace {
 
@@ -19,7 +19,7 @@ int run(const std::vector<std::string>& argv) {
   if (!args.parse(argv)) return chl::cli::usage_error("render", args.error());
   auto vmi = args.get("--vmi");
   if (!vmi) return chl::cli::usage_error("render", "--vmi FILE is required");
-  chl::core::PlanInputs in;
+  chl::launcher::PlanInputs in;
   for (const auto& v : args.all("--volume")) {
     auto eq = v.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == v.size()) {
@@ -31,19 +31,19 @@ int run(const std::vector<std::string>& argv) {
   in.state_dir = args.get_or("--state-dir", "");
   in.firmware_path = args.get_or("--firmware", "");
   if (auto cs = args.get("--cpu-set")) {
-    in.cpu_set = chl::core::parse_cpu_list(*cs);
+    in.cpu_set = chl::launcher::parse_cpu_list(*cs);
     if (!in.cpu_set)
       return chl::cli::usage_error("render",
                                    "--cpu-set takes a CPU list such as 2-5,8, got \"" + *cs + "\"");
   }
-  auto checked = chl::core::check_vmi_file(*vmi, args.get_or("--hypervisor", "cloud-hypervisor"),
-                                           chl::core::current_host());
+  auto checked = chl::vmi::check_vmi_file(*vmi, args.get_or("--hypervisor", "cloud-hypervisor"),
+                                           chl::vmi::current_host());
   if (!checked) {
     std::fputs(checked.error().c_str(), stderr);
     return 2;
   }
   if (!in.cpu_set && checked->vmi.spec.domain.cpu.dedicated_cpu_placement) {
-    if (auto cs = chl::core::read_cgroup_cpu_set()) in.cpu_set = std::move(*cs);
+    if (auto cs = chl::launcher::read_cgroup_cpu_set()) in.cpu_set = std::move(*cs);
   }
   const bool qemu = checked->caps->name == "qemu-kvm";
   if (checked->caps->name != "cloud-hypervisor" && !qemu) {
@@ -53,27 +53,27 @@ int run(const std::vector<std::string>& argv) {
         std::string(checked->caps->name).c_str());
     return 1;
   }
-  auto accel = chl::core::accel_request_from_string(args.get_or("--accel", "auto"));
+  auto accel = chl::libvirt::accel_request_from_string(args.get_or("--accel", "auto"));
   if (!accel) return chl::cli::usage_error("render", "--accel takes auto, kvm or tcg");
-  auto plan = chl::core::plan_launch(checked->vmi, *checked->caps, in);
+  auto plan = chl::launcher::plan_launch(checked->vmi, *checked->caps, in);
   if (!plan) {
-    std::fputs(chl::core::format_violations(plan.error(), *vmi == "-" ? "<stdin>" : *vmi).c_str(),
+    std::fputs(chl::vmi::format_violations(plan.error(), *vmi == "-" ? "<stdin>" : *vmi).c_str(),
                stderr);
     return 2;
   }
   if (qemu && !args.has("--plan")) {
-    chl::core::DomainXmlOptions xo;
-    auto choice = chl::core::choose_accel(*accel);
+    chl::libvirt::DomainXmlOptions xo;
+    auto choice = chl::libvirt::choose_accel(*accel);
     xo.accel = choice.accel;
     xo.plain_cpu = choice.nested_pvm;
     xo.emulator = args.get_or("--emulator", "");
-    std::fputs(chl::core::to_domain_xml(checked->vmi, *plan, xo).c_str(), stdout);
+    std::fputs(chl::libvirt::to_domain_xml(checked->vmi, *plan, xo).c_str(), stdout);
   } else if (qemu) {
-    std::printf("%s\n", chl::core::preparations_json(*plan).dump(2).c_str());
+    std::printf("%s\n", chl::launcher::preparations_json(*plan).dump(2).c_str());
   } else if (args.has("--plan")) {
-    std::printf("%s\n", chl::core::ch_plan_json(*plan).dump(2).c_str());
+    std::printf("%s\n", chl::cloud_hypervisor::ch_plan_json(*plan).dump(2).c_str());
   } else {
-    nlohmann::json body = chl::core::to_ch_vm_config(*plan);
+    nlohmann::json body = chl::cloud_hypervisor::to_ch_vm_config(*plan);
     std::printf("%s\n", body.dump(2).c_str());
   }
   return 0;

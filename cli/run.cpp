@@ -1,10 +1,10 @@
-// `ch-launcher run`: parse arguments, hand them to core::run_launcher.
+// `ch-launcher run`: parse arguments, hand them to cli::run_launcher.
 #include <cstdio>
 
-#include "ch_launcher/cli/args.hpp"
-#include "ch_launcher/cli/registry.hpp"
-#include "ch_launcher/accel_probe.hpp"
-#include "ch_launcher/run.hpp"
+#include "cli/args.hpp"
+#include "cli/registry.hpp"
+#include "drivers/libvirt/accel_probe.hpp"
+#include "cli/run_launcher.hpp"
 #include "common/log.hpp"
 
 namespace chl::cli {
@@ -42,7 +42,7 @@ int run(const std::vector<std::string>& argv) {
     return usage_error("run", "--log-level: unknown level " + *l);
   common::log::init("ch-launcher", level, a.get_or("--log-file", ""));
 
-  core::LaunchOptions o;
+  launcher::LaunchOptions o;
   o.vmi_path = *vmi;
   if (auto d = a.get("--state-dir")) o.state_dir = std::filesystem::absolute(*d);
   for (const auto& v : a.all("--volume")) {
@@ -72,7 +72,7 @@ int run(const std::vector<std::string>& argv) {
     o.vmm_seccomp = *s == "true";
   }
   if (auto ac = a.get("--accel")) {
-    if (!core::accel_request_from_string(*ac)) return usage_error("run", "--accel takes auto, kvm or tcg, got '" + *ac + "'");
+    if (!libvirt::accel_request_from_string(*ac)) return usage_error("run", "--accel takes auto, kvm or tcg, got '" + *ac + "'");
     o.accel = *ac;
   }
   if (auto r = a.get("--restore")) o.restore_from = std::filesystem::absolute(*r);
@@ -91,7 +91,7 @@ int run(const std::vector<std::string>& argv) {
       return usage_error("run", "--api-timeout takes seconds (0 < s <= 3600), got '" + *t + "'");
     }
   }
-  return core::run_launcher(o);
+  return cli::run_launcher(o);
 }
 
 Registrar reg({"run", "run a VMI until it ends (the launcher itself)", kUsage, run});

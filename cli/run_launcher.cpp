@@ -1,4 +1,4 @@
-#include "ch_launcher/run.hpp"
+#include "cli/run_launcher.hpp"
 
 #include <chrono>
 #include <cstdio>
@@ -6,19 +6,20 @@
 
 #include <boost/asio/io_context.hpp>
 
-#include "ch_launcher/ch_driver.hpp"
-#include "ch_launcher/ch_translate.hpp"
-#include "ch_launcher/command_api.hpp"
-#include "ch_launcher/launcher_service.hpp"
-#include "ch_launcher/accel_probe.hpp"
-#include "ch_launcher/domain_xml.hpp"
-#include "ch_launcher/driver_module.hpp"
-#include "ch_launcher/plan.hpp"
-#include "ch_launcher/prepare.hpp"
-#include "ch_launcher/state_dir.hpp"
-#include "ch_launcher/validator.hpp"
-#include "ch_launcher/vmi_parser.hpp"
-#include "ch_launcher/vmm_process.hpp"
+#include "drivers/cloud_hypervisor/ch_driver.hpp"
+#include "drivers/cloud_hypervisor/translate.hpp"
+#include "control/command_api.hpp"
+#include "launcher/launcher_service.hpp"
+#include "drivers/libvirt/accel_probe.hpp"
+#include "drivers/libvirt/domain_xml.hpp"
+#include "drivers/libvirt/module_loader.hpp"
+#include "network/module_loader.hpp"
+#include "launcher/plan.hpp"
+#include "launcher/prepare.hpp"
+#include "launcher/state_dir.hpp"
+#include "vmi/validator.hpp"
+#include "vmi/parser.hpp"
+#include "drivers/cloud_hypervisor/vmm_process.hpp"
 #include "common/child_process.hpp"
 #include "common/log.hpp"
 #include "common/unix_socket.hpp"
@@ -26,12 +27,12 @@
 #include "network/vmm_handoff.hpp"
 #include "network/wire.hpp"
 
-namespace chl::core {
+namespace chl::cli {
 namespace fs = std::filesystem;
 
 namespace {
 
-void print_violations(const Violations& vs) {
+void print_violations(const vmi::Violations& vs) {
   std::fprintf(stderr, "ch-launcher run: the VMI cannot run (%zu problem%s):\n", vs.size(), vs.size() == 1 ? "" : "s");
   for (const auto& v : vs) std::fprintf(stderr, "  %s\n", to_string(v).c_str());
 }
@@ -39,22 +40,22 @@ void print_violations(const Violations& vs) {
 int launch_error(const std::string& msg) {
   CHL_LOG_ERROR("{}", msg);
   std::fprintf(stderr, "ch-launcher run: %s\n", msg.c_str());
-  return kExitLaunchFailed;
+  return launcher::kExitLaunchFailed;
 }
 
 std::optional<std::vector<std::uint32_t>> pod_cpu_set() {
   std::ifstream f("/sys/fs/cgroup/cpuset.cpus.effective");
   std::string text;
   if (!std::getline(f, text)) return std::nullopt;
-  return parse_cpu_list(text);
+  return launcher::parse_cpu_list(text);
 }
 
 // The NICs of the domain XML from what was wired: the taps, MACs, MTUs and queue pairs the pod
 // network really has (the launch plan's guesses — no MTU, KubeVirt's bridge default — give way).
-std::vector<PlannedNic> planned_nics(network::WiredNetwork& wired) {
-  std::vector<PlannedNic> nics;
+std::vector<launcher::PlannedNic> planned_nics(network::WiredNetwork& wired) {
+  std::vector<launcher::PlannedNic> nics;
   for (const auto& w : wired.interfaces()) {
-    PlannedNic n;
+    launcher::PlannedNic n;
     n.name = w.iface_name;
     n.tap = w.tap;
     n.mac = network::format_mac(w.mac);
@@ -80,42 +81,42 @@ fs::path console_socket_path(const fs::path& state_dir, bool pod_layout, const s
   return pod_layout ? fs::path("/var/run/kubevirt-private") / uid / "virt-serial0" : state_dir / "virt-serial0";
 }
 
-int run_launcher(const LaunchOptions& opts) {
+int run_launcher(const launcher::LaunchOptions& opts) {
   // 1. The VMI, checked against its hypervisor: every problem at once, exit 2.
-  auto text = read_manifest(opts.vmi_path.string());
+  auto text = vmi::read_manifest(opts.vmi_path.string());
   if (!text) {
     std::fprintf(stderr, "ch-launcher run: %s\n", text.error().message().c_str());
-    return kExitInvalidInput;
+    return launcher::kExitInvalidInput;
   }
-  auto checked = check_vmi(*text, opts.default_hypervisor, current_host());
+  auto checked = vmi::check_vmi(*text, opts.default_hypervisor, vmi::current_host());
   if (!checked) {
     print_violations(checked.error());
-    return kExitInvalidInput;
+    return launcher::kExitInvalidInput;
   }
-  const Vmi& vmi = checked->vmi;
+  const vmi::Vmi& vmi = checked->vmi;
   common::log::set_vmi({vmi.metadata.namespace_, vmi.metadata.name, vmi.metadata.uid});
   const std::string hypervisor(checked->caps->name);
   const bool qemu = hypervisor == "qemu-kvm";
   if (hypervisor != "cloud-hypervisor" && !qemu)
     return launch_error("hypervisor " + hypervisor + ": no driver in this build");
-  auto accel_request = accel_request_from_string(opts.accel);
+  auto accel_request = libvirt::accel_request_from_string(opts.accel);
   if (!accel_request) {
     std::fprintf(stderr, "ch-launcher run: --accel takes auto, kvm or tcg, got '%s'\n", opts.accel.c_str());
-    return kExitInvalidInput;
+    return launcher::kExitInvalidInput;
   }
   // qemu-kvm lives in a module (libvirt_module.hpp): loaded now, before anything is created, so
   // a launcher without it fails with nothing to clean up. It stays loaded until the driver and
   // the io_context (which may hold handlers the driver posted) are gone: declared before both.
-  std::optional<LibvirtModule> libvirt_module;
+  std::optional<libvirt::LibvirtModule> libvirt_module;
   if (qemu) {
-    auto m = load_libvirt_module();
+    auto m = libvirt::load_libvirt_module();
     if (!m) return launch_error(m.error().message());
     libvirt_module.emplace(std::move(*m));
   }
 
   // 2. The state directory: ours alone (lock), recovered if a launcher died in it.
-  fs::path dir = opts.state_dir ? *opts.state_dir : default_state_dir(vmi.metadata.namespace_, vmi.metadata.name);
-  auto state = StateDir::open(dir, vmi.metadata.uid);
+  fs::path dir = opts.state_dir ? *opts.state_dir : launcher::default_state_dir(vmi.metadata.namespace_, vmi.metadata.name);
+  auto state = launcher::StateDir::open(dir, vmi.metadata.uid);
   if (!state) return launch_error("state directory: " + state.error().message());
   if (state->recovery().stale)
     CHL_LOG_WARN("recovered state directory {} left by a previous launcher{}{}", dir.string(),
@@ -126,25 +127,25 @@ int run_launcher(const LaunchOptions& opts) {
                      : std::string());
 
   // 3. The plan, and what it needs prepared.
-  PlanInputs in;
+  launcher::PlanInputs in;
   in.volume_paths = opts.volumes;
   in.pod_layout = opts.pod_layout;
   in.state_dir = dir.string();
   in.cpu_set = pod_cpu_set();
-  auto plan = plan_launch(vmi, *checked->caps, in);
+  auto plan = launcher::plan_launch(vmi, *checked->caps, in);
   if (!plan) {
     print_violations(plan.error());
-    return kExitInvalidInput;
+    return launcher::kExitInvalidInput;
   }
-  PrepareOptions po;
+  launcher::PrepareOptions po;
   if (!opts.firmware_dir.empty()) po.firmware_dirs = {opts.firmware_dir};
   else po.firmware_dirs = {qemu ? "/usr/share/OVMF" : "/usr/share/cloud-hypervisor"};
-  if (auto st = run_preparations(*plan, po); !st) return launch_error(st.error().message());
+  if (auto st = launcher::run_preparations(*plan, po); !st) return launch_error(st.error().message());
   // The ephemeral overlays and config disks made for this run go when it ends.
   struct EphemeralCleanup {
-    const LaunchPlan& plan;
+    const launcher::LaunchPlan& plan;
     ~EphemeralCleanup() {
-      if (auto st = remove_ephemeral_files(plan); !st) CHL_LOG_WARN("removing ephemeral files: {}", st.error().message());
+      if (auto st = launcher::remove_ephemeral_files(plan); !st) CHL_LOG_WARN("removing ephemeral files: {}", st.error().message());
     }
   } ephemeral_cleanup{*plan};
 
@@ -156,9 +157,9 @@ int run_launcher(const LaunchOptions& opts) {
   //     (network/network_module.hpp), loaded only here, for a VMI with interfaces: a VMI
   //     without any never maps those libraries. It stays loaded until the WiredNetwork and the
   //     io_context (which holds its servers' handlers) are gone: declared before both.
-  std::optional<NetworkModule> network_module;
+  std::optional<network::NetworkModule> network_module;
   if (!plan->nics.empty()) {
-    auto m = load_network_module();
+    auto m = network::load_network_module();
     if (!m) return launch_error("pod network: " + m.error().message());
     network_module.emplace(std::move(*m));
   }
@@ -168,10 +169,10 @@ int run_launcher(const LaunchOptions& opts) {
     const auto t0 = std::chrono::steady_clock::now();
     auto facts = network_module->api->discover_pod("/etc/resolv.conf");
     if (!facts) return launch_error("pod network: " + facts.error().message());
-    auto nets = network::plan_networks(vmi, *facts, cpu_topology(vmi).vcpus());
+    auto nets = network::plan_networks(vmi, *facts, vmi::cpu_topology(vmi).vcpus());
     if (!nets.refusals.empty()) {
       print_violations(nets.refusals);
-      return kExitInvalidInput;
+      return launcher::kExitInvalidInput;
     }
     auto w = network_module->api->wire_pod_network(nets.plans, &io);
     if (!w) return launch_error("pod network: " + w.error().message());
@@ -193,7 +194,7 @@ int run_launcher(const LaunchOptions& opts) {
   auto record_vmm = [&state](pid_t pid) {
     if (auto st = state->record_vmm(pid); !st) CHL_LOG_WARN("recording the VMM pid: {}", st.error().message());
   };
-  std::unique_ptr<Driver> driver;
+  std::unique_ptr<launcher::Driver> driver;
   std::string what;
   if (qemu) {
     std::string emulator;
@@ -202,10 +203,10 @@ int run_launcher(const LaunchOptions& opts) {
       if (!found) return launch_error("no QEMU binary '" + opts.vmm_binary + "'");
       emulator = *found;
     }
-    AccelChoice accel = choose_accel(*accel_request);
-    if (accel.accel == Accel::Tcg) CHL_LOG_WARN("accelerator: {}", accel.why);
+    libvirt::AccelChoice accel = libvirt::choose_accel(*accel_request);
+    if (accel.accel == libvirt::Accel::Tcg) CHL_LOG_WARN("accelerator: {}", accel.why);
     else CHL_LOG_INFO("accelerator: {}", accel.why);
-    DomainXmlOptions xo;
+    libvirt::DomainXmlOptions xo;
     xo.accel = accel.accel;
     xo.plain_cpu = accel.nested_pvm;
     if (accel.nested_pvm && !vmi.spec.domain.cpu.model.empty())
@@ -213,9 +214,9 @@ int run_launcher(const LaunchOptions& opts) {
     xo.emulator = emulator;
     xo.run_as = std::make_pair(::geteuid(), ::getegid());
     xo.state_dir = fs::absolute(dir).lexically_normal().string();
-    LibvirtDriverOptions lo;
-    lo.domain_name = domain_name(vmi);
-    lo.domain_xml = to_domain_xml(vmi, *plan, xo);
+    libvirt::LibvirtDriverOptions lo;
+    lo.domain_name = libvirt::domain_name(vmi);
+    lo.domain_xml = libvirt::to_domain_xml(vmi, *plan, xo);
     lo.state_dir = dir;
     lo.accel = accel;
     lo.emulator = emulator.empty() ? std::string("qemu-system-x86_64") : emulator;
@@ -231,7 +232,7 @@ int run_launcher(const LaunchOptions& opts) {
     auto found = common::find_program(binary);
     if (!found)
       return launch_error("no VMM binary '" + binary + "' (install cloud-hypervisor or pass --vmm-binary PATH)");
-    ChDriverOptions co;
+    cloud_hypervisor::ChDriverOptions co;
     co.vmm_binary = *found;
     co.state_dir = dir;
     co.seccomp = opts.vmm_seccomp;
@@ -246,11 +247,11 @@ int run_launcher(const LaunchOptions& opts) {
         co.nets.push_back({network::ch_net_config(w), network::tap_fd_numbers(w)});
     }
     what = "cloud-hypervisor (" + *found + ")";
-    driver = std::make_unique<CloudHypervisorDriver>(io, co, to_ch_vm_config(*plan));
+    driver = std::make_unique<cloud_hypervisor::CloudHypervisorDriver>(io, co, cloud_hypervisor::to_ch_vm_config(*plan));
   }
 
   // 5. Run.
-  ServiceOptions so;
+  launcher::ServiceOptions so;
   so.vmi = {vmi.metadata.name, vmi.metadata.namespace_, vmi.metadata.uid};
   so.state_dir = dir;
   so.launcher_socket = launcher_socket_path(dir, opts.pod_layout);
@@ -271,8 +272,8 @@ int run_launcher(const LaunchOptions& opts) {
 
   int code;
   {
-    LauncherService service(io, so, std::move(driver));
-    CommandApi api(service, std::move(*listener));
+    launcher::LauncherService service(io, so, std::move(driver));
+    control::CommandApi api(service, std::move(*listener));
     api.start();
     service.add_transport_stopper([&api] { api.stop(); });
     CHL_LOG_INFO("launching {}/{} on {}, state directory {}", vmi.metadata.namespace_, vmi.metadata.name, what,
@@ -286,4 +287,4 @@ int run_launcher(const LaunchOptions& opts) {
   return code;
 }
 
-}  // namespace chl::core
+}  // namespace chl::cli

@@ -2,11 +2,11 @@
 // `ch-launcher run`: read and check the VMI, lock its state directory, plan and prepare what
 // it needs, start the VMM and keep the VM alive until it ends. Returns the exit code
 // (launch_options.hpp).
-#include "ch_launcher/launch_options.hpp"
+#include "launcher/launch_options.hpp"
 
-namespace chl::core {
+namespace chl::cli {
 
-int run_launcher(const LaunchOptions& opts);
+int run_launcher(const launcher::LaunchOptions& opts);
 
 // Where the command and console sockets are for a state directory (or in KubeVirt's pod
 // layout for a VMI uid).
@@ -14,4 +14,4 @@ std::filesystem::path launcher_socket_path(const std::filesystem::path& state_di
 std::filesystem::path console_socket_path(const std::filesystem::path& state_dir, bool pod_layout,
                                           const std::string& uid);
 
-}  // namespace chl::core
+}  // namespace chl::cli

@@ -2,9 +2,9 @@
 // with every violation.
 #include <cstdio>
 
-#include "ch_launcher/cli/args.hpp"
-#include "ch_launcher/cli/registry.hpp"
-#include "ch_launcher/validator.hpp"
+#include "cli/args.hpp"
+#include "cli/registry.hpp"
+#include "vmi/validator.hpp"
 
 namespace {
 
@@ -12,18 +12,18 @@ int run(const std::vector<std::string>& argv) {
   chl::cli::Args args({"--vmi", "--hypervisor"}, {"--support-matrix"});
   if (!args.parse(argv)) return chl::cli::usage_error("validate", args.error());
   if (args.has("--support-matrix")) {
-    std::fputs(chl::core::support_matrix_markdown().c_str(), stdout);
+    std::fputs(chl::vmi::support_matrix_markdown().c_str(), stdout);
     return 0;
   }
   auto vmi = args.get("--vmi");
   if (!vmi) return chl::cli::usage_error("validate", "--vmi FILE is required");
-  auto checked = chl::core::check_vmi_file(*vmi, args.get_or("--hypervisor", "cloud-hypervisor"),
-                                           chl::core::current_host());
+  auto checked = chl::vmi::check_vmi_file(*vmi, args.get_or("--hypervisor", "cloud-hypervisor"),
+                                           chl::vmi::current_host());
   if (!checked) {
     std::fputs(checked.error().c_str(), stderr);
     return 2;
   }
-  std::printf("ok: %s\n", chl::core::vmi_summary(checked->vmi, *checked->caps).c_str());
+  std::printf("ok: %s\n", chl::vmi::vmi_summary(checked->vmi, *checked->caps).c_str());
   return 0;
 }
 

@@ -1,4 +1,4 @@
-#include "ch_launcher/driver_module.hpp"
+#include "common/module_loader.hpp"
 
 #include <dlfcn.h>
 
@@ -7,7 +7,7 @@
 
 #include "common/log.hpp"
 
-namespace chl::core {
+namespace chl::common {
 namespace fs = std::filesystem;
 using common::fail;
 using common::Result;
@@ -67,21 +67,7 @@ std::vector<fs::path> module_candidates(const char* file, const char* env) {
   return {dir / file, (dir / ".." / "lib" / "ch-launcher" / file).lexically_normal()};
 }
 
-std::vector<fs::path> libvirt_module_candidates() {
-  return module_candidates(kLibvirtModuleFile, "CHL_LIBVIRT_MODULE");
-}
-
-namespace {
-
-// The first of module_candidates(file, env) that exists, opened, and the address of `symbol`
-// in it. `what` names the feature in errors ("qemu-kvm support").
-struct FoundModule {
-  SharedLibrary library;
-  fs::path path;
-  const void* api = nullptr;
-};
-
-Result<FoundModule> find_module(const char* file, const char* env, const char* symbol, const std::string& what) {
+common::Result<FoundModule> find_module(const char* file, const char* env, const char* symbol, const std::string& what) {
   const bool from_env = std::getenv(env) && *std::getenv(env);
   auto candidates = module_candidates(file, env);
   for (const auto& path : candidates) {
@@ -105,46 +91,10 @@ Result<FoundModule> find_module(const char* file, const char* env, const char* s
                   "; install it next to ch-launcher or in <prefix>/lib/ch-launcher/, or set " + env + " to its path");
 }
 
-std::string other_build(const std::string& what, const fs::path& path, const std::string& theirs,
-                        const std::string& ours) {
+std::string module_from_other_build(const std::string& what, const fs::path& path, const std::string& theirs,
+                                    const std::string& ours) {
   return what + " is broken: " + path.string() + " comes from another ch-launcher build (" + theirs +
          "; this launcher: " + ours + "): install the module built with it";
 }
 
-}  // namespace
-
-common::Result<LibvirtModule> load_libvirt_module() {
-  const std::string what = "qemu-kvm support";
-  CHL_TRY(auto m, find_module(kLibvirtModuleFile, "CHL_LIBVIRT_MODULE", kLibvirtModuleSymbol, what));
-  const auto* api = static_cast<const LibvirtModuleApi*>(m.api);
-  if (api->abi != kLibvirtModuleAbi || api->options_size != sizeof(LibvirtDriverOptions) || !api->create_driver)
-    return fail(std::errc::executable_format_error,
-                other_build(what, m.path,
-                            "module ABI " + std::to_string(api->abi) + ", options size " + std::to_string(api->options_size),
-                            std::to_string(kLibvirtModuleAbi) + ", " + std::to_string(sizeof(LibvirtDriverOptions))));
-  CHL_LOG_DEBUG("qemu-kvm support: loaded {}", m.path.string());
-  return LibvirtModule{std::move(m.library), api};
-}
-
-common::Result<NetworkModule> load_network_module() {
-  const std::string what = "pod networking support";
-  CHL_TRY(auto m, find_module(network::kNetworkModuleFile, "CHL_NETWORK_MODULE", network::kNetworkModuleSymbol, what));
-  const auto* api = static_cast<const network::NetworkModuleApi*>(m.api);
-  const auto sizes = [](std::size_t plan, std::size_t facts, std::size_t iface) {
-    return std::to_string(plan) + "/" + std::to_string(facts) + "/" + std::to_string(iface);
-  };
-  if (api->abi != network::kNetworkModuleAbi || api->plan_size != sizeof(network::NetworkPlan) ||
-      api->facts_size != sizeof(network::PodFacts) || api->interface_size != sizeof(network::WiredInterface) ||
-      !api->discover_pod || !api->wire_pod_network)
-    return fail(std::errc::executable_format_error,
-                other_build(what, m.path,
-                            "module ABI " + std::to_string(api->abi) + ", sizes " +
-                                sizes(api->plan_size, api->facts_size, api->interface_size),
-                            std::to_string(network::kNetworkModuleAbi) + ", " +
-                                sizes(sizeof(network::NetworkPlan), sizeof(network::PodFacts),
-                                      sizeof(network::WiredInterface))));
-  CHL_LOG_DEBUG("pod networking support: loaded {}", m.path.string());
-  return NetworkModule{std::move(m.library), api};
-}
-
-}  // namespace chl::core
+}  // namespace chl::common

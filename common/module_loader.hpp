@@ -1,8 +1,8 @@
 #pragma once
-// Loading the launcher's modules with dlopen: the QEMU/KVM path, libchl-libvirt.so
-// (libvirt_module.hpp), loaded by run_launcher only for a VMI that asks for qemu-kvm, and pod
-// networking, libchl-network.so (network/network_module.hpp), loaded only for a VMI with
-// interfaces to wire (run, `network plan|up`).
+// Loading the launcher's modules with dlopen, below both of them: the QEMU/KVM path,
+// libchl-libvirt.so (drivers/libvirt/module_loader.hpp), loaded only for a VMI that asks for
+// qemu-kvm, and pod networking, libchl-network.so (network/module_loader.hpp), loaded only for a
+// VMI with interfaces to wire. This file knows neither contract: it finds, opens and checks.
 //
 // The module is opened RTLD_NOW | RTLD_LOCAL: every symbol it needs (libvirt's, and the
 // launcher's own, which the executable exports) is bound at load, so a module that does not fit
@@ -12,11 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "ch_launcher/libvirt_module.hpp"
 #include "common/error.hpp"
-#include "network/network_module.hpp"
 
-namespace chl::core {
+namespace chl::common {
 
 // A dlopen handle, closed (dlclose) by the destructor. Everything from the library (objects
 // whose code lives there, handlers it posted to an io_context) must be gone by then.
@@ -45,26 +43,20 @@ class SharedLibrary {
 // (/proc/self/exe; the build tree and a flat install), then ../lib/ch-launcher/ relative to it
 // (an install under a prefix: <prefix>/bin/ch-launcher, <prefix>/lib/ch-launcher/).
 std::vector<std::filesystem::path> module_candidates(const char* file, const char* env);
-// libchl-libvirt.so, $CHL_LIBVIRT_MODULE.
-std::vector<std::filesystem::path> libvirt_module_candidates();
-
-struct LibvirtModule {
+// The first of module_candidates(file, env) that exists, opened, and the address of `symbol`
+// in it. `what` names the feature in errors ("qemu-kvm support is not installed: … not found in
+// …", or dlopen's own text for a module that is there but cannot be loaded).
+struct FoundModule {
   SharedLibrary library;
-  const LibvirtModuleApi* api = nullptr;  // inside `library`: valid while it is loaded
+  std::filesystem::path path;
+  const void* api = nullptr;
 };
+common::Result<FoundModule> find_module(const char* file, const char* env, const char* symbol,
+                                      const std::string& what);
 
-// Load the first candidate that exists and check that it is from this build (ABI). The error
-// says what to do: "qemu-kvm support is not installed: libchl-libvirt.so not found in …",
-// or dlopen's own text for a module that is there but cannot be loaded.
-common::Result<LibvirtModule> load_libvirt_module();
+// The error for a module whose ABI or type sizes are not this build's: "<what> is broken: <path>
+// comes from another ch-launcher build (<theirs>; this launcher: <ours>): …".
+std::string module_from_other_build(const std::string& what, const std::filesystem::path& path,
+                                    const std::string& theirs, const std::string& ours);
 
-struct NetworkModule {
-  SharedLibrary library;
-  const network::NetworkModuleApi* api = nullptr;  // inside `library`: valid while it is loaded
-};
-
-// The same for libchl-network.so ($CHL_NETWORK_MODULE): "pod networking support is not
-// installed: libchl-network.so not found in …", "pod networking support is broken: …".
-common::Result<NetworkModule> load_network_module();
-
-}  // namespace chl::core
+}  // namespace chl::common

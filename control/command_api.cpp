@@ -1,11 +1,11 @@
-#include "ch_launcher/command_api.hpp"
+#include "control/command_api.hpp"
 
 #include <map>
 
 #include "common/log.hpp"
 #include "events/event_bus.hpp"
 
-namespace chl::core {
+namespace chl::control {
 using nlohmann::json;
 
 namespace {
@@ -27,7 +27,7 @@ void reply_json(const std::shared_ptr<HttpConnection>& conn, const common::Resul
 
 }  // namespace
 
-CommandApi::CommandApi(LauncherService& service, common::UniqueFd listener)
+CommandApi::CommandApi(launcher::LauncherService& service, common::UniqueFd listener)
     : service_(service),
       server_(service.io(), std::move(listener),
               [this](std::shared_ptr<HttpConnection> c, HttpRequest r) { handle(std::move(c), std::move(r)); }) {}
@@ -127,4 +127,4 @@ void CommandApi::stream_events(const std::shared_ptr<HttpConnection>& conn) {
   conn->on_close([sub]() mutable { sub->reset(); });
 }
 
-}  // namespace chl::core
+}  // namespace chl::control

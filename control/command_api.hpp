@@ -16,15 +16,15 @@
 #include <memory>
 #include <vector>
 
-#include "ch_launcher/http_server.hpp"
-#include "ch_launcher/launcher_service.hpp"
+#include "control/http_server.hpp"
+#include "launcher/launcher_service.hpp"
 #include "common/unique_fd.hpp"
 
-namespace chl::core {
+namespace chl::control {
 
 class CommandApi {
  public:
-  CommandApi(LauncherService& service, common::UniqueFd listener);
+  CommandApi(launcher::LauncherService& service, common::UniqueFd listener);
   // Closes what is still open while the service (and its event bus) still exists.
   ~CommandApi();
   void start();
@@ -35,9 +35,9 @@ class CommandApi {
   void handle(std::shared_ptr<HttpConnection> conn, HttpRequest req);
   void stream_events(const std::shared_ptr<HttpConnection>& conn);
 
-  LauncherService& service_;
+  launcher::LauncherService& service_;
   HttpServer server_;
   std::vector<std::weak_ptr<HttpConnection>> streams_;
 };
 
-}  // namespace chl::core
+}  // namespace chl::control

@@ -1,4 +1,4 @@
-#include "ch_launcher/command_client.hpp"
+#include "control/command_client.hpp"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -10,7 +10,7 @@
 #include "common/unique_fd.hpp"
 #include "common/unix_socket.hpp"
 
-namespace chl::core {
+namespace chl::control {
 using common::fail;
 using common::fail_errno;
 using common::Result;
@@ -112,4 +112,4 @@ common::Status command_stream(const std::filesystem::path& socket, const std::st
   }
 }
 
-}  // namespace chl::core
+}  // namespace chl::control

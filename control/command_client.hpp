@@ -8,7 +8,7 @@
 
 #include "common/error.hpp"
 
-namespace chl::core {
+namespace chl::control {
 
 struct CommandResponse {
   int status = 0;
@@ -24,4 +24,4 @@ common::Result<CommandResponse> command_request(const std::filesystem::path& soc
 common::Status command_stream(const std::filesystem::path& socket, const std::string& target,
                               const std::function<bool(const std::string&)>& on_line);
 
-}  // namespace chl::core
+}  // namespace chl::control

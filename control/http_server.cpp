@@ -1,4 +1,4 @@
-#include "ch_launcher/http_server.hpp"
+#include "control/http_server.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -8,7 +8,7 @@
 
 #include "common/log.hpp"
 
-namespace chl::core {
+namespace chl::control {
 namespace asio = boost::asio;
 using Dispatch = std::function<void(std::shared_ptr<HttpConnection>, HttpRequest)>;
 
@@ -203,4 +203,4 @@ void HttpServer::accept_next() {
   });
 }
 
-}  // namespace chl::core
+}  // namespace chl::control

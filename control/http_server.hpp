@@ -15,7 +15,7 @@
 
 #include "common/unique_fd.hpp"
 
-namespace chl::core {
+namespace chl::control {
 
 struct HttpRequest {
   std::string method;
@@ -82,4 +82,4 @@ class HttpServer {
 
 const char* http_reason(int status);
 
-}  // namespace chl::core
+}  // namespace chl::control

@@ -7,9 +7,9 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "ch_launcher/hypervisor_capabilities.hpp"
-#include "ch_launcher/validator.hpp"
-#include "ch_launcher/vmi_parser.hpp"
+#include "vmi/hypervisor_capabilities.hpp"
+#include "vmi/validator.hpp"
+#include "vmi/parser.hpp"
 #include "common/log.hpp"
 #include "fuzz/fuzz_support.hpp"
 
@@ -26,7 +26,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  using namespace chl::core;
+  using namespace chl::vmi;
   const std::string_view text(reinterpret_cast<const char*>(data), size);
 
   ParseOutcome parsed = parse_vmi(text);

@@ -23,7 +23,7 @@
 #include "events/domain_state.hpp"
 #include "events/domain_state_tracker.hpp"
 
-namespace chl::core {
+namespace chl::launcher {
 
 class Driver {
  public:
@@ -69,4 +69,4 @@ class Driver {
   virtual common::Status remove_device(const std::string& id) = 0;
 };
 
-}  // namespace chl::core
+}  // namespace chl::launcher

@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-namespace chl::core {
+namespace chl::launcher {
 
 enum ExitCode : int {
   kExitClean = 0,
@@ -45,4 +45,4 @@ struct LaunchOptions {
   std::optional<int> api_timeout_ms;
 };
 
-}  // namespace chl::core
+}  // namespace chl::launcher

@@ -1,4 +1,4 @@
-#include "ch_launcher/launcher_service.hpp"
+#include "launcher/launcher_service.hpp"
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -9,7 +9,7 @@
 #include "common/log.hpp"
 #include "console_bridge/bridge.hpp"
 
-namespace chl::core {
+namespace chl::launcher {
 namespace asio = boost::asio;
 using common::fail;
 using common::Result;
@@ -450,4 +450,4 @@ void LauncherService::remove_device(const std::string& id, Reply reply) {
   }, std::move(reply));
 }
 
-}  // namespace chl::core
+}  // namespace chl::launcher

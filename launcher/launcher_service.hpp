@@ -19,8 +19,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <nlohmann/json.hpp>
 
-#include "ch_launcher/driver.hpp"
-#include "ch_launcher/launch_options.hpp"
+#include "launcher/driver.hpp"
+#include "launcher/launch_options.hpp"
 #include "common/error.hpp"
 #include "events/event_bus.hpp"
 #include "sandbox/seccomp_filter.hpp"
@@ -29,7 +29,7 @@ namespace chl::console_bridge {
 class Bridge;
 }
 
-namespace chl::core {
+namespace chl::launcher {
 
 // Who the VM is, for status and logs.
 struct VmIdentity {
@@ -130,4 +130,4 @@ class LauncherService {
   std::chrono::steady_clock::time_point started_at_;
 };
 
-}  // namespace chl::core
+}  // namespace chl::launcher

@@ -1,4 +1,4 @@
-#include "ch_launcher/plan.hpp"
+#include "launcher/plan.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -6,9 +6,9 @@
 #include <fstream>
 #include <set>
 
-#include "ch_launcher/validator.hpp"
+#include "vmi/validator.hpp"
 
-namespace chl::core {
+namespace chl::launcher {
 namespace {
 
 namespace fs = std::filesystem;
@@ -33,11 +33,11 @@ std::string hex_mac(const unsigned char b[6]) {
 
 class Planner {
  public:
-  Planner(const Vmi& vmi, const HypervisorCapabilities& caps, const PlanInputs& in)
+  Planner(const vmi::Vmi& vmi, const vmi::HypervisorCapabilities& caps, const PlanInputs& in)
       : vmi_(vmi), caps_(caps), in_(in) {}
 
-  tl::expected<LaunchPlan, Violations> run() {
-    const ObjectMeta& m = vmi_.metadata;
+  tl::expected<LaunchPlan, vmi::Violations> run() {
+    const vmi::ObjectMeta& m = vmi_.metadata;
     plan_.hypervisor = std::string(caps_.name);
     plan_.name = m.namespace_ + "/" + m.name;
     plan_.uid = m.uid;
@@ -51,11 +51,11 @@ class Planner {
     plan_filesystems();
     plan_nics();
     check_device_ids();
-    const Devices& dev = vmi_.spec.domain.devices;
+    const vmi::Devices& dev = vmi_.spec.domain.devices;
     plan_.serial_console = dev.autoattach_serial_console.value_or(true);
     plan_.rng = dev.rng;
     plan_.pvpanic = true;
-    const Firmware& fw = vmi_.spec.domain.firmware;
+    const vmi::Firmware& fw = vmi_.spec.domain.firmware;
     plan_.platform_uuid = fw.uuid;
     plan_.platform_serial = fw.serial;
     if (!problems_.empty()) return tl::unexpected(std::move(problems_));
@@ -70,25 +70,25 @@ class Planner {
   std::string state(const std::string& rel) const { return plan_.state_dir + "/" + rel; }
 
   // The file behind a volume: --volume, else the pod layout's path, else a problem.
-  std::optional<std::string> source_of(const Volume& v, const std::string& pod_path) {
+  std::optional<std::string> source_of(const vmi::Volume& v, const std::string& pod_path) {
     auto it = in_.volume_paths.find(v.name);
     if (it != in_.volume_paths.end()) return it->second;
     if (in_.pod_layout && !pod_path.empty()) return pod_path;
-    add("spec.volumes[" + std::to_string(volume_index(vmi_, v)) + "]",
+    add("spec.volumes[" + std::to_string(vmi::volume_index(vmi_, v)) + "]",
         "no file for volume \"" + v.name + "\" (" + to_string(v.kind) + "): pass --volume " +
             v.name + "=PATH, or --pod-layout inside a virt-launcher pod");
     return std::nullopt;
   }
 
   void plan_cpus() {
-    const Cpu& c = vmi_.spec.domain.cpu;
-    CpuTopology t = cpu_topology(vmi_);
+    const vmi::Cpu& c = vmi_.spec.domain.cpu;
+    vmi::CpuTopology t = vmi::cpu_topology(vmi_);
     PlannedCpus& p = plan_.cpus;
     p.boot_vcpus = static_cast<std::uint32_t>(t.vcpus());
     p.topology = t;
     if (c.max_sockets > t.sockets) p.topology.sockets = c.max_sockets;
     p.max_vcpus = static_cast<std::uint32_t>(p.topology.vcpus());
-    const Features& f = vmi_.spec.domain.features;
+    const vmi::Features& f = vmi_.spec.domain.features;
     p.kvm_hyperv = f.hyperv || f.hyperv_passthrough;
     if (!c.dedicated_cpu_placement) return;
     const std::string path = "spec.domain.cpu.dedicatedCpuPlacement";
@@ -108,10 +108,10 @@ class Planner {
   }
 
   void plan_memory() {
-    const Domain& d = vmi_.spec.domain;
+    const vmi::Domain& d = vmi_.spec.domain;
     PlannedMemory& m = plan_.memory;
     const std::int64_t page = 4096;
-    m.size = guest_memory_bytes(vmi_).value_or(0);
+    m.size = vmi::guest_memory_bytes(vmi_).value_or(0);
     m.size = (m.size + page - 1) / page * page;  // Cloud Hypervisor maps whole pages
     if (d.memory.max_guest && d.memory.max_guest->value > m.size) {
       m.hotplug_size = (d.memory.max_guest->value - m.size + page - 1) / page * page;
@@ -121,13 +121,13 @@ class Planner {
   }
 
   void plan_payload() {
-    const Firmware& fw = vmi_.spec.domain.firmware;
+    const vmi::Firmware& fw = vmi_.spec.domain.firmware;
     Payload& p = plan_.payload;
     if (fw.kernel_boot.present) {
       plan_kernel_boot(fw.kernel_boot);
-      if (!caps_.kernel_boot_with_bootloader || fw.bootloader == Bootloader::None) return;
+      if (!caps_.kernel_boot_with_bootloader || fw.bootloader == vmi::Bootloader::None) return;
     }
-    const bool efi = fw.bootloader == Bootloader::Efi;
+    const bool efi = fw.bootloader == vmi::Bootloader::Efi;
     const std::string_view file = efi ? caps_.efi_firmware : caps_.bios_firmware;
     if (file.empty()) return;  // built into the VMM
     if (!in_.firmware_path.empty()) {
@@ -143,7 +143,7 @@ class Planner {
   }
 
   // kernelPath/initrdPath resolved inside the kernel-boot root, never escaping it.
-  void plan_kernel_boot(const KernelBoot& kb) {
+  void plan_kernel_boot(const vmi::KernelBoot& kb) {
     const std::string base = "spec.domain.firmware.kernelBoot.container.";
     std::string root;
     bool by_basename = false;
@@ -185,7 +185,7 @@ class Planner {
   }
 
   void plan_disks() {
-    const Devices& dev = vmi_.spec.domain.devices;
+    const vmi::Devices& dev = vmi_.spec.domain.devices;
     const std::uint32_t queues = dev.block_multi_queue.value_or(false) ? plan_.cpus.boot_vcpus : 0;
     std::vector<std::size_t> order(dev.disks.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -198,8 +198,8 @@ class Planner {
     });
     std::vector<Preparation> disk_preps;
     for (std::size_t i : order) {
-      const Disk& d = dev.disks[i];
-      const Volume* v = find_volume(vmi_, d.name);
+      const vmi::Disk& d = dev.disks[i];
+      const vmi::Volume* v = vmi::find_volume(vmi_, d.name);
       if (!v) continue;  // the validator reported it
       PlannedDisk pd;
       pd.name = d.name;
@@ -216,12 +216,12 @@ class Planner {
     for (auto& p : disk_preps) plan_.preparations.push_back(std::move(p));
   }
 
-  bool disk_file(const Volume& v, PlannedDisk& pd, std::vector<Preparation>& preps) {
-    const std::size_t vi = volume_index(vmi_, v);
+  bool disk_file(const vmi::Volume& v, PlannedDisk& pd, std::vector<Preparation>& preps) {
+    const std::size_t vi = vmi::volume_index(vmi_, v);
     Preparation prep;
     prep.volume = v.name;
     switch (v.kind) {
-      case VolumeKind::ContainerDisk: {
+      case vmi::VolumeKind::ContainerDisk: {
         auto src =
             source_of(v, std::string(kPodContainerDisks) + "/disk_" + std::to_string(vi) + ".img");
         if (!src) return false;
@@ -232,22 +232,22 @@ class Planner {
         pd.path = prep.target;
         break;
       }
-      case VolumeKind::EmptyDisk:
+      case vmi::VolumeKind::EmptyDisk:
         prep.kind = PreparationKind::CreateEmptyDisk;
         prep.target = state("empty-disks/" + v.name + ".img");
         prep.size_bytes = v.capacity ? v.capacity->value : 0;
         prep.format = "raw";
         pd.path = prep.target;
         break;
-      case VolumeKind::PersistentVolumeClaim:
-      case VolumeKind::DataVolume: {
+      case vmi::VolumeKind::PersistentVolumeClaim:
+      case vmi::VolumeKind::DataVolume: {
         auto src = source_of(v, std::string(kPodVmiDisks) + "/" + v.name + "/disk.img");
         if (!src) return false;
         pd.path = *src;
         pd.readonly = pd.readonly || v.read_only;
         return true;
       }
-      case VolumeKind::Ephemeral: {
+      case vmi::VolumeKind::Ephemeral: {
         auto src = source_of(v, std::string(kPodVmiDisks) + "/" + v.name + "/disk.img");
         if (!src) return false;
         prep.kind = PreparationKind::CreateOverlay;
@@ -258,7 +258,7 @@ class Planner {
         pd.qcow2_overlay = true;
         break;
       }
-      case VolumeKind::HostDisk:
+      case vmi::VolumeKind::HostDisk:
         pd.path = v.host_path;
         if (v.host_disk_type != "DiskOrCreate") return true;
         prep.kind = PreparationKind::CreateHostDisk;
@@ -266,9 +266,9 @@ class Planner {
         prep.size_bytes = v.capacity ? v.capacity->value : 0;
         prep.format = "raw";
         break;
-      case VolumeKind::CloudInitNoCloud:
-      case VolumeKind::CloudInitConfigDrive: {
-        const bool nocloud = v.kind == VolumeKind::CloudInitNoCloud;
+      case vmi::VolumeKind::CloudInitNoCloud:
+      case vmi::VolumeKind::CloudInitConfigDrive: {
+        const bool nocloud = v.kind == vmi::VolumeKind::CloudInitNoCloud;
         prep.kind = PreparationKind::WriteCloudInit;
         prep.datasource = nocloud ? "nocloud" : "configdrive";
         prep.volume_label = nocloud ? "cidata" : "config-2";
@@ -293,16 +293,16 @@ class Planner {
         pd.path = prep.target;
         break;
       }
-      case VolumeKind::Secret:
-      case VolumeKind::ConfigMap:
-      case VolumeKind::ServiceAccount:
-      case VolumeKind::DownwardApi: {
+      case vmi::VolumeKind::Secret:
+      case vmi::VolumeKind::ConfigMap:
+      case vmi::VolumeKind::ServiceAccount:
+      case vmi::VolumeKind::DownwardApi: {
         std::string pod;
-        if (v.kind == VolumeKind::Secret)
+        if (v.kind == vmi::VolumeKind::Secret)
           pod = std::string(kPodSecrets) + "/" + v.name;
-        else if (v.kind == VolumeKind::ConfigMap)
+        else if (v.kind == vmi::VolumeKind::ConfigMap)
           pod = std::string(kPodConfigMaps) + "/" + v.name;
-        else if (v.kind == VolumeKind::ServiceAccount)
+        else if (v.kind == vmi::VolumeKind::ServiceAccount)
           pod = kPodServiceAccount;
         else
           pod = std::string(kPodDownwardApi) + "/" + v.name;
@@ -327,26 +327,26 @@ class Planner {
   }
 
   void plan_filesystems() {
-    const Devices& dev = vmi_.spec.domain.devices;
+    const vmi::Devices& dev = vmi_.spec.domain.devices;
     for (const auto& f : dev.filesystems) {
-      const Volume* v = find_volume(vmi_, f.name);
+      const vmi::Volume* v = vmi::find_volume(vmi_, f.name);
       if (!v || !f.virtiofs) continue;
       std::string pod;
       switch (v->kind) {
-        case VolumeKind::PersistentVolumeClaim:
-        case VolumeKind::DataVolume:
+        case vmi::VolumeKind::PersistentVolumeClaim:
+        case vmi::VolumeKind::DataVolume:
           pod = std::string(kPodVmiDisks) + "/" + v->name;
           break;
-        case VolumeKind::ConfigMap:
+        case vmi::VolumeKind::ConfigMap:
           pod = std::string(kPodConfigMaps) + "/" + v->name;
           break;
-        case VolumeKind::Secret:
+        case vmi::VolumeKind::Secret:
           pod = std::string(kPodSecrets) + "/" + v->name;
           break;
-        case VolumeKind::ServiceAccount:
+        case vmi::VolumeKind::ServiceAccount:
           pod = kPodServiceAccount;
           break;
-        case VolumeKind::DownwardApi:
+        case vmi::VolumeKind::DownwardApi:
           pod = std::string(kPodDownwardApi) + "/" + v->name;
           break;
         default:
@@ -372,27 +372,27 @@ class Planner {
   }
 
   void plan_nics() {
-    const Devices& dev = vmi_.spec.domain.devices;
-    std::vector<Interface> ifaces = dev.interfaces;
-    std::vector<Network> nets = vmi_.spec.networks;
+    const vmi::Devices& dev = vmi_.spec.domain.devices;
+    std::vector<vmi::Interface> ifaces = dev.interfaces;
+    std::vector<vmi::Network> nets = vmi_.spec.networks;
     // KubeVirt's defaulting: no interfaces and no networks -> one pod network "default" with a
     // bridge interface, unless autoattachPodInterface is false.
     if (ifaces.empty() && nets.empty() && dev.autoattach_pod_interface.value_or(true)) {
-      Interface i;
+      vmi::Interface i;
       i.name = "default";
-      i.binding = Binding::Bridge;
+      i.binding = vmi::Binding::Bridge;
       i.binding_count = 1;
       ifaces.push_back(i);
-      Network n;
+      vmi::Network n;
       n.name = "default";
-      n.kind = NetworkKind::Pod;
+      n.kind = vmi::NetworkKind::Pod;
       nets.push_back(n);
     }
     const bool multiqueue = dev.network_interface_multiqueue.value_or(false);
     int next_secondary = 1;
     for (const auto& iface : ifaces) {
       auto net = std::find_if(nets.begin(), nets.end(),
-                              [&](const Network& n) { return n.name == iface.name; });
+                              [&](const vmi::Network& n) { return n.name == iface.name; });
       if (net == nets.end()) continue;  // reported by the validator
       PlannedNic nic;
       nic.name = iface.name;
@@ -401,12 +401,12 @@ class Planner {
       // KubeVirt's ordinal pod interface names: the pod (or default Multus) network is eth0, the
       // other Multus networks net1, net2... in order; the tap is "tap" + the name after its
       // three-letter prefix (GenerateTapDeviceName).
-      const bool primary = net->kind == NetworkKind::Pod || net->multus_default;
+      const bool primary = net->kind == vmi::NetworkKind::Pod || net->multus_default;
       nic.pod_interface = primary ? "eth0" : "net" + std::to_string(next_secondary++);
       nic.tap = "tap" + nic.pod_interface.substr(3);
       if (!iface.mac_address.empty()) {
         unsigned char b[6];
-        nic.mac = parse_mac(iface.mac_address, b) ? hex_mac(b) : iface.mac_address;
+        nic.mac = vmi::parse_mac(iface.mac_address, b) ? hex_mac(b) : iface.mac_address;
       } else {
         nic.mac = generated_mac(vmi_, iface.name);
         nic.mac_generated = true;
@@ -442,17 +442,17 @@ class Planner {
     }
   }
 
-  const Vmi& vmi_;
-  const HypervisorCapabilities& caps_;
+  const vmi::Vmi& vmi_;
+  const vmi::HypervisorCapabilities& caps_;
   const PlanInputs& in_;
   LaunchPlan plan_;
   std::optional<Preparation> firmware_prep_;
-  Violations problems_;
+  vmi::Violations problems_;
 };
 
 }  // namespace
 
-tl::expected<LaunchPlan, Violations> plan_launch(const Vmi& vmi, const HypervisorCapabilities& caps,
+tl::expected<LaunchPlan, vmi::Violations> plan_launch(const vmi::Vmi& vmi, const vmi::HypervisorCapabilities& caps,
                                                  const PlanInputs& inputs) {
   return Planner(vmi, caps, inputs).run();
 }
@@ -479,7 +479,7 @@ const char* to_string(PreparationKind k) {
   return "?";
 }
 
-std::string generated_mac(const Vmi& vmi, const std::string& interface_name) {
+std::string generated_mac(const vmi::Vmi& vmi, const std::string& interface_name) {
   // FNV-1a, 64 bits, over "<uid or namespace/name>/<interface>".
   std::string key = vmi.metadata.uid.empty() ? vmi.metadata.namespace_ + "/" + vmi.metadata.name
                                              : vmi.metadata.uid;
@@ -569,4 +569,4 @@ nlohmann::json preparations_json(const LaunchPlan& plan) {
   return arr;
 }
 
-}  // namespace chl::core
+}  // namespace chl::launcher

@@ -15,11 +15,11 @@
 #include <tl/expected.hpp>
 #include <vector>
 
-#include "ch_launcher/hypervisor_capabilities.hpp"
-#include "ch_launcher/vmi.hpp"
+#include "vmi/hypervisor_capabilities.hpp"
+#include "vmi/vmi.hpp"
 #include "common/error.hpp"
 
-namespace chl::core {
+namespace chl::launcher {
 
 struct PlanInputs {
   // --volume NAME=PATH: the file (or directory) behind a volume; "kernel-boot" names the
@@ -81,8 +81,8 @@ struct PlannedDisk {
 
 struct PlannedNic {
   std::string name;  // interface = network name (the CH device id)
-  Binding binding = Binding::None;
-  NetworkKind network = NetworkKind::None;
+  vmi::Binding binding = vmi::Binding::None;
+  vmi::NetworkKind network = vmi::NetworkKind::None;
   std::string pod_interface;  // eth0, net1...: the pod-side interface it is connected to
   std::string tap;            // tap0, tap1...
   std::string mac;            // lowercase, colon separated
@@ -109,7 +109,7 @@ struct Payload {
 struct PlannedCpus {
   std::uint32_t boot_vcpus = 1;
   std::uint32_t max_vcpus = 1;
-  CpuTopology topology;                // packages = max sockets
+  vmi::CpuTopology topology;                // packages = max sockets
   std::vector<std::uint32_t> pinning;  // vCPU i -> host CPU pinning[i]; empty = not pinned
   bool kvm_hyperv = false;
 };
@@ -142,12 +142,12 @@ struct LaunchPlan {
 
 // Resolve a validated VMI. Fails with every input problem (a volume without a file, a CPU set
 // too small for dedicated CPUs, a kernel path escaping its directory...).
-tl::expected<LaunchPlan, Violations> plan_launch(const Vmi& vmi, const HypervisorCapabilities& caps,
+tl::expected<LaunchPlan, vmi::Violations> plan_launch(const vmi::Vmi& vmi, const vmi::HypervisorCapabilities& caps,
                                                  const PlanInputs& inputs);
 
 // A MAC for `interface_name` derived from the VMI's uid (or namespace/name): stable across
 // restarts, locally administered, unicast.
-std::string generated_mac(const Vmi& vmi, const std::string& interface_name);
+std::string generated_mac(const vmi::Vmi& vmi, const std::string& interface_name);
 
 // "0-3,8,10-11" -> {0,1,2,3,8,10,11}; nullopt on a malformed list.
 std::optional<std::vector<std::uint32_t>> parse_cpu_list(std::string_view text);
@@ -159,4 +159,4 @@ common::Result<std::vector<std::uint32_t>> read_cgroup_cpu_set(
 // The plan's preparations as JSON (for `render --plan` and the preparers' logs).
 nlohmann::json preparations_json(const LaunchPlan& plan);
 
-}  // namespace chl::core
+}  // namespace chl::launcher

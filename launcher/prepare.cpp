@@ -1,4 +1,4 @@
-#include "ch_launcher/prepare.hpp"
+#include "launcher/prepare.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "ch_launcher/hypervisor_capabilities.hpp"
+#include "vmi/hypervisor_capabilities.hpp"
 #include "common/log.hpp"
 #include "disks/cloud_init.hpp"
 #include "disks/config_disk.hpp"
@@ -18,7 +18,7 @@
 #include "disks/qcow2_overlay.hpp"
 #include "firmware/payload.hpp"
 
-namespace chl::core {
+namespace chl::launcher {
 namespace fs = std::filesystem;
 using common::fail;
 using common::Result;
@@ -121,7 +121,7 @@ Status run_one(LaunchPlan& plan, const Preparation& p, const PrepareOptions& opt
       firmware::PayloadRequest req;
       req.hypervisor = plan.hypervisor == "qemu-kvm" ? firmware::Hypervisor::qemu_kvm : firmware::Hypervisor::cloud_hypervisor;
       // EFI when the plan asks for the hypervisor's EFI firmware (CLOUDHV.fd, OVMF_CODE.fd).
-      const HypervisorCapabilities* caps = find_hypervisor(plan.hypervisor);
+      const vmi::HypervisorCapabilities* caps = vmi::find_hypervisor(plan.hypervisor);
       const bool efi = caps != nullptr && p.firmware == caps->efi_firmware;
       req.mode = efi ? firmware::BootMode::efi : firmware::BootMode::bios_or_none;
       req.search_dirs = opts.firmware_dirs;
@@ -185,4 +185,4 @@ Status run_preparations(LaunchPlan& plan, const PrepareOptions& opts) {
   return {};
 }
 
-}  // namespace chl::core
+}  // namespace chl::launcher

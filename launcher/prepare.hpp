@@ -9,10 +9,10 @@
 #include <filesystem>
 #include <vector>
 
-#include "ch_launcher/plan.hpp"
+#include "launcher/plan.hpp"
 #include "common/error.hpp"
 
-namespace chl::core {
+namespace chl::launcher {
 
 struct PrepareOptions {
   std::vector<std::filesystem::path> firmware_dirs;  // empty: firmware/'s defaults
@@ -26,4 +26,4 @@ common::Status run_preparations(LaunchPlan& plan, const PrepareOptions& opts);
 // after trying every file.
 common::Status remove_ephemeral_files(const LaunchPlan& plan);
 
-}  // namespace chl::core
+}  // namespace chl::launcher

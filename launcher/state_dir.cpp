@@ -1,4 +1,4 @@
-#include "ch_launcher/state_dir.hpp"
+#include "launcher/state_dir.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -15,7 +15,7 @@
 #include "disks/atomic_file.hpp"
 #include "common/syscall.hpp"
 
-namespace chl::core {
+namespace chl::launcher {
 namespace fs = std::filesystem;
 using common::fail;
 using common::fail_errno;
@@ -205,4 +205,4 @@ bool state_dir_in_use(const std::filesystem::path& dir) {
          errno == EWOULDBLOCK;
 }
 
-}  // namespace chl::core
+}  // namespace chl::launcher

@@ -18,7 +18,7 @@
 #include "common/error.hpp"
 #include "common/unique_fd.hpp"
 
-namespace chl::core {
+namespace chl::launcher {
 
 struct StateDirPaths {
   std::filesystem::path dir;           // the VM's state directory
@@ -72,4 +72,4 @@ bool state_dir_in_use(const std::filesystem::path& dir);
 // Start time of a process (field 22 of /proc/PID/stat), to tell a pid from a recycled one.
 std::optional<unsigned long long> process_start_time(pid_t pid);
 
-}  // namespace chl::core
+}  // namespace chl::launcher

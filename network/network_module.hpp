@@ -2,7 +2,7 @@
 // Pod networking as a module: libchl-network.so holds the code that needs libnl-route-3 and
 // libnftables (wire.cpp, netlink.cpp, nft_ruleset.cpp) and is the only thing that links them
 // (with libnl-3, libnftnl, libmnl, libgmp, libjansson, libxtables: ~1.1 MiB of the launcher's
-// RSS once mapped and relocated). `ch-launcher` loads it (ch_launcher/driver_module.hpp) only
+// RSS once mapped and relocated). `ch-launcher` loads it (network/module_loader.hpp) only
 // for a VMI with interfaces to wire; a VMI without any never maps those libraries.
 //
 // This header is the contract between the two, included by both and free of libnl/libnftables

@@ -33,23 +33,23 @@ std::string lower(std::string s) {
 
 // Which bindings cannot be wired, and why (a table, one row per binding).
 struct Refusal {
-  core::Binding binding;
+  vmi::Binding binding;
   const char* reason;
 };
 constexpr Refusal kRefused[] = {
-    {core::Binding::Slirp, "slirp is not supported (removed from KubeVirt); use masquerade"},
-    {core::Binding::Passt, "passt is not supported by ch-launcher; use masquerade"},
-    {core::Binding::Macvtap, "macvtap is not supported by ch-launcher; use bridge"},
-    {core::Binding::Plugin, "network binding plugins are not supported by ch-launcher"},
+    {vmi::Binding::Slirp, "slirp is not supported (removed from KubeVirt); use masquerade"},
+    {vmi::Binding::Passt, "passt is not supported by ch-launcher; use masquerade"},
+    {vmi::Binding::Macvtap, "macvtap is not supported by ch-launcher; use bridge"},
+    {vmi::Binding::Plugin, "network binding plugins are not supported by ch-launcher"},
 };
 
 }  // namespace
 
-std::string pod_interface_name(const core::Vmi& vmi, const core::Network& net) {
-  if (net.kind == core::NetworkKind::Pod || net.multus_default) return "eth0";
+std::string pod_interface_name(const vmi::Vmi& vmi, const vmi::Network& net) {
+  if (net.kind == vmi::NetworkKind::Pod || net.multus_default) return "eth0";
   int ordinal = 0;
   for (const auto& n : vmi.spec.networks) {
-    if (n.kind == core::NetworkKind::Multus && !n.multus_default) ++ordinal;
+    if (n.kind == vmi::NetworkKind::Multus && !n.multus_default) ++ordinal;
     if (&n == &net || n.name == net.name) break;
   }
   return "net" + std::to_string(ordinal);
@@ -64,29 +64,29 @@ std::string tap_name_for(const std::string& pod_iface) {
   return ("tap-" + pod_iface).substr(0, kMaxIfName);
 }
 
-PlanResult plan_networks(const core::Vmi& vmi, const PodFacts& pod, std::uint64_t vcpus) {
+PlanResult plan_networks(const vmi::Vmi& vmi, const PodFacts& pod, std::uint64_t vcpus) {
   PlanResult out;
   auto refuse = [&out](std::string path, std::string msg) {
     out.refusals.push_back({std::move(path), std::move(msg)});
   };
 
-  std::vector<core::Interface> ifaces = vmi.spec.domain.devices.interfaces;
-  std::vector<core::Network> networks = vmi.spec.networks;
+  std::vector<vmi::Interface> ifaces = vmi.spec.domain.devices.interfaces;
+  std::vector<vmi::Network> networks = vmi.spec.networks;
   // KubeVirt's defaulting: no interfaces and no networks, autoattachPodInterface not false ->
   // one "default" interface on the pod network.
   if (ifaces.empty() && networks.empty() &&
       vmi.spec.domain.devices.autoattach_pod_interface.value_or(true)) {
-    core::Interface def;
+    vmi::Interface def;
     def.name = "default";
-    def.binding = core::Binding::Masquerade;
+    def.binding = vmi::Binding::Masquerade;
     def.binding_count = 1;
     ifaces.push_back(def);
-    core::Network net;
+    vmi::Network net;
     net.name = "default";
-    net.kind = core::NetworkKind::Pod;
+    net.kind = vmi::NetworkKind::Pod;
     networks.push_back(net);
   }
-  core::Vmi vmi_defaulted = vmi;
+  vmi::Vmi vmi_defaulted = vmi;
   vmi_defaulted.spec.networks = networks;
 
   const bool multiqueue = vmi.spec.domain.devices.network_interface_multiqueue.value_or(false);
@@ -94,7 +94,7 @@ PlanResult plan_networks(const core::Vmi& vmi, const PodFacts& pod, std::uint64_
   int bridge_count = 0;
 
   for (std::size_t i = 0; i < ifaces.size(); ++i) {
-    const core::Interface& ifc = ifaces[i];
+    const vmi::Interface& ifc = ifaces[i];
     const std::string path = "spec.domain.devices.interfaces[" + std::to_string(i) + "]";
     NetworkPlan p;
     p.iface_name = ifc.name;
@@ -102,7 +102,7 @@ PlanResult plan_networks(const core::Vmi& vmi, const PodFacts& pod, std::uint64_
     p.network_name = ifc.name;
     p.model = ifc.model.empty() ? "virtio" : ifc.model;
 
-    const core::Network* net = nullptr;
+    const vmi::Network* net = nullptr;
     for (const auto& n : vmi_defaulted.spec.networks)
       if (n.name == ifc.name) net = &n;
     if (net == nullptr) {
@@ -119,8 +119,8 @@ PlanResult plan_networks(const core::Vmi& vmi, const PodFacts& pod, std::uint64_
     }
     if (refused) continue;
 
-    core::Binding binding = ifc.binding;
-    if (binding == core::Binding::None) binding = core::Binding::Masquerade;  // see docs/network.md
+    vmi::Binding binding = ifc.binding;
+    if (binding == vmi::Binding::None) binding = vmi::Binding::Masquerade;  // see docs/network.md
 
     // MAC: from the spec, else generated stably.
     if (!ifc.mac_address.empty()) {
@@ -145,7 +145,7 @@ PlanResult plan_networks(const core::Vmi& vmi, const PodFacts& pod, std::uint64_
     }
     mac_owner.emplace(mac_text, path);
 
-    if (binding == core::Binding::Sriov) {
+    if (binding == vmi::Binding::Sriov) {
       auto vf = pod.sriov_vf_pci.find(net->name);
       if (vf == pod.sriov_vf_pci.end()) {
         refuse(path + ".sriov", "SR-IOV network '" + net->name + "' has no VF device in this pod");
@@ -157,7 +157,7 @@ PlanResult plan_networks(const core::Vmi& vmi, const PodFacts& pod, std::uint64_
       continue;
     }
 
-    if (binding == core::Binding::Masquerade && net->kind != core::NetworkKind::Pod) {
+    if (binding == vmi::Binding::Masquerade && net->kind != vmi::NetworkKind::Pod) {
       refuse(path + ".masquerade", "masquerade is only allowed on the pod network, '" + net->name +
                                        "' is a Multus network");
       continue;
@@ -180,7 +180,7 @@ PlanResult plan_networks(const core::Vmi& vmi, const PodFacts& pod, std::uint64_
     p.lease.search_domains = pod.search_domains;
     p.lease.hostname = vmi.spec.hostname.empty() ? vmi.metadata.name : vmi.spec.hostname;
 
-    if (binding == core::Binding::Masquerade) {
+    if (binding == vmi::Binding::Masquerade) {
       const std::string cidr_text = net->vm_network_cidr.empty() ? kDefaultMasqCidr
                                                                   : net->vm_network_cidr;
       auto cidr = parse_ipv4_cidr(cidr_text);

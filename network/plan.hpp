@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "ch_launcher/vmi.hpp"
+#include "vmi/vmi.hpp"
 #include "network/ip.hpp"
 #include "network/mac.hpp"
 
@@ -92,18 +92,18 @@ struct NetworkPlan {
 
 struct PlanResult {
   std::vector<NetworkPlan> plans;
-  core::Violations refusals;  // non-empty: nothing may be wired
+  vmi::Violations refusals;  // non-empty: nothing may be wired
 };
 
 // The plans for every interface, or the refusals (with field paths) for what cannot be wired:
 // SR-IOV without a VF, slirp/passt/macvtap/plugin bindings, a network missing from
 // spec.networks or from the pod, masquerade off the pod network, a malformed/multicast MAC, two
 // interfaces with one MAC, a bad vmNetworkCIDR.
-// `vcpus` is core::cpu_topology(vmi).vcpus() (passed in: this library does not link chl_core).
-PlanResult plan_networks(const core::Vmi& vmi, const PodFacts& pod, std::uint64_t vcpus);
+// `vcpus` is vmi::cpu_topology(vmi).vcpus() (passed in: this library does not link chl_core).
+PlanResult plan_networks(const vmi::Vmi& vmi, const PodFacts& pod, std::uint64_t vcpus);
 
 // The pod interface name KubeVirt gives the network at `index` of spec.networks.
-std::string pod_interface_name(const core::Vmi& vmi, const core::Network& net);
+std::string pod_interface_name(const vmi::Vmi& vmi, const vmi::Network& net);
 // "tap0" for "eth0" (see the header comment).
 std::string tap_name_for(const std::string& pod_iface);
 

@@ -145,7 +145,7 @@ constexpr SyscallRule kAllow[] = {
 // driver (libchl-libvirt.so, libvirt's client library), never on the Cloud Hypervisor path ----
 //
 // Measured with `strace -f` attached to the launcher (tests' CHL_LAUNCHER_WRAPPER) over every
-// qemu-lane test: tests/ch_launcher/test_libvirt_lifecycle.cpp (console, status, pause,
+// qemu-lane test: tests/drivers/libvirt/test_libvirt_lifecycle.cpp (console, status, pause,
 // resume, reboot, power button, SIGTERM with and without a cooperative guest, kill, guest panic
 // and power-off, QEMU killed), test_libvirt_faults.cpp (launcher SIGKILLed and restarted, EFI,
 // a foreign domain) and tests/network/test_libvirt_network.cpp (DHCP, IPv6 RAs, multiqueue,

@@ -18,7 +18,7 @@ bash scripts/setup.sh
 say "Building"
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD_DIR" -j "$(nproc)" --target ch-launcher vmm-double pvh_guest
-CHL="$ROOT/$BUILD_DIR/ch_launcher/ch-launcher"
+CHL="$ROOT/$BUILD_DIR/bin/ch-launcher"
 
 # Which VMM: a real Cloud Hypervisor when there is one; otherwise the QEMU/KVM path through
 # libvirt (a real guest boots under QEMU); DEMO_VMM=double drives the project's VMM double.

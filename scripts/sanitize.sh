@@ -91,7 +91,7 @@ for label in "${labels[@]}"; do
 #!/bin/sh
 # Written by scripts/sanitize.sh asan: see there.
 case "\$1" in run) ASAN_OPTIONS="\${ASAN_OPTIONS:-}:detect_leaks=0"; export ASAN_OPTIONS ;; esac
-${preload}exec $bdir/ch_launcher/ch-launcher "\$@"
+${preload}exec $bdir/bin/ch-launcher "\$@"
 WRAP
     chmod 0755 "$bdir/ch-launcher-asan"
     export CHL_LAUNCHER_WRAPPER=$bdir/ch-launcher-asan
@@ -130,10 +130,10 @@ LD_PRELOAD=$vg_dir/valgrind_pidfd_shim.so exec valgrind --tool=memcheck --error-
   --leak-check=full --show-leak-kinds=definite,indirect,possible \\
   --errors-for-leak-kinds=definite,indirect,possible --child-silent-after-fork=yes \\
   --num-callers=30 --suppressions=$PWD/scripts/valgrind.supp \\
-  --log-file=$vg_dir/logs/vg.%p.log $bdir/ch_launcher/ch-launcher "\$@"
+  --log-file=$vg_dir/logs/vg.%p.log $bdir/bin/ch-launcher "\$@"
 WRAP
   chmod 0755 "$wrapper"
-  test_bin=$bdir/tests/ch_launcher/test_launcher_lifecycle
+  test_bin=$bdir/tests/launcher/test_launcher_lifecycle
   echo "=== valgrind: $test_bin with ch-launcher under memcheck ==="
   start=$SECONDS
   rc=0

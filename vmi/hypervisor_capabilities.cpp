@@ -1,9 +1,9 @@
-#include "ch_launcher/hypervisor_capabilities.hpp"
+#include "vmi/hypervisor_capabilities.hpp"
 
 #include <array>
 #include <cstdlib>
 
-namespace chl::core {
+namespace chl::vmi {
 namespace {
 
 constexpr std::int64_t Mi = std::int64_t{1} << 20;
@@ -424,4 +424,4 @@ std::string hypervisor_names() {
   return s;
 }
 
-}  // namespace chl::core
+}  // namespace chl::vmi

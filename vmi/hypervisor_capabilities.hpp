@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-namespace chl::core {
+namespace chl::vmi {
 
 // VMI features a hypervisor may or may not serve. Each has a row in every description.
 enum class Feature {
@@ -152,4 +152,4 @@ std::string support_matrix_markdown();
 // "cloud-hypervisor, qemu-kvm" — for messages.
 std::string hypervisor_names();
 
-}  // namespace chl::core
+}  // namespace chl::vmi

@@ -1,11 +1,11 @@
-#include "ch_launcher/overhead.hpp"
+#include "vmi/overhead.hpp"
 
 #include <algorithm>
 #include <cstdio>
 
-#include "ch_launcher/quantity.hpp"
+#include "vmi/quantity.hpp"
 
-namespace chl::core {
+namespace chl::vmi {
 
 MemoryOverhead memory_overhead(const Vmi& vmi, const HypervisorCapabilities& caps) {
   MemoryOverhead o;
@@ -72,4 +72,4 @@ nlohmann::json overhead_json(const MemoryOverhead& o) {
   return {{"items", items}, {"total_bytes", o.total}, {"total", format_bytes_quantity(o.total)}};
 }
 
-}  // namespace chl::core
+}  // namespace chl::vmi

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "ch_launcher/hypervisor_capabilities.hpp"
-#include "ch_launcher/vmi.hpp"
+#include "vmi/hypervisor_capabilities.hpp"
+#include "vmi/vmi.hpp"
 
-namespace chl::core {
+namespace chl::vmi {
 
 struct OverheadItem {
   std::string what;  // "launcher", "page tables", "vCPUs"
@@ -29,4 +29,4 @@ MemoryOverhead memory_overhead(const Vmi& vmi, const HypervisorCapabilities& cap
 std::string format_overhead(const MemoryOverhead& o);
 nlohmann::json overhead_json(const MemoryOverhead& o);
 
-}  // namespace chl::core
+}  // namespace chl::vmi

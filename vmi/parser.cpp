@@ -1,4 +1,4 @@
-#include "ch_launcher/vmi_parser.hpp"
+#include "vmi/parser.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -11,12 +11,12 @@
 #include <limits>
 #include <sstream>
 
-#include "ch_launcher/quantity.hpp"
+#include "vmi/quantity.hpp"
 #include "common/log.hpp"
 #include "common/syscall.hpp"
 #include "common/unique_fd.hpp"
 
-namespace chl::core {
+namespace chl::vmi {
 namespace {
 
 std::string where(const YAML::Node& n) {
@@ -993,4 +993,4 @@ common::Result<std::string> read_manifest(const std::string& path) {
   return data;
 }
 
-}  // namespace chl::core
+}  // namespace chl::vmi

@@ -7,10 +7,10 @@
 #include <string>
 #include <string_view>
 
-#include "ch_launcher/vmi.hpp"
+#include "vmi/vmi.hpp"
 #include "common/error.hpp"
 
-namespace chl::core {
+namespace chl::vmi {
 
 struct ParseOutcome {
   Vmi vmi;              // best effort: fields with problems are left at their defaults
@@ -24,4 +24,4 @@ ParseOutcome parse_vmi(std::string_view text);
 // Read a manifest file ("-" = stdin). Fails with "reading FILE: <errno text>".
 common::Result<std::string> read_manifest(const std::string& path);
 
-}  // namespace chl::core
+}  // namespace chl::vmi

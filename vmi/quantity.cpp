@@ -1,9 +1,9 @@
-#include "ch_launcher/quantity.hpp"
+#include "vmi/quantity.hpp"
 
 #include <array>
 #include <limits>
 
-namespace chl::core {
+namespace chl::vmi {
 namespace {
 
 using i128 = __int128;
@@ -180,4 +180,4 @@ std::string format_bytes_quantity(std::int64_t bytes) {
   return std::to_string(bytes);
 }
 
-}  // namespace chl::core
+}  // namespace chl::vmi

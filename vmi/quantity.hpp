@@ -9,7 +9,7 @@
 
 #include "common/error.hpp"
 
-namespace chl::core {
+namespace chl::vmi {
 
 // The quantity rounded up to an integer ("1.5" -> 2, "100m" -> 1, "-1.5" -> -1).
 // Fails on syntax errors and on values that do not fit in 63 bits.
@@ -21,4 +21,4 @@ common::Result<std::int64_t> parse_quantity_milli(std::string_view text);
 // ("1Gi", "1536Mi", "4Ki"), or plain digits ("1000", "0").
 std::string format_bytes_quantity(std::int64_t bytes);
 
-}  // namespace chl::core
+}  // namespace chl::vmi

@@ -1,4 +1,4 @@
-#include "ch_launcher/validator.hpp"
+#include "vmi/validator.hpp"
 
 #include <sys/utsname.h>
 
@@ -7,10 +7,10 @@
 #include <map>
 #include <set>
 
-#include "ch_launcher/quantity.hpp"
-#include "ch_launcher/vmi_parser.hpp"
+#include "vmi/quantity.hpp"
+#include "vmi/parser.hpp"
 
-namespace chl::core {
+namespace chl::vmi {
 namespace {
 
 bool is_alnum_lower(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
@@ -808,4 +808,4 @@ tl::expected<CheckedVmi, Violations> check_vmi(std::string_view text,
   return CheckedVmi{std::move(parsed.vmi), *caps};
 }
 
-}  // namespace chl::core
+}  // namespace chl::vmi

@@ -6,10 +6,10 @@
 #include <string_view>
 #include <tl/expected.hpp>
 
-#include "ch_launcher/hypervisor_capabilities.hpp"
-#include "ch_launcher/vmi.hpp"
+#include "vmi/hypervisor_capabilities.hpp"
+#include "vmi/vmi.hpp"
 
-namespace chl::core {
+namespace chl::vmi {
 
 // Facts about the machine the VM would run on.
 struct HostFacts {
@@ -60,4 +60,4 @@ bool is_dns1123_subdomain(std::string_view s);
 // "02:00:00:00:00:01" style MAC (also '-' separated); false on anything else.
 bool parse_mac(std::string_view text, unsigned char out[6]);
 
-}  // namespace chl::core
+}  // namespace chl::vmi

@@ -1,6 +1,6 @@
-#include "ch_launcher/vmi.hpp"
+#include "vmi/vmi.hpp"
 
-namespace chl::core {
+namespace chl::vmi {
 
 std::string to_string(const Violation& v) {
   if (v.path.empty()) return v.message;
@@ -120,4 +120,4 @@ std::size_t volume_index(const Vmi& vmi, const Volume& v) {
   return static_cast<std::size_t>(&v - vmi.spec.volumes.data());
 }
 
-}  // namespace chl::core
+}  // namespace chl::vmi

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace chl::core {
+namespace chl::vmi {
 
 // One problem with a manifest: `path` is the field ("spec.domain.devices.disks[1].cdrom"),
 // `message` the reason. Printed "path: message".
@@ -290,4 +290,4 @@ const Network* find_network(const Vmi& vmi, const std::string& name);
 // The index of `v` in spec.volumes.
 std::size_t volume_index(const Vmi& vmi, const Volume& v);
 
-}  // namespace chl::core
+}  // namespace chl::vmi

@@ -10,7 +10,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${1:-$ROOT/build}
 N=${2:-20}
-CHL=$BUILD/ch_launcher/ch-launcher
+CHL=$BUILD/bin/ch-launcher
 VMM=${CLOUD_HYPERVISOR_BIN:-$BUILD/tests/vmm_double/vmm-double}
 GUEST=$BUILD/guests/pvh-guest.elf
 W=$(mktemp -d /tmp/chl-bench-XXXXXX)

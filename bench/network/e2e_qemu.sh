@@ -12,7 +12,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${1:-$ROOT/build}
 G=${CHL_LINUX_GUEST_DIR:-$BUILD/guests/linux}
-LAUNCHER=$BUILD/ch_launcher/ch-launcher
+LAUNCHER=$BUILD/bin/ch-launcher
 skip() { echo "e2e_qemu: SKIPPED: $*"; exit 0; }
 [ "$(id -u)" = 0 ] || skip "needs root"
 [ -f "$G/vmlinuz" ] && [ -f "$G/initramfs.cpio.gz" ] || skip "no Linux test guest in $G (scripts/build-guests.sh linux)"

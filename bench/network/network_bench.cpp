@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "ch_launcher/vmi_parser.hpp"
+#include "vmi/parser.hpp"
 #include "common/child_process.hpp"
 #include "network/dhcp_server.hpp"
 #include "network/wire.hpp"
@@ -106,7 +106,7 @@ void cleanup() {
 }
 
 std::vector<NetworkPlan> make_plans() {
-  auto parsed = chl::core::parse_vmi(R"(apiVersion: kubevirt.io/v1
+  auto parsed = chl::vmi::parse_vmi(R"(apiVersion: kubevirt.io/v1
 kind: VirtualMachineInstance
 metadata: {name: bench, uid: b0b0-0001}
 spec:

@@ -14,7 +14,7 @@ QEMU=0
 if [ "${1:-}" = "--qemu" ]; then QEMU=1; shift; fi
 BUILD=${1:-$ROOT/build}
 N=${2:-$([ "$QEMU" = 1 ] && echo 50 || echo 1000)}
-CHL=$BUILD/ch_launcher/ch-launcher
+CHL=$BUILD/bin/ch-launcher
 VMM=${CLOUD_HYPERVISOR_BIN:-$BUILD/tests/vmm_double/vmm-double}
 W=$(mktemp -d /tmp/chl-soak-XXXXXX)
 trap 'pkill -P $$ 2>/dev/null || true; rm -rf "$W"' EXIT

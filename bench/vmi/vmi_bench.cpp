@@ -1,6 +1,6 @@
 // vmi_bench: how long turning a VMI manifest into Cloud Hypervisor's vm.create body takes —
 // parse (yaml-cpp) + check against the capabilities + plan + translate + serialize — for a
-// typical VMI (tests/ch_launcher/vmis/multi-disk-nic.yaml: 4 disks, 3 NICs, cloud-init,
+// typical VMI (tests/vmis/multi-disk-nic.yaml: 4 disks, 3 NICs, cloud-init,
 // multiqueue, memory hotplug). Prints each stage's median and p99 and the whole pipeline's.
 #include <time.h>
 #include <yaml-cpp/yaml.h>
@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "ch_launcher/ch_translate.hpp"
-#include "ch_launcher/plan.hpp"
-#include "ch_launcher/validator.hpp"
-#include "ch_launcher/vmi_parser.hpp"
+#include "drivers/cloud_hypervisor/translate.hpp"
+#include "launcher/plan.hpp"
+#include "vmi/validator.hpp"
+#include "vmi/parser.hpp"
 
 namespace {
 
@@ -50,7 +50,7 @@ double us(Clock::time_point a, Clock::time_point b) {
 
 int main(int argc, char** argv) {
   int n = 5000;
-  std::string file = std::string(CHL_SOURCE_DIR) + "/tests/ch_launcher/vmis/multi-disk-nic.yaml";
+  std::string file = std::string(CHL_SOURCE_DIR) + "/tests/vmis/multi-disk-nic.yaml";
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--n")
@@ -58,45 +58,45 @@ int main(int argc, char** argv) {
     else if (a == "--vmi")
       file = argv[i + 1];
   }
-  auto text = chl::core::read_manifest(file);
+  auto text = chl::vmi::read_manifest(file);
   if (!text) {
     std::fprintf(stderr, "vmi_bench: %s\n", text.error().message().c_str());
     return 1;
   }
-  chl::core::PlanInputs in;
+  chl::launcher::PlanInputs in;
   in.volume_paths = {{"data", "/pvc/data/disk.img"},
                      {"root", "/images/debian-12.qcow2"},
                      {"app-config", "/configmaps/app-settings"},
                      {"containerdisk", "/images/fedora.qcow2"}};
   in.pod_layout = true;
   in.cpu_set = std::vector<std::uint32_t>{0, 1, 2, 3, 4, 5, 6, 7};
-  const chl::core::HostFacts host;
+  const chl::vmi::HostFacts host;
   std::vector<double> load_t, parse_t, check_t, plan_t, translate_t, total_t, cpu_t;
   std::size_t body_bytes = 0;
   for (int i = 0; i < n + n / 10; ++i) {  // the first tenth warms up and is not counted
     const double c0 = thread_cpu_us();
     auto t0 = Clock::now();
-    auto parsed = chl::core::parse_vmi(*text);
+    auto parsed = chl::vmi::parse_vmi(*text);
     auto t1 = Clock::now();
     if (parsed.fatal || !parsed.problems.empty()) {
       std::fprintf(stderr, "vmi_bench: %s does not parse\n", file.c_str());
       return 1;
     }
-    auto caps = chl::core::select_hypervisor(parsed.vmi, "cloud-hypervisor");
-    auto violations = chl::core::validate(parsed.vmi, **caps, host);
+    auto caps = chl::vmi::select_hypervisor(parsed.vmi, "cloud-hypervisor");
+    auto violations = chl::vmi::validate(parsed.vmi, **caps, host);
     auto t2 = Clock::now();
     if (!violations.empty()) {
       std::fprintf(stderr, "vmi_bench: %s: %s\n", file.c_str(),
-                   chl::core::to_string(violations[0]).c_str());
+                   chl::vmi::to_string(violations[0]).c_str());
       return 1;
     }
-    auto plan = chl::core::plan_launch(parsed.vmi, **caps, in);
+    auto plan = chl::launcher::plan_launch(parsed.vmi, **caps, in);
     auto t3 = Clock::now();
     if (!plan) {
-      std::fprintf(stderr, "vmi_bench: plan: %s\n", chl::core::to_string(plan.error()[0]).c_str());
+      std::fprintf(stderr, "vmi_bench: plan: %s\n", chl::vmi::to_string(plan.error()[0]).c_str());
       return 1;
     }
-    std::string body = chl::vmm_api::to_json_text(chl::core::to_ch_vm_config(*plan));
+    std::string body = chl::vmm_api::to_json_text(chl::cloud_hypervisor::to_ch_vm_config(*plan));
     auto t4 = Clock::now();
     const double c1 = thread_cpu_us();
     body_bytes = body.size();

@@ -1,4 +1,4 @@
-#include "ch_launcher/ch_driver.hpp"
+#include "drivers/cloud_hypervisor/ch_driver.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -9,7 +9,7 @@
 #include "common/syscall.hpp"
 #include "vmm_api/error.hpp"
 
-namespace chl::core {
+namespace chl::cloud_hypervisor {
 namespace asio = boost::asio;
 using common::fail;
 using common::Result;
@@ -271,4 +271,4 @@ Status CloudHypervisorDriver::remove_device(const std::string& id) {
   return client_.vm_remove_device(rd);
 }
 
-}  // namespace chl::core
+}  // namespace chl::cloud_hypervisor

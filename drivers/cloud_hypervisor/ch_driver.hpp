@@ -9,14 +9,14 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include "ch_launcher/driver.hpp"
-#include "ch_launcher/vmm_process.hpp"
+#include "launcher/driver.hpp"
+#include "drivers/cloud_hypervisor/vmm_process.hpp"
 #include "events/domain_state_tracker.hpp"
 #include "events/event_stream_parser.hpp"
 #include "vmm_api/client.hpp"
 #include "vmm_api/types.hpp"
 
-namespace chl::core {
+namespace chl::cloud_hypervisor {
 
 struct ChDriverOptions {
   std::string vmm_binary = "cloud-hypervisor";
@@ -39,7 +39,7 @@ struct ChDriverOptions {
   std::chrono::milliseconds event_monitor_grace{2000};
 };
 
-class CloudHypervisorDriver final : public Driver {
+class CloudHypervisorDriver final : public launcher::Driver {
  public:
   CloudHypervisorDriver(boost::asio::io_context& io, ChDriverOptions options, vmm_api::VmConfig config);
   ~CloudHypervisorDriver() override;
@@ -102,4 +102,4 @@ class CloudHypervisorDriver final : public Driver {
   bool killed_by_us_ = false;  // kill_vmm() sent SIGKILL to a live VMM
 };
 
-}  // namespace chl::core
+}  // namespace chl::cloud_hypervisor

@@ -1,11 +1,11 @@
-#include "ch_launcher/ch_translate.hpp"
+#include "drivers/cloud_hypervisor/translate.hpp"
 
-namespace chl::core {
+namespace chl::cloud_hypervisor {
 
-vmm_api::VmConfig to_ch_vm_config(const LaunchPlan& plan) {
+vmm_api::VmConfig to_ch_vm_config(const launcher::LaunchPlan& plan) {
   vmm_api::VmConfig c;
 
-  const Payload& p = plan.payload;
+  const launcher::Payload& p = plan.payload;
   if (!p.firmware.empty()) c.payload.firmware = p.firmware;
   if (!p.kernel.empty()) c.payload.kernel = p.kernel;
   if (!p.initramfs.empty()) c.payload.initramfs = p.initramfs;
@@ -112,12 +112,12 @@ vmm_api::VmConfig to_ch_vm_config(const LaunchPlan& plan) {
   return c;
 }
 
-nlohmann::json ch_plan_json(const LaunchPlan& plan) {
+nlohmann::json ch_plan_json(const launcher::LaunchPlan& plan) {
   nlohmann::json body = to_ch_vm_config(plan);
   return {{"hypervisor", plan.hypervisor},
           {"state_dir", plan.state_dir},
-          {"preparations", preparations_json(plan)},
+          {"preparations", launcher::preparations_json(plan)},
           {"vm_create", std::move(body)}};
 }
 
-}  // namespace chl::core
+}  // namespace chl::cloud_hypervisor

@@ -1,15 +1,15 @@
 #pragma once
 // The Cloud Hypervisor driver's half of translation: a LaunchPlan (plan.hpp) becomes the typed
 // VmConfig body of `vm.create` (vmm_api/types.hpp). Pure: no file is touched.
-#include "ch_launcher/plan.hpp"
+#include "launcher/plan.hpp"
 #include "vmm_api/types.hpp"
 
-namespace chl::core {
+namespace chl::cloud_hypervisor {
 
-vmm_api::VmConfig to_ch_vm_config(const LaunchPlan& plan);
+vmm_api::VmConfig to_ch_vm_config(const launcher::LaunchPlan& plan);
 
 // The whole plan for Cloud Hypervisor as JSON: {"hypervisor", "state_dir", "preparations",
 // "vm_create"} (what `render --plan` prints and the golden tests compare).
-nlohmann::json ch_plan_json(const LaunchPlan& plan);
+nlohmann::json ch_plan_json(const launcher::LaunchPlan& plan);
 
-}  // namespace chl::core
+}  // namespace chl::cloud_hypervisor

@@ -1,4 +1,4 @@
-#include "ch_launcher/vmm_process.hpp"
+#include "drivers/cloud_hypervisor/vmm_process.hpp"
 
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -11,7 +11,7 @@
 #include "common/syscall.hpp"
 #include "common/unix_socket.hpp"
 
-namespace chl::core {
+namespace chl::cloud_hypervisor {
 namespace fs = std::filesystem;
 using common::fail;
 using common::fail_errno;
@@ -56,4 +56,4 @@ Result<VmmProcess> start_vmm(const VmmStartOptions& opts) {
   return vmm;
 }
 
-}  // namespace chl::core
+}  // namespace chl::cloud_hypervisor

@@ -11,7 +11,7 @@
 #include "common/error.hpp"
 #include "common/unique_fd.hpp"
 
-namespace chl::core {
+namespace chl::cloud_hypervisor {
 
 struct VmmStartOptions {
   std::string binary;                    // cloud-hypervisor (or the VMM double)
@@ -29,4 +29,4 @@ struct VmmProcess {
 
 common::Result<VmmProcess> start_vmm(const VmmStartOptions& opts);
 
-}  // namespace chl::core
+}  // namespace chl::cloud_hypervisor

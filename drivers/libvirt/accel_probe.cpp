@@ -1,4 +1,4 @@
-#include "ch_launcher/accel_probe.hpp"
+#include "drivers/libvirt/accel_probe.hpp"
 
 #include <fcntl.h>
 #include <linux/kvm.h>
@@ -10,7 +10,7 @@
 
 #include "common/unique_fd.hpp"
 
-namespace chl::core {
+namespace chl::libvirt {
 
 std::string_view to_string(Accel a) { return a == Accel::Kvm ? "kvm" : "tcg"; }
 
@@ -56,4 +56,4 @@ AccelChoice choose_accel(AccelRequest request, const AccelProbePaths& paths) {
                           std::to_string(version)};
 }
 
-}  // namespace chl::core
+}  // namespace chl::libvirt

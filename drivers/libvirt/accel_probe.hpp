@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-namespace chl::core {
+namespace chl::libvirt {
 
 enum class Accel { Kvm, Tcg };
 enum class AccelRequest { Auto, Kvm, Tcg };
@@ -35,4 +35,4 @@ struct AccelProbePaths {
 // is reported in `why` and fails later, at domain start, with libvirt's words.
 AccelChoice choose_accel(AccelRequest request, const AccelProbePaths& paths = {});
 
-}  // namespace chl::core
+}  // namespace chl::libvirt

@@ -1,4 +1,4 @@
-#include "ch_launcher/libvirt_daemon.hpp"
+#include "drivers/libvirt/daemon.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -11,13 +11,13 @@
 #include <fstream>
 #include <thread>
 
-#include "ch_launcher/libvirt_handles.hpp"
+#include "drivers/libvirt/handles.hpp"
 #include "common/child_process.hpp"
 #include "common/log.hpp"
 #include "common/syscall.hpp"
 #include "common/unix_socket.hpp"
 
-namespace chl::core {
+namespace chl::libvirt {
 namespace fs = std::filesystem;
 using common::fail;
 using common::Result;
@@ -336,4 +336,4 @@ void LibvirtDaemons::release() {
   lock_.reset();
 }
 
-}  // namespace chl::core
+}  // namespace chl::libvirt

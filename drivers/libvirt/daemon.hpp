@@ -30,7 +30,7 @@
 #include "common/error.hpp"
 #include "common/unique_fd.hpp"
 
-namespace chl::core {
+namespace chl::libvirt {
 
 struct LibvirtDaemonOptions {
   std::filesystem::path run_dir = "/run/ch-launcher/libvirt";  // pid files, qemu.conf, lock
@@ -90,4 +90,4 @@ class LibvirtDaemons {
   bool released_ = false;
 };
 
-}  // namespace chl::core
+}  // namespace chl::libvirt

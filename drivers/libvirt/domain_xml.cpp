@@ -1,11 +1,11 @@
-#include "ch_launcher/domain_xml.hpp"
+#include "drivers/libvirt/domain_xml.hpp"
 
 #include <fstream>
 #include <sstream>
 
 #include "network/vmm_handoff.hpp"
 
-namespace chl::core {
+namespace chl::libvirt {
 namespace {
 
 std::string attr(std::string_view name, std::string_view value) {
@@ -48,25 +48,25 @@ struct Bus {
   bool sd = false;   // sdX names (sata, scsi, usb share them)
 };
 
-Bus disk_bus(const Disk& d) {
+Bus disk_bus(const vmi::Disk& d) {
   std::string b = d.bus;
   if (b.empty())
-    b = d.device == DiskDevice::Cdrom ? "sata" : (d.device == DiskDevice::Lun ? "scsi" : "virtio");
+    b = d.device == vmi::DiskDevice::Cdrom ? "sata" : (d.device == vmi::DiskDevice::Lun ? "scsi" : "virtio");
   return {b, b != "virtio"};
 }
 
 }  // namespace
 
-std::string domain_name(const Vmi& vmi) {
+std::string domain_name(const vmi::Vmi& vmi) {
   return vmi.metadata.namespace_ + "_" + vmi.metadata.name;
 }
 
-std::string to_domain_xml(const Vmi& vmi, const LaunchPlan& plan, const DomainXmlOptions& opts) {
-  const Domain& dom = vmi.spec.domain;
-  const Devices& dev = dom.devices;
+std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan, const DomainXmlOptions& opts) {
+  const vmi::Domain& dom = vmi.spec.domain;
+  const vmi::Devices& dev = dom.devices;
   const bool kvm = opts.accel == Accel::Kvm;
-  const Firmware& fw = dom.firmware;
-  const bool efi = fw.bootloader == Bootloader::Efi;
+  const vmi::Firmware& fw = dom.firmware;
+  const bool efi = fw.bootloader == vmi::Bootloader::Efi;
   const bool secure_boot = efi && fw.efi_secure_boot.value_or(true);
   const bool kernel_boot = !plan.payload.kernel.empty();
   std::ostringstream x;
@@ -155,7 +155,7 @@ std::string to_domain_xml(const Vmi& vmi, const LaunchPlan& plan, const DomainXm
 
   // CPU model and topology. Under TCG there is no host CPU to pass through or model: QEMU's
   // `max` CPU stands for host-model and host-passthrough.
-  const CpuTopology& t = plan.cpus.topology;
+  const vmi::CpuTopology& t = plan.cpus.topology;
   const std::string& model = dom.cpu.model;
   if (kvm && opts.plain_cpu) {
     x << "  <cpu mode='custom' match='exact' check='none'>\n    <model "
@@ -186,8 +186,8 @@ std::string to_domain_xml(const Vmi& vmi, const LaunchPlan& plan, const DomainXm
   std::size_t vd = 0, sd = 0, boot = 1;
   bool scsi = false, usb = false;
   for (const auto& pd : plan.disks) {
-    const Disk* d = pd.spec_index < dev.disks.size() ? &dev.disks[pd.spec_index] : nullptr;
-    const bool cdrom = d && d->device == DiskDevice::Cdrom;
+    const vmi::Disk* d = pd.spec_index < dev.disks.size() ? &dev.disks[pd.spec_index] : nullptr;
+    const bool cdrom = d && d->device == vmi::DiskDevice::Cdrom;
     const Bus bus = d ? disk_bus(*d) : Bus{"virtio", false};
     scsi = scsi || bus.name == "scsi";
     usb = usb || bus.name == "usb";
@@ -263,4 +263,4 @@ std::string to_domain_xml(const Vmi& vmi, const LaunchPlan& plan, const DomainXm
   return x.str();
 }
 
-}  // namespace chl::core
+}  // namespace chl::libvirt

@@ -14,12 +14,12 @@
 #include <optional>
 #include <string>
 
-#include "ch_launcher/accel_probe.hpp"
-#include "ch_launcher/plan.hpp"
-#include "ch_launcher/vmi.hpp"
+#include "drivers/libvirt/accel_probe.hpp"
+#include "launcher/plan.hpp"
+#include "vmi/vmi.hpp"
 #include "common/xml_escape.hpp"
 
-namespace chl::core {
+namespace chl::libvirt {
 
 struct DomainXmlOptions {
   Accel accel = Accel::Tcg;
@@ -42,11 +42,11 @@ struct DomainXmlOptions {
 inline constexpr const char* kLauncherMetadataUri = "https://ch-launcher.dev/xmlns/domain/1";
 
 // "<namespace>_<name>", KubeVirt's libvirt domain name.
-std::string domain_name(const Vmi& vmi);
+std::string domain_name(const vmi::Vmi& vmi);
 
 // Escape text for XML character data and attribute values (common/xml_escape.hpp).
 using common::xml_escape;
 
-std::string to_domain_xml(const Vmi& vmi, const LaunchPlan& plan, const DomainXmlOptions& opts);
+std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan, const DomainXmlOptions& opts);
 
-}  // namespace chl::core
+}  // namespace chl::libvirt

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "ch_launcher/accel_probe.hpp"
+#include "drivers/libvirt/accel_probe.hpp"
 
-namespace chl::core {
+namespace chl::libvirt {
 
 struct LibvirtDriverOptions {
   std::string uri = "qemu:///system";
@@ -29,4 +29,4 @@ struct LibvirtDriverOptions {
   std::vector<std::string> taps;
 };
 
-}  // namespace chl::core
+}  // namespace chl::libvirt

@@ -1,11 +1,11 @@
-#include "ch_launcher/libvirt_event_loop.hpp"
+#include "drivers/libvirt/event_loop.hpp"
 
 #include <mutex>
 
-#include "ch_launcher/libvirt_handles.hpp"
+#include "drivers/libvirt/handles.hpp"
 #include "common/log.hpp"
 
-namespace chl::core {
+namespace chl::libvirt {
 
 namespace {
 void wake(int /*timer*/, void* /*opaque*/) {}
@@ -46,4 +46,4 @@ void LibvirtEventLoop::stop() {
 
 LibvirtEventLoop::~LibvirtEventLoop() { stop(); }
 
-}  // namespace chl::core
+}  // namespace chl::libvirt

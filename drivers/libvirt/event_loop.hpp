@@ -11,7 +11,7 @@
 
 #include "common/error.hpp"
 
-namespace chl::core {
+namespace chl::libvirt {
 
 class LibvirtEventLoop {
  public:
@@ -30,4 +30,4 @@ class LibvirtEventLoop {
   std::thread thread_;
 };
 
-}  // namespace chl::core
+}  // namespace chl::libvirt

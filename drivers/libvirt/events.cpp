@@ -1,4 +1,4 @@
-#include "ch_launcher/libvirt_events.hpp"
+#include "drivers/libvirt/events.hpp"
 
 #include <libvirt/libvirt.h>
 
@@ -7,7 +7,7 @@
 
 #include "common/log.hpp"
 
-namespace chl::core {
+namespace chl::libvirt {
 namespace {
 using events::DomainEvent;
 using events::DomainEventType;
@@ -213,4 +213,4 @@ void LibvirtEventTracker::on_stop_requested(events::StopRequest kind) {
   if (static_cast<int>(kind) > static_cast<int>(stop_)) stop_ = kind;
 }
 
-}  // namespace chl::core
+}  // namespace chl::libvirt

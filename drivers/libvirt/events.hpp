@@ -15,7 +15,7 @@
 #include "events/domain_state.hpp"
 #include "events/domain_state_tracker.hpp"
 
-namespace chl::core {
+namespace chl::libvirt {
 
 class LibvirtEventTracker {
  public:
@@ -47,4 +47,4 @@ class LibvirtEventTracker {
 // "Started/Booted" for logs: libvirt's names of an event and its detail.
 std::string libvirt_event_name(int event, int detail);
 
-}  // namespace chl::core
+}  // namespace chl::libvirt

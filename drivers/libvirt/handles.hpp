@@ -10,7 +10,7 @@
 
 #include "common/error.hpp"
 
-namespace chl::core {
+namespace chl::libvirt {
 
 struct VirConnectCloser {
   void operator()(virConnectPtr c) const noexcept { (void)virConnectClose(c); }
@@ -49,4 +49,4 @@ inline tl::unexpected<common::Error> libvirt_fail(std::string_view what) {
   return common::fail(code, std::string(what) + ": " + libvirt_last_error());
 }
 
-}  // namespace chl::core
+}  // namespace chl::libvirt

@@ -1,4 +1,4 @@
-#include "ch_launcher/libvirt_driver.hpp"
+#include "drivers/libvirt/libvirt_driver.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -9,13 +9,13 @@
 #include <cstring>
 #include <fstream>
 
-#include "ch_launcher/domain_xml.hpp"
-#include "ch_launcher/libvirt_daemon.hpp"
-#include "ch_launcher/state_dir.hpp"
+#include "drivers/libvirt/domain_xml.hpp"
+#include "drivers/libvirt/daemon.hpp"
+#include "launcher/state_dir.hpp"
 #include "common/log.hpp"
 #include "common/xml_escape.hpp"
 
-namespace chl::core {
+namespace chl::libvirt {
 namespace asio = boost::asio;
 using common::fail;
 using common::Result;
@@ -227,7 +227,7 @@ Status LibvirtDriver::check_stale_domain(virDomainPtr old) const {
   std::error_code ec;
   const bool ours = owner == opts_.state_dir.string() ||
                     std::filesystem::equivalent(owner, opts_.state_dir, ec);
-  if (!ours && state_dir_in_use(owner))
+  if (!ours && launcher::state_dir_in_use(owner))
     return fail(std::errc::device_or_resource_busy,
                 "a domain " + opts_.domain_name + " is run by another live launcher (state directory " +
                     owner + "); it is left alone");
@@ -402,4 +402,4 @@ void LibvirtDriver::on_connection_closed(int reason) {
   deliver(tracker_.on_connection_lost("libvirt connection closed: " + why));
 }
 
-}  // namespace chl::core
+}  // namespace chl::libvirt

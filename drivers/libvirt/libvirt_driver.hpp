@@ -20,18 +20,18 @@
 #include <memory>
 #include <mutex>
 
-#include "ch_launcher/accel_probe.hpp"
-#include "ch_launcher/driver.hpp"
-#include "ch_launcher/libvirt_daemon.hpp"
-#include "ch_launcher/libvirt_driver_options.hpp"
-#include "ch_launcher/libvirt_event_loop.hpp"
-#include "ch_launcher/libvirt_events.hpp"
-#include "ch_launcher/libvirt_handles.hpp"
+#include "drivers/libvirt/accel_probe.hpp"
+#include "launcher/driver.hpp"
+#include "drivers/libvirt/daemon.hpp"
+#include "drivers/libvirt/driver_options.hpp"
+#include "drivers/libvirt/event_loop.hpp"
+#include "drivers/libvirt/events.hpp"
+#include "drivers/libvirt/handles.hpp"
 #include "common/unique_fd.hpp"
 
-namespace chl::core {
+namespace chl::libvirt {
 
-class LibvirtDriver final : public Driver {
+class LibvirtDriver final : public launcher::Driver {
  public:
   LibvirtDriver(boost::asio::io_context& io, LibvirtDriverOptions options,
                 std::optional<LibvirtDaemons> daemons = std::nullopt);
@@ -110,4 +110,4 @@ class LibvirtDriver final : public Driver {
   std::string qemu_version_;
 };
 
-}  // namespace chl::core
+}  // namespace chl::libvirt

@@ -1,11 +1,11 @@
 // The entry point of libchl-libvirt.so (libvirt_module.hpp). Built only into the module and the
 // chl_libvirt static library, never into chl_core.
-#include "ch_launcher/libvirt_module.hpp"
+#include "drivers/libvirt/module.hpp"
 
-#include "ch_launcher/libvirt_daemon.hpp"
-#include "ch_launcher/libvirt_driver.hpp"
+#include "drivers/libvirt/daemon.hpp"
+#include "drivers/libvirt/libvirt_driver.hpp"
 
-namespace chl::core {
+namespace chl::libvirt {
 namespace {
 
 common::Result<LibvirtLaunch> create_driver(boost::asio::io_context& io, LibvirtDriverOptions options) {
@@ -23,10 +23,10 @@ common::Result<LibvirtLaunch> create_driver(boost::asio::io_context& io, Libvirt
 }
 
 }  // namespace
-}  // namespace chl::core
+}  // namespace chl::libvirt
 
-extern "C" __attribute__((visibility("default"))) const chl::core::LibvirtModuleApi chl_libvirt_module = {
-    chl::core::kLibvirtModuleAbi,
-    sizeof(chl::core::LibvirtDriverOptions),
-    &chl::core::create_driver,
+extern "C" __attribute__((visibility("default"))) const chl::libvirt::LibvirtModuleApi chl_libvirt_module = {
+    chl::libvirt::kLibvirtModuleAbi,
+    sizeof(chl::libvirt::LibvirtDriverOptions),
+    &chl::libvirt::create_driver,
 };

@@ -15,11 +15,11 @@
 #include <memory>
 #include <string>
 
-#include "ch_launcher/driver.hpp"
-#include "ch_launcher/libvirt_driver_options.hpp"
+#include "launcher/driver.hpp"
+#include "drivers/libvirt/driver_options.hpp"
 #include "common/error.hpp"
 
-namespace chl::core {
+namespace chl::libvirt {
 
 // Bump when anything below, or a type it uses, changes in a way an older module would misread.
 inline constexpr std::uint32_t kLibvirtModuleAbi = 2;
@@ -28,7 +28,7 @@ inline constexpr char kLibvirtModuleSymbol[] = "chl_libvirt_module";
 
 // What the module's create_driver gives back.
 struct LibvirtLaunch {
-  std::unique_ptr<Driver> driver;  // a LibvirtDriver, which owns the daemons it uses
+  std::unique_ptr<launcher::Driver> driver;  // a LibvirtDriver, which owns the daemons it uses
   std::string daemon;              // which libvirtd: "host libvirtd (pid N)"…
 };
 
@@ -43,7 +43,7 @@ struct LibvirtModuleApi {
                                                  LibvirtDriverOptions options);
 };
 
-}  // namespace chl::core
+}  // namespace chl::libvirt
 
 // The one symbol the module exports (looked up by kLibvirtModuleSymbol).
-extern "C" const chl::core::LibvirtModuleApi chl_libvirt_module;
+extern "C" const chl::libvirt::LibvirtModuleApi chl_libvirt_module;

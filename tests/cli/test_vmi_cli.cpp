@@ -12,7 +12,7 @@ using chl::test::source_dir;
 namespace {
 
 std::string vmi(const std::string& name) {
-  return (source_dir() / "tests/ch_launcher/vmis" / name).string();
+  return (source_dir() / "tests/vmis" / name).string();
 }
 
 bool contains(const std::string& s, const std::string& part) {
@@ -95,7 +95,7 @@ TEST_CASE("render: prints exactly the golden vm.create body and writes nothing")
                    "--volume", "app-config=/configmaps/app-settings"});
   REQUIRE_MESSAGE(r.exit_code == 0, r.output);
   auto golden = nlohmann::json::parse(
-      chl::test::read_file(source_dir() / "tests/ch_launcher/golden/multi-disk-nic.json"));
+      chl::test::read_file(source_dir() / "tests/golden/multi-disk-nic.json"));
   CHECK(nlohmann::json::parse(r.output) == golden["vm_create"]);
   auto plan =
       run_command({launcher_binary(), "render", "--plan", "--state-dir", state.path().string(),

@@ -3,7 +3,7 @@
 // injection, so they skip (saying why) against a real cloud-hypervisor.
 #include <signal.h>
 
-#include "tests/ch_launcher/launcher_harness.hpp"
+#include "tests/support/launcher_harness.hpp"
 
 using chl::test::LauncherRun;
 using nlohmann::json;

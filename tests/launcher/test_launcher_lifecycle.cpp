@@ -5,7 +5,7 @@
 
 #include <atomic>
 
-#include "tests/ch_launcher/launcher_harness.hpp"
+#include "tests/support/launcher_harness.hpp"
 
 using chl::test::LauncherRun;
 using nlohmann::json;
@@ -192,7 +192,7 @@ TEST_CASE("run: events stream starts with the current state and follows pause an
   std::vector<json> seen;  // written by the reader thread; read here after join
   std::atomic<bool> subscribed{false};
   std::thread reader([&] {
-    (void)chl::core::command_stream(r.socket(), "/v1/events", [&](const std::string& line) {
+    (void)chl::control::command_stream(r.socket(), "/v1/events", [&](const std::string& line) {
       seen.push_back(json::parse(line));
       subscribed = true;
       return seen.size() < 5;
@@ -327,7 +327,7 @@ TEST_CASE("run: a disk hot-added through the command socket appears in the VM, a
   auto img = r.dir.path() / "extra.img";
   REQUIRE(chl::test::run_command({chl::test::launcher_binary(), "disk", "create-empty", img.string(), "8Mi"}).exit_code == 0);
   nlohmann::json body = {{"path", img.string()}, {"id", "extra"}};
-  auto add = chl::core::command_request(r.socket(), "PUT", "/v1/add-disk", body.dump());
+  auto add = chl::control::command_request(r.socket(), "PUT", "/v1/add-disk", body.dump());
   REQUIRE(add);
   CHECK_MESSAGE(add->status == 200, add->body);
   CHECK(nlohmann::json::parse(add->body).value("id", "") == "extra");
@@ -336,11 +336,11 @@ TEST_CASE("run: a disk hot-added through the command socket appears in the VM, a
   for (const auto& disk : d["info"]["config"].value("disks", nlohmann::json::array()))
     found = found || disk.value("id", "") == "extra";
   CHECK(found);
-  auto rm = chl::core::command_request(r.socket(), "PUT", "/v1/remove-device", R"({"id":"extra"})");
+  auto rm = chl::control::command_request(r.socket(), "PUT", "/v1/remove-device", R"({"id":"extra"})");
   REQUIRE(rm);
   CHECK(rm->status == 200);
   // Removing it again: the VMM's own refusal comes back.
-  auto rm2 = chl::core::command_request(r.socket(), "PUT", "/v1/remove-device", R"({"id":"extra"})");
+  auto rm2 = chl::control::command_request(r.socket(), "PUT", "/v1/remove-device", R"({"id":"extra"})");
   REQUIRE(rm2);
   CHECK(rm2->status == 500);
   CHECK(rm2->body.find("Failed to find device corresponding to the given identifier") != std::string::npos);

@@ -3,8 +3,8 @@
 // clearly when the module is missing or broken. Lane vmm: one case runs a VM on the double.
 #include <cstdlib>
 
-#include "tests/ch_launcher/launcher_harness.hpp"
-#include "tests/ch_launcher/module_test_support.hpp"
+#include "tests/support/launcher_harness.hpp"
+#include "tests/support/module_test_support.hpp"
 
 using chl::test::LauncherRun;
 using chl::test::ldd;

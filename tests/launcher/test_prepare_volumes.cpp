@@ -9,14 +9,14 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "ch_launcher/ch_translate.hpp"
-#include "ch_launcher/plan.hpp"
-#include "ch_launcher/prepare.hpp"
-#include "ch_launcher/validator.hpp"
+#include "drivers/cloud_hypervisor/translate.hpp"
+#include "launcher/plan.hpp"
+#include "launcher/prepare.hpp"
+#include "vmi/validator.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace fs = std::filesystem;
-using namespace chl::core;
+using namespace chl::cloud_hypervisor; using namespace chl::launcher; using namespace chl::vmi;
 using chl::test::read_file;
 using chl::test::run_command;
 using chl::test::skip;

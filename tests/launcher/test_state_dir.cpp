@@ -4,26 +4,26 @@
 
 #include <filesystem>
 
-#include "ch_launcher/state_dir.hpp"
+#include "launcher/state_dir.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace fs = std::filesystem;
-using chl::core::StateDir;
+using chl::launcher::StateDir;
 
 TEST_CASE("state directory: a second open is refused while the first holds the lock") {
   chl::test::TempDir tmp("chl-state");
   const auto dir = tmp.path() / "vm";
-  CHECK_FALSE(chl::core::state_dir_in_use(dir));
+  CHECK_FALSE(chl::launcher::state_dir_in_use(dir));
   {
     auto first = StateDir::open(dir, "uid-1");
     REQUIRE_MESSAGE(first, first.error().message());
-    CHECK(chl::core::state_dir_in_use(dir));
+    CHECK(chl::launcher::state_dir_in_use(dir));
     auto second = StateDir::open(dir, "uid-1");
     REQUIRE_FALSE(second);
     CHECK(second.error().message().find("another launcher is already running for this VMI") !=
           std::string::npos);
   }
-  CHECK_FALSE(chl::core::state_dir_in_use(dir));  // the lock went with the first
+  CHECK_FALSE(chl::launcher::state_dir_in_use(dir));  // the lock went with the first
   CHECK(StateDir::open(dir, "uid-1"));
 }
 

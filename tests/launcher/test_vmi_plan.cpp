@@ -1,6 +1,6 @@
 // Launch plans and their Cloud Hypervisor translation: golden vm.create bodies for VMIs in the
 // style of KubeVirt's examples, and the planning rules one by one.
-// CHL_UPDATE_GOLDEN=1 rewrites tests/ch_launcher/golden/*.json from the current code (review
+// CHL_UPDATE_GOLDEN=1 rewrites tests/golden/*.json from the current code (review
 // the diff by hand before committing).
 #include <doctest/doctest.h>
 
@@ -8,20 +8,20 @@
 #include <filesystem>
 #include <set>
 
-#include "ch_launcher/ch_translate.hpp"
-#include "ch_launcher/plan.hpp"
-#include "ch_launcher/validator.hpp"
-#include "ch_launcher/vmi_parser.hpp"
+#include "drivers/cloud_hypervisor/translate.hpp"
+#include "launcher/plan.hpp"
+#include "vmi/validator.hpp"
+#include "vmi/parser.hpp"
 #include "tests/support/test_support.hpp"
 
-using namespace chl::core;
+using namespace chl::cloud_hypervisor; using namespace chl::launcher; using namespace chl::vmi;
 using chl::test::read_file;
 using chl::test::source_dir;
 
 namespace {
 
-std::filesystem::path vmis() { return source_dir() / "tests/ch_launcher/vmis"; }
-std::filesystem::path goldens() { return source_dir() / "tests/ch_launcher/golden"; }
+std::filesystem::path vmis() { return source_dir() / "tests/vmis"; }
+std::filesystem::path goldens() { return source_dir() / "tests/golden"; }
 
 CheckedVmi load(const std::string& file, const char* hypervisor = "cloud-hypervisor") {
   auto text = read_manifest((vmis() / file).string());

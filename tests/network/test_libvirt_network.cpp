@@ -20,9 +20,9 @@
 #include <optional>
 #include <vector>
 
-#include "ch_launcher/libvirt_daemon.hpp"
+#include "drivers/libvirt/daemon.hpp"
 #include "network/nft_ruleset.hpp"
-#include "tests/ch_launcher/launcher_harness.hpp"
+#include "tests/support/launcher_harness.hpp"
 #include "tests/network/netns.hpp"
 #include "tests/support/linux_guest.hpp"
 
@@ -432,17 +432,17 @@ TEST_CASE(
     auto c = chl::common::ChildProcess::spawn(so);
     REQUIRE(c);
     REQUIRE(chl::test::wait_until(
-        10s, [&] { return chl::core::unix_socket_answers(sock); }, 20ms));
+        10s, [&] { return chl::libvirt::unix_socket_answers(sock); }, 20ms));
     return std::move(*c);
   };
   auto here = serve({}, dir / "here.sock");
-  CHECK(chl::core::check_daemon_network_namespace(dir / "here.sock", {"tap0"}));
+  CHECK(chl::libvirt::check_daemon_network_namespace(dir / "here.sock", {"tap0"}));
   auto there = serve({*chl::test::tool("ip"), "netns", "exec", other.name()}, dir / "there.sock");
-  auto st = chl::core::check_daemon_network_namespace(dir / "there.sock", {"tap0", "tap1"});
+  auto st = chl::libvirt::check_daemon_network_namespace(dir / "there.sock", {"tap0", "tap1"});
   REQUIRE_FALSE(st);
   CHECK_MESSAGE(st.error().message().find("another network namespace") != std::string::npos,
                 st.error().message());
   CHECK_MESSAGE(st.error().message().find("tap0, tap1") != std::string::npos, st.error().message());
-  auto none = chl::core::check_daemon_network_namespace(dir / "absent.sock", {"tap0"});
+  auto none = chl::libvirt::check_daemon_network_namespace(dir / "absent.sock", {"tap0"});
   CHECK_FALSE(none);
 }

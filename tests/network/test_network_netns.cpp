@@ -24,7 +24,7 @@
 #include <sstream>
 #include <thread>
 
-#include "ch_launcher/vmi_parser.hpp"
+#include "vmi/parser.hpp"
 #include "common/child_process.hpp"
 #include "network/netlink.hpp"
 #include "network/nft_ruleset.hpp"
@@ -120,8 +120,8 @@ std::map<std::string, std::string> run_udhcpc(const std::string& guest_ns, const
   return out;
 }
 
-chl::core::Vmi vmi_with(const std::string& iface_yaml) {
-  auto out = chl::core::parse_vmi(R"(apiVersion: kubevirt.io/v1
+chl::vmi::Vmi vmi_with(const std::string& iface_yaml) {
+  auto out = chl::vmi::parse_vmi(R"(apiVersion: kubevirt.io/v1
 kind: VirtualMachineInstance
 metadata: {name: vm1, uid: 5a5a-0001}
 spec:
@@ -138,7 +138,7 @@ spec:
   return out.vmi;
 }
 
-PlanResult plan_in(const std::string& pod_ns, const chl::core::Vmi& vmi, const chl::test::TempDir& dir) {
+PlanResult plan_in(const std::string& pod_ns, const chl::vmi::Vmi& vmi, const chl::test::TempDir& dir) {
   chl::test::write_file(dir / "resolv.conf", "nameserver 10.96.0.10\nsearch ns1.svc.cluster.local cluster.local\n");
   PlanResult r;
   in_netns(pod_ns, [&] {
@@ -606,7 +606,7 @@ TEST_CASE("netns: two interfaces — masquerade on eth0 and bridge on Multus net
                  ip(t.pod.name(), {"addr", "add", "192.168.88.2/24", "dev", "net1"}),
                  ip(t.pod.name(), {"link", "set", "net1", "up"})})
     REQUIRE(e == "");
-  auto parsed = chl::core::parse_vmi(R"(apiVersion: kubevirt.io/v1
+  auto parsed = chl::vmi::parse_vmi(R"(apiVersion: kubevirt.io/v1
 kind: VirtualMachineInstance
 metadata: {name: vm2, uid: 5a5a-0002}
 spec:

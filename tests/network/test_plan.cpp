@@ -1,7 +1,7 @@
 // network/plan: from a VMI manifest and pod facts to NetworkPlans, and the refusals.
 #include <doctest/doctest.h>
 
-#include "ch_launcher/vmi_parser.hpp"
+#include "vmi/parser.hpp"
 #include "network/plan.hpp"
 #include "network/resolv_conf.hpp"
 
@@ -9,7 +9,7 @@ using namespace chl::network;
 
 namespace {
 
-chl::core::Vmi parse(const std::string& spec_tail) {
+chl::vmi::Vmi parse(const std::string& spec_tail) {
   const std::string text = R"(apiVersion: kubevirt.io/v1
 kind: VirtualMachineInstance
 metadata:
@@ -20,8 +20,8 @@ spec:
     cpu: {cores: 4}
     memory: {guest: 256Mi}
 )" + spec_tail;
-  auto out = chl::core::parse_vmi(text);
-  for (const auto& p : out.problems) FAIL_CHECK(chl::core::to_string(p));
+  auto out = chl::vmi::parse_vmi(text);
+  for (const auto& p : out.problems) FAIL_CHECK(chl::vmi::to_string(p));
   return out.vmi;
 }
 
@@ -45,7 +45,7 @@ PodFacts pod_with(std::uint32_t mtu = 1450, bool ipv6 = false) {
 
 std::string refusals(const PlanResult& r) {
   std::string s;
-  for (const auto& v : r.refusals) s += chl::core::to_string(v) + "\n";
+  for (const auto& v : r.refusals) s += chl::vmi::to_string(v) + "\n";
   return s;
 }
 
@@ -217,7 +217,7 @@ TEST_CASE("plan: a Multus network whose interface is missing from the pod is ref
   f.sriov_vf_pci["b"] = "0000:3b:02.1";
   auto r = plan_networks(vmi, f, 1);
   REQUIRE(r.refusals.size() == 1);
-  CHECK(chl::core::to_string(r.refusals[0]).find("has no interface net1 in the pod") != std::string::npos);
+  CHECK(chl::vmi::to_string(r.refusals[0]).find("has no interface net1 in the pod") != std::string::npos);
   f.links["net1"] = PodLink{"net1", 1500, {}, {}, {}};
   r = plan_networks(vmi, f, 1);
   REQUIRE_MESSAGE(r.refusals.empty(), refusals(r));

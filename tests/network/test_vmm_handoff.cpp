@@ -8,7 +8,7 @@
 
 #include <chrono>
 
-#include "ch_launcher/vmi_parser.hpp"
+#include "vmi/parser.hpp"
 #include "common/child_process.hpp"
 #include "network/vmm_handoff.hpp"
 #include "tests/network/netns.hpp"
@@ -33,7 +33,7 @@ TEST_CASE("vmm handoff: a multiqueue tap's fds go to the VMM with vm.add-net, wh
     return;
   }
   REQUIRE(chl::test::net::ip(pod.name(), {"link", "add", "eth0", "mtu", "1450", "type", "veth", "peer", "name", "eth0p"}) == "");
-  auto parsed = chl::core::parse_vmi(R"(apiVersion: kubevirt.io/v1
+  auto parsed = chl::vmi::parse_vmi(R"(apiVersion: kubevirt.io/v1
 kind: VirtualMachineInstance
 metadata: {name: vm1, uid: 77-88}
 spec:

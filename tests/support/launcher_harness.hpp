@@ -21,7 +21,7 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
-#include "ch_launcher/command_client.hpp"
+#include "control/command_client.hpp"
 #include "common/child_process.hpp"
 #include "common/unix_socket.hpp"
 #include "tests/support/test_support.hpp"
@@ -128,7 +128,7 @@ struct LauncherRun {
   }
 
   nlohmann::json domain() const {
-    auto r = core::command_request(socket(), "GET", "/v1/domain", {}, std::chrono::seconds(10));
+    auto r = control::command_request(socket(), "GET", "/v1/domain", {}, std::chrono::seconds(10));
     if (!r || r->status != 200) return nlohmann::json::object();
     return nlohmann::json::parse(r->body, nullptr, false);
   }

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "ch_launcher/libvirt_daemon.hpp"
-#include "tests/ch_launcher/launcher_harness.hpp"
+#include "drivers/libvirt/daemon.hpp"
+#include "tests/support/launcher_harness.hpp"
 
 namespace chl::test {
 
@@ -55,7 +55,7 @@ struct QemuRun : LauncherRun {
   }
   // No domain of this VMI's name on a daemon that still answers.
   static bool domain_gone() {
-    if (!core::unix_socket_answers("/run/libvirt/libvirt-sock")) return true;
+    if (!libvirt::unix_socket_answers("/run/libvirt/libvirt-sock")) return true;
     auto r = run_command({"virsh", "-c", "qemu:///system", "list", "--all", "--name"});
     return r.output.find("default_testvm") == std::string::npos;
   }
@@ -63,7 +63,7 @@ struct QemuRun : LauncherRun {
   void check_clean_qemu(long pid, const std::vector<std::string>& lasting = {}) {
     check_clean(-1);
     if (pid > 0)
-      CHECK_MESSAGE(!core::process_alive(static_cast<pid_t>(pid)),
+      CHECK_MESSAGE(!libvirt::process_alive(static_cast<pid_t>(pid)),
                     "QEMU pid " << pid << " still alive");
     CHECK(domain_gone());
     // Only the launcher's lasting files remain in the state directory.

@@ -1,11 +1,11 @@
 // Kubernetes quantities, parsed as apimachinery's resource.Quantity does.
 #include <doctest/doctest.h>
 
-#include "ch_launcher/quantity.hpp"
+#include "vmi/quantity.hpp"
 
-using chl::core::format_bytes_quantity;
-using chl::core::parse_quantity;
-using chl::core::parse_quantity_milli;
+using chl::vmi::format_bytes_quantity;
+using chl::vmi::parse_quantity;
+using chl::vmi::parse_quantity_milli;
 
 TEST_CASE("binary suffixes multiply by powers of 1024") {
   CHECK(parse_quantity("1Ki").value() == 1024);

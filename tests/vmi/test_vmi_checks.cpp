@@ -9,13 +9,13 @@
 #include <functional>
 #include <sstream>
 
-#include "ch_launcher/hypervisor_capabilities.hpp"
-#include "ch_launcher/validator.hpp"
-#include "ch_launcher/vmi_parser.hpp"
+#include "vmi/hypervisor_capabilities.hpp"
+#include "vmi/validator.hpp"
+#include "vmi/parser.hpp"
 #include "common/log.hpp"
 #include "tests/support/test_support.hpp"
 
-using namespace chl::core;
+using namespace chl::vmi;
 
 namespace {
 

@@ -4,10 +4,10 @@
 
 #include <string>
 
-#include "ch_launcher/validator.hpp"
-#include "ch_launcher/vmi_parser.hpp"
+#include "vmi/validator.hpp"
+#include "vmi/parser.hpp"
 
-using namespace chl::core;
+using namespace chl::vmi;
 
 // yaml-cpp 0.7's LoadAll() loops forever (a null document per turn, memory growing without
 // bound) on a stray ',' after a flow collection (jbeder/yaml-cpp#1040). The parser bounds the

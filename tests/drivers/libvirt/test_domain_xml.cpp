@@ -3,13 +3,13 @@
 // boot, disks, console and seclabel the launcher relies on. No daemon, no QEMU.
 #include <doctest/doctest.h>
 
-#include "ch_launcher/domain_xml.hpp"
-#include "ch_launcher/plan.hpp"
-#include "ch_launcher/validator.hpp"
-#include "ch_launcher/vmi_parser.hpp"
+#include "drivers/libvirt/domain_xml.hpp"
+#include "launcher/plan.hpp"
+#include "vmi/validator.hpp"
+#include "vmi/parser.hpp"
 #include "tests/support/test_support.hpp"
 
-using namespace chl::core;
+using namespace chl::launcher; using namespace chl::libvirt; using namespace chl::vmi;
 using chl::test::source_dir;
 
 namespace {
@@ -78,7 +78,7 @@ Rendered render_text(const std::string& text, const Case& c, Accel accel = Accel
 }
 
 Rendered render_file(const Case& c, Accel accel = Accel::Tcg) {
-  auto text = read_manifest((source_dir() / "tests/ch_launcher/vmis" / c.vmi).string());
+  auto text = read_manifest((source_dir() / "tests/vmis" / c.vmi).string());
   REQUIRE_MESSAGE(text.has_value(), c.vmi);
   // The example VMIs name no hypervisor or cloud-hypervisor; qemu-kvm is what is rendered here.
   std::string t = *text;
@@ -161,7 +161,7 @@ TEST_CASE("domain XML: the launcher's state directory in <metadata>, escaped, re
   Rendered r =
       render_file({"kernel-boot.yaml",
                    {{"containerdisk", "/images/alpine.img"}, {"kernel-boot", "/kernel-root"}}});
-  CHECK(has(r.xml, "<chl:launcher xmlns:chl='" + std::string(chl::core::kLauncherMetadataUri) +
+  CHECK(has(r.xml, "<chl:launcher xmlns:chl='" + std::string(chl::libvirt::kLauncherMetadataUri) +
                        "'><chl:state-dir>/run/ch-launcher/test/vm</chl:state-dir>"));
   const std::string odd = "/run/a&b/<vm>'s \"dir\"";
   CHECK(chl::common::xml_unescape(xml_escape(odd)) == odd);
@@ -273,7 +273,7 @@ TEST_CASE("domain XML: interfaces name the pod's taps, unmanaged, with MAC, mode
 TEST_CASE("domain XML: render --hypervisor qemu-kvm prints the XML through the CLI") {
   auto r = chl::test::run_command(
       {chl::test::launcher_binary(), "render", "--vmi",
-       (source_dir() / "tests/ch_launcher/vmis/containerdisk-cloudinit.yaml").string(),
+       (source_dir() / "tests/vmis/containerdisk-cloudinit.yaml").string(),
        "--hypervisor", "qemu-kvm", "--accel", "tcg", "--volume",
        "containerdisk=/images/fedora-40.qcow2"});
   CHECK_MESSAGE(r.exit_code == 0, r.output);
@@ -282,14 +282,14 @@ TEST_CASE("domain XML: render --hypervisor qemu-kvm prints the XML through the C
   CHECK(has(r.output, "<rng model='virtio'>"));
   auto masq = chl::test::run_command(
       {chl::test::launcher_binary(), "render", "--vmi",
-       (source_dir() / "tests/ch_launcher/vmis/masquerade.yaml").string(), "--hypervisor", "qemu-kvm",
+       (source_dir() / "tests/vmis/masquerade.yaml").string(), "--hypervisor", "qemu-kvm",
        "--accel", "tcg", "--pod-layout"});
   CHECK_MESSAGE(masq.exit_code == 0, masq.output);
   CHECK_MESSAGE(has(masq.output, "<target dev='tap0' managed='no'/>"), masq.output);
   CHECK(has(masq.output, "<alias name='ua-testmasquerade'/>"));
   auto bad = chl::test::run_command(
       {chl::test::launcher_binary(), "render", "--vmi",
-       (source_dir() / "tests/ch_launcher/vmis/containerdisk-cloudinit.yaml").string(),
+       (source_dir() / "tests/vmis/containerdisk-cloudinit.yaml").string(),
        "--hypervisor", "qemu-kvm", "--accel", "fast"});
   CHECK(bad.exit_code == 2);
   CHECK(has(bad.output, "--accel"));

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "tests/ch_launcher/qemu_harness.hpp"
+#include "tests/support/qemu_harness.hpp"
 
 using chl::test::QemuRun;
 using namespace std::chrono_literals;
@@ -81,7 +81,7 @@ TEST_CASE(
   CHECK(killed->signal == SIGKILL);
   // The launcher's libvirt connection closed: libvirtd destroys the AUTODESTROY domain.
   CHECK_MESSAGE(chl::test::wait_until(
-                    60s, [&] { return !chl::core::process_alive(static_cast<pid_t>(pid)); }),
+                    60s, [&] { return !chl::libvirt::process_alive(static_cast<pid_t>(pid)); }),
                 "QEMU pid " << pid << " outlived its launcher");
   CHECK(chl::test::wait_until(30s, [] { return QemuRun::domain_gone(); }));
   CHECK(
@@ -147,7 +147,7 @@ TEST_CASE(
                                 "directory " + a.state_dir().string() + ")") != std::string::npos,
                 b.output());
   CHECK(a.domain().value("state", "") == "Running");
-  CHECK(chl::core::process_alive(static_cast<pid_t>(pid)));
+  CHECK(chl::libvirt::process_alive(static_cast<pid_t>(pid)));
 
   // A domain of the name someone else started (no ch-launcher metadata): never destroyed.
   const auto foreign = a.dir.path() / "foreign.xml";

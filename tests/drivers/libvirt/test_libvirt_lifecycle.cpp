@@ -6,7 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include "tests/ch_launcher/qemu_harness.hpp"
+#include "tests/support/qemu_harness.hpp"
 
 using chl::test::libvirt_runnable;
 using chl::test::QemuRun;

@@ -4,11 +4,11 @@
 #include <doctest/doctest.h>
 #include <libvirt/libvirt.h>
 
-#include "ch_launcher/accel_probe.hpp"
-#include "ch_launcher/libvirt_events.hpp"
+#include "drivers/libvirt/accel_probe.hpp"
+#include "drivers/libvirt/events.hpp"
 #include "tests/support/test_support.hpp"
 
-using namespace chl::core;
+using namespace chl::libvirt;
 using chl::events::DomainEventType;
 using chl::events::DomainState;
 using chl::events::StateReason;

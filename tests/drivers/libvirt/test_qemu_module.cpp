@@ -1,10 +1,10 @@
-// The QEMU/KVM path is a module (ch_launcher/libvirt_module.hpp): ch-launcher itself links no
+// The QEMU/KVM path is a module (drivers/libvirt/module.hpp): ch-launcher itself links no
 // libvirt, loads libchl-libvirt.so (RTLD_NOW) only for a qemu-kvm VMI, and says clearly when the
 // module is missing or broken. Lane unit: nothing here needs QEMU, libvirtd or root.
 #include <cstdlib>
 
-#include "tests/ch_launcher/launcher_harness.hpp"
-#include "tests/ch_launcher/module_test_support.hpp"
+#include "tests/support/launcher_harness.hpp"
+#include "tests/support/module_test_support.hpp"
 
 using chl::test::LauncherRun;
 using chl::test::ldd;
