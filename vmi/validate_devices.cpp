@@ -1,0 +1,184 @@
+// The rules for spec.domain.devices: disks (and boot order), interfaces, the other devices.
+#include <algorithm>
+#include <array>
+#include <set>
+
+#include "vmi/checker.hpp"
+
+namespace chl::vmi {
+
+void Checker::check_disks() {
+  const Devices& dev = vmi_.spec.domain.devices;
+  std::map<std::string, std::string> names;
+  std::map<std::string, std::string> volumes_used;
+  for (std::size_t i = 0; i < dev.disks.size(); ++i) {
+    const Disk& d = dev.disks[i];
+    const std::string p = "spec.domain.devices.disks[" + std::to_string(i) + "]";
+    const std::string short_p = "disks[" + std::to_string(i) + "]";
+    check_label(d.name, p + ".name");
+    unique(names, d.name, short_p, p + ".name");
+    if (d.device_count > 1) add(p, "set only one of disk, cdrom, lun and floppy");
+    const std::string dp = p + "." + to_string(d.device);
+    switch (d.device) {
+      case DiskDevice::Disk:
+        require(Feature::DiskDevice, dp);
+        break;
+      case DiskDevice::Cdrom:
+        require(Feature::CdromDevice, dp);
+        break;
+      case DiskDevice::Lun:
+        require(Feature::LunDevice, dp);
+        break;
+      case DiskDevice::Floppy:
+        require(Feature::FloppyDevice, dp);
+        break;
+      case DiskDevice::None:
+        break;
+    }
+    if (!d.bus.empty()) {
+      if (d.bus == "virtio")
+        require(Feature::DiskBusVirtio, dp + ".bus");
+      else if (d.bus == "sata")
+        require(Feature::DiskBusSata, dp + ".bus");
+      else if (d.bus == "scsi")
+        require(Feature::DiskBusScsi, dp + ".bus");
+      else if (d.bus == "usb")
+        require(Feature::DiskBusUsb, dp + ".bus");
+      else
+        add(dp + ".bus", "unknown bus \"" + d.bus + "\"; expected virtio, sata, scsi or usb");
+    }
+    if (!d.pci_address.empty()) require(Feature::DiskPciAddress, dp + ".pciAddress");
+    if (d.block_size_logical) require(Feature::DiskCustomBlockSize, p + ".blockSize");
+    if (d.shareable) require(Feature::DiskShareable, p + ".shareable");
+    if (!d.cache.empty() && d.cache != "none" && d.cache != "writethrough" &&
+        d.cache != "writeback") {
+      add(p + ".cache",
+          "unknown cache mode \"" + d.cache + "\"; expected none, writethrough or writeback");
+    }
+    if (!d.io.empty() && d.io != "native" && d.io != "threads" && d.io != "default") {
+      add(p + ".io", "unknown io mode \"" + d.io + "\"; expected native, threads or default");
+    }
+    if (!d.serial.empty()) {
+      bool ok =
+          d.serial.size() <= 20 && std::all_of(d.serial.begin(), d.serial.end(), [](char c) {
+            return (c >= 'A' && c <= 'Z') || is_alnum_lower(c) || c == '-' || c == '_' ||
+                   c == '.' || c == '+';
+          });
+      if (!ok)
+        add(p + ".serial",
+            "\"" + d.serial + "\" must be at most 20 letters, digits, '-', '_', '.' or '+'");
+    }
+    if (d.boot_order) boot_order(*d.boot_order, short_p, p + ".bootOrder");
+    if (!d.name.empty()) {
+      if (!find_volume(vmi_, d.name)) {
+        add(p + ".name", "no volume named \"" + d.name + "\" in spec.volumes");
+      } else {
+        unique(volumes_used, d.name, short_p, p + ".name");
+      }
+    }
+  }
+  for (std::size_t i = 0; i < dev.filesystems.size(); ++i) {
+    const Filesystem& f = dev.filesystems[i];
+    const std::string p = "spec.domain.devices.filesystems[" + std::to_string(i) + "]";
+    check_label(f.name, p + ".name");
+    if (!f.virtiofs)
+      add(p + ".virtiofs", "required: virtiofs is the only filesystem type");
+    else
+      require(Feature::Virtiofs, p + ".virtiofs");
+    if (!f.name.empty() && !find_volume(vmi_, f.name)) {
+      add(p + ".name", "no volume named \"" + f.name + "\" in spec.volumes");
+    } else {
+      unique(volumes_used, f.name, "filesystems[" + std::to_string(i) + "]", p + ".name");
+    }
+  }
+}
+
+void Checker::check_interfaces() {
+  const Devices& dev = vmi_.spec.domain.devices;
+  std::map<std::string, std::string> names;
+  std::map<std::string, std::string> networks_used;
+  static constexpr std::array<std::string_view, 7> kOtherModels{
+      "e1000", "e1000e", "igb", "rtl8139", "ne2k_pci", "pcnet", "virtio-transitional"};
+  for (std::size_t i = 0; i < dev.interfaces.size(); ++i) {
+    const Interface& n = dev.interfaces[i];
+    const std::string p = "spec.domain.devices.interfaces[" + std::to_string(i) + "]";
+    const std::string short_p = "interfaces[" + std::to_string(i) + "]";
+    check_label(n.name, p + ".name");
+    unique(names, n.name, short_p, p + ".name");
+    if (n.binding_count == 0) {
+      add(p, "missing binding: set one of bridge, masquerade, sriov, passt, macvtap or binding");
+    } else if (n.binding_count > 1) {
+      add(p, "set only one binding (bridge, masquerade, sriov, slirp, passt, macvtap, binding)");
+    } else {
+      static constexpr std::array<Feature, 7> kFeature{
+          Feature::BindingBridge, Feature::BindingMasquerade, Feature::BindingSriov,
+          Feature::BindingSlirp,  Feature::BindingPasst,      Feature::BindingMacvtap,
+          Feature::BindingPlugin};
+      require(kFeature[static_cast<std::size_t>(n.binding)], p + "." + to_string(n.binding));
+    }
+    if (!n.model.empty()) {
+      if (n.model == "virtio")
+        require(Feature::NicModelVirtio, p + ".model");
+      else if (std::find(kOtherModels.begin(), kOtherModels.end(), n.model) != kOtherModels.end())
+        require(Feature::NicModelOther, p + ".model");
+      else
+        add(p + ".model", "unknown model \"" + n.model + "\"");
+    }
+    if (!n.mac_address.empty()) {
+      unsigned char mac[6];
+      if (!parse_mac(n.mac_address, mac)) {
+        add(p + ".macAddress",
+            "\"" + n.mac_address +
+                "\" is not a MAC address (six hex pairs, e.g. 02:00:00:00:00:01)");
+      } else if (mac[0] & 1) {
+        add(p + ".macAddress",
+            "\"" + n.mac_address + "\" is a multicast address; a NIC needs a unicast one");
+      }
+    }
+    if (!n.pci_address.empty()) require(Feature::NicPciAddress, p + ".pciAddress");
+    if (n.boot_order) {
+      require(Feature::NicBootOrder, p + ".bootOrder");
+      boot_order(*n.boot_order, short_p, p + ".bootOrder");
+    }
+    if (!n.name.empty()) {
+      const Network* net = find_network(vmi_, n.name);
+      if (!net) {
+        add(p + ".name", "no network named \"" + n.name + "\" in spec.networks");
+      } else if (n.binding == Binding::Masquerade && net->kind != NetworkKind::Pod) {
+        add(p + ".masquerade", "masquerade needs a pod network; \"" + n.name + "\" is not one");
+      }
+    }
+  }
+}
+
+void Checker::check_devices() {
+  const Devices& dev = vmi_.spec.domain.devices;
+  const std::string p = "spec.domain.devices";
+  for (std::size_t i = 0; i < dev.host_devices.size(); ++i) {
+    const HostDevice& h = dev.host_devices[i];
+    std::size_t idx = i;
+    if (h.gpu) {
+      idx = static_cast<std::size_t>(
+          std::count_if(dev.host_devices.begin(), dev.host_devices.begin() + static_cast<long>(i),
+                        [](const HostDevice& x) { return x.gpu; }));
+    }
+    const std::string hp = p + (h.gpu ? ".gpus[" : ".hostDevices[") + std::to_string(idx) + "]";
+    require(h.gpu ? Feature::Gpus : Feature::HostDevices, hp);
+    if (h.device_name.empty()) add(hp + ".deviceName", "required");
+    check_label(h.name, hp + ".name");
+  }
+  if (!dev.inputs.empty()) require(Feature::InputDevices, p + ".inputs");
+  if (dev.autoattach_graphics_device.value_or(false)) {
+    require(Feature::Graphics, p + ".autoattachGraphicsDevice");
+  }
+  if (dev.sound) require(Feature::Sound, p + ".sound");
+  if (dev.client_passthrough) require(Feature::UsbRedirection, p + ".clientPassthrough");
+  if (dev.watchdog) require(Feature::Watchdog, p + ".watchdog");
+  if (dev.tpm) require(Feature::Tpm, p + ".tpm");
+  if (dev.downward_metrics) require(Feature::DownwardMetrics, p + ".downwardMetrics");
+  if (dev.use_virtio_transitional.value_or(false)) {
+    require(Feature::VirtioTransitional, p + ".useVirtioTransitional");
+  }
+}
+
+}  // namespace chl::vmi
