@@ -21,6 +21,7 @@ int run(const std::vector<std::string>& argv) {
     std::fputs(checked.error().c_str(), stderr);
     return 2;
   }
+  std::fputs(chl::vmi::format_warnings(checked->warnings, *vmi == "-" ? "<stdin>" : *vmi).c_str(), stderr);
   auto o = chl::vmi::memory_overhead(checked->vmi, *checked->caps);
   if (args.has("--json")) {
     std::printf("%s\n", chl::vmi::overhead_json(o).dump(2).c_str());

@@ -42,6 +42,7 @@ int run(const std::vector<std::string>& argv) {
     std::fputs(checked.error().c_str(), stderr);
     return 2;
   }
+  std::fputs(chl::vmi::format_warnings(checked->warnings, *vmi == "-" ? "<stdin>" : *vmi).c_str(), stderr);
   if (!in.cpu_set && checked->vmi.spec.domain.cpu.dedicated_cpu_placement) {
     if (auto cs = chl::launcher::read_cgroup_cpu_set()) in.cpu_set = std::move(*cs);
   }

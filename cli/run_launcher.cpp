@@ -95,6 +95,10 @@ int run_launcher(const launcher::LaunchOptions& opts) {
   }
   const vmi::Vmi& vmi = checked->vmi;
   common::log::set_vmi({vmi.metadata.namespace_, vmi.metadata.name, vmi.metadata.uid});
+  for (const auto& w : checked->warnings) {
+    CHL_LOG_WARN("{}", vmi::to_string(w));
+    std::fprintf(stderr, "ch-launcher run: warning: %s\n", vmi::to_string(w).c_str());
+  }
   const std::string hypervisor(checked->caps->name);
   const bool qemu = hypervisor == "qemu-kvm";
   if (hypervisor != "cloud-hypervisor" && !qemu)
@@ -209,7 +213,7 @@ int run_launcher(const launcher::LaunchOptions& opts) {
     libvirt::DomainXmlOptions xo;
     xo.accel = accel.accel;
     xo.plain_cpu = accel.nested_pvm;
-    if (accel.nested_pvm && !vmi.spec.domain.cpu.model.empty())
+    if (accel.nested_pvm && !vmi.spec.domain.cpu.model.empty() && vmi.spec.domain.cpu.model != "host-model")
       CHL_LOG_WARN("accelerator: nested PVM KVM: the VMI's CPU model {} is replaced by qemu64", vmi.spec.domain.cpu.model);
     xo.emulator = emulator;
     xo.run_as = std::make_pair(::geteuid(), ::getegid());

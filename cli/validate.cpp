@@ -23,6 +23,7 @@ int run(const std::vector<std::string>& argv) {
     std::fputs(checked.error().c_str(), stderr);
     return 2;
   }
+  std::fputs(chl::vmi::format_warnings(checked->warnings, *vmi == "-" ? "<stdin>" : *vmi).c_str(), stderr);
   std::printf("ok: %s\n", chl::vmi::vmi_summary(checked->vmi, *checked->caps).c_str());
   return 0;
 }

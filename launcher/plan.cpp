@@ -98,13 +98,16 @@ class Planner {
           "/sys/fs/cgroup/cpuset.cpus.effective is readable");
       return;
     }
-    const std::size_t need = p.max_vcpus + (c.isolate_emulator_thread ? 1u : 0u);
+    // The boot vCPUs are pinned one to one; hotplug headroom (maxSockets, which KubeVirt's
+    // defaulting puts on every VMI) is not: as in KubeVirt, the pod holds CPUs for the vCPUs
+    // that run, and a CPU hotplug with dedicated CPUs needs a new pod.
+    const std::size_t need = p.boot_vcpus + (c.isolate_emulator_thread ? 1u : 0u);
     if (in_.cpu_set->size() < need) {
       add(path, "needs " + std::to_string(need) + " dedicated CPUs but the pod's CPU set has " +
                     std::to_string(in_.cpu_set->size()));
       return;
     }
-    p.pinning.assign(in_.cpu_set->begin(), in_.cpu_set->begin() + p.max_vcpus);
+    p.pinning.assign(in_.cpu_set->begin(), in_.cpu_set->begin() + p.boot_vcpus);
   }
 
   void plan_memory() {

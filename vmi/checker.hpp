@@ -29,13 +29,18 @@ class Checker {
       : vmi_(vmi), caps_(caps), host_(host) {}
 
   Violations run();
+  // What run() accepted but served differently ("<path>: <note>"), after run().
+  [[nodiscard]] const Violations& warnings() const { return warnings_; }
 
  private:
   void add(std::string path, std::string msg) { out_.push_back({std::move(path), std::move(msg)}); }
 
-  void require(Feature f, const std::string& path) {
+  // Refuse `f` at `path` when the hypervisor cannot serve it; warn when it serves it differently
+  // (unless `quiet`: the value came from KubeVirt's defaulting, not from the document).
+  void require(Feature f, const std::string& path, bool quiet = false) {
     const FeatureSupport& s = caps_.support(f);
     if (!s.supported) add(path, std::string(s.note));
+    else if (s.warn && !quiet) warnings_.push_back({path, std::string(s.note)});
   }
 
   // A name that must be a DNS-1123 label; `what` for the message.
@@ -123,6 +128,7 @@ class Checker {
   const HostFacts& host_;
   std::map<std::int64_t, std::string> boot_orders_;
   Violations out_;
+  Violations warnings_;
 };
 
 }  // namespace chl::vmi

@@ -21,9 +21,10 @@ constexpr std::array<FeatureSupport, static_cast<std::size_t>(F::kCount)> kChFea
     {F::FloppyDevice, false,
      "cloud-hypervisor has no floppy device; attach the volume as a disk with bus virtio"},
     {F::DiskBusVirtio, true, "virtio-blk"},
-    {F::DiskBusSata, false,
-     "cloud-hypervisor has no SATA controller; use bus virtio (the guest needs virtio-blk "
-     "drivers)"},
+    {F::DiskBusSata, true,
+     "cloud-hypervisor has no SATA controller: served as virtio-blk, so the guest needs virtio-blk "
+     "drivers (KubeVirt defaults every disk without a bus to sata)",
+     true},
     {F::DiskBusScsi, false,
      "cloud-hypervisor has no SCSI controller; use bus virtio (the guest needs virtio-blk "
      "drivers)"},
@@ -70,9 +71,9 @@ constexpr std::array<FeatureSupport, static_cast<std::size_t>(F::kCount)> kChFea
     {F::Gpus, false, "ch-launcher does not pass VFIO GPUs to cloud-hypervisor yet; remove gpus"},
     {F::Virtiofs, true, "vhost-user-fs served by virtiofsd; guest memory becomes shared"},
     {F::CpuModelHostPassthrough, true, "the only CPU model: the host CPU passed through"},
-    {F::CpuModelHostModel, false,
-     "cloud-hypervisor always passes the host CPU through; use model host-passthrough or leave "
-     "model out"},
+    {F::CpuModelHostModel, true,
+     "served as the host CPU passed through, which gives the guest at least what host-model "
+     "promises (KubeVirt's default model)"},
     {F::CpuModelNamed, false,
      "cloud-hypervisor cannot emulate a named CPU model; use host-passthrough or leave model out"},
     {F::CpuFeatureFlags, false,

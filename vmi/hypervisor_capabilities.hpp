@@ -104,6 +104,9 @@ struct FeatureSupport {
   // Why not (for a refusal), or a note on how it is served. A refusal reads
   // "<path>: <reason>", so the reason is a complete sentence fragment naming the hypervisor.
   std::string_view note;
+  // Supported by serving it differently, which the user should know: the VMI is accepted with a
+  // warning "<path>: <note>" (SATA served as virtio-blk on Cloud Hypervisor).
+  bool warn = false;
 };
 
 // A process of the virt-launcher pod and the memory it needs, measured as KubeVirt measures

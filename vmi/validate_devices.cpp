@@ -39,7 +39,7 @@ void Checker::check_disks() {
       if (d.bus == "virtio")
         require(Feature::DiskBusVirtio, dp + ".bus");
       else if (d.bus == "sata")
-        require(Feature::DiskBusSata, dp + ".bus");
+        require(Feature::DiskBusSata, dp + ".bus", d.bus_defaulted);
       else if (d.bus == "scsi")
         require(Feature::DiskBusScsi, dp + ".bus");
       else if (d.bus == "usb")

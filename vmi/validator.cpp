@@ -9,6 +9,7 @@
 
 #include "vmi/quantity.hpp"
 #include "vmi/checker.hpp"
+#include "vmi/defaults.hpp"
 #include "vmi/parser.hpp"
 
 namespace chl::vmi {
@@ -165,6 +166,12 @@ std::string vmi_summary(const Vmi& vmi, const HypervisorCapabilities& caps) {
          ", boot " + boot;
 }
 
+std::string format_warnings(const Violations& w, const std::string& source) {
+  std::string out;
+  for (const auto& x : w) out += "warning: " + source + ": " + to_string(x) + "\n";
+  return out;
+}
+
 std::string format_violations(const Violations& v, const std::string& source) {
   std::string s;
   for (const auto& x : v) s += source + ": " + to_string(x) + "\n";
@@ -190,6 +197,7 @@ tl::expected<CheckedVmi, Violations> check_vmi(std::string_view text,
                                                const HostFacts& host) {
   ParseOutcome parsed = parse_vmi(text);
   if (parsed.fatal) return tl::unexpected(std::move(parsed.problems));
+  apply_kubevirt_defaults(parsed.vmi);
   Violations all = std::move(parsed.problems);
   const std::size_t parse_count = all.size();
   auto caps = select_hypervisor(parsed.vmi, fallback_hypervisor);
@@ -197,7 +205,9 @@ tl::expected<CheckedVmi, Violations> check_vmi(std::string_view text,
     all.push_back(caps.error());
     return tl::unexpected(std::move(all));
   }
-  for (auto& v : validate(parsed.vmi, **caps, host)) {
+  Violations warnings = fit_hotplug_headroom(parsed.vmi, (*caps)->max_vcpus, kMaxGuestMemory);
+  Checker checker(parsed.vmi, **caps, host);
+  for (auto& v : checker.run()) {
     // A field the parser already rejected is absent from the model: do not report it twice
     // ("bad quantity" then "missing").
     bool duplicate = false;
@@ -213,7 +223,8 @@ tl::expected<CheckedVmi, Violations> check_vmi(std::string_view text,
     if (!duplicate) all.push_back(std::move(v));
   }
   if (!all.empty()) return tl::unexpected(std::move(all));
-  return CheckedVmi{std::move(parsed.vmi), *caps};
+  warnings.insert(warnings.end(), checker.warnings().begin(), checker.warnings().end());
+  return CheckedVmi{std::move(parsed.vmi), *caps, std::move(warnings)};
 }
 
 }  // namespace chl::vmi

@@ -31,16 +31,22 @@ Violations validate(const Vmi& vmi, const HypervisorCapabilities& caps, const Ho
 
 // Parse, select the hypervisor and validate in one go: the VMI and its hypervisor, or every
 // problem found (parse problems first, then the rest, without duplicates).
+// The VMI is defaulted first as KubeVirt's virt-api does (defaults.hpp), so a manifest and the
+// same VMI as virt-handler sends it are checked, and launch, alike.
 struct CheckedVmi {
-  Vmi vmi;
+  Vmi vmi;  // defaulted
   const HypervisorCapabilities* caps = nullptr;
+  // Accepted but served differently, for the user to know (a log line, a line from
+  // validate/run, a Kubernetes event in virt-launcher mode): "spec.…: <note>".
+  Violations warnings;
 };
 tl::expected<CheckedVmi, Violations> check_vmi(std::string_view text,
                                                std::string_view fallback_hypervisor,
                                                const HostFacts& host = {});
 
 // check_vmi on a file ("-" = stdin): the VMI, or the text to print (every problem, one a line,
-// prefixed with the file name; or why the file could not be read).
+// prefixed with the file name; or why the file could not be read). Warnings are left to the
+// caller (format_warnings).
 tl::expected<CheckedVmi, std::string> check_vmi_file(const std::string& path,
                                                      std::string_view fallback_hypervisor,
                                                      const HostFacts& host = {});
@@ -51,6 +57,8 @@ std::string vmi_summary(const Vmi& vmi, const HypervisorCapabilities& caps);
 
 // Violations one a line, each prefixed with `source` ("vmi.yaml: spec.x: reason").
 std::string format_violations(const Violations& v, const std::string& source);
+// Warnings one a line: "warning: vmi.yaml: spec.x: note".
+std::string format_warnings(const Violations& w, const std::string& source);
 
 // Name rules (Kubernetes): a DNS-1123 label (volumes, disks, interfaces, networks) and a DNS-1123
 // subdomain (metadata.name).

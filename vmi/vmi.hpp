@@ -94,6 +94,7 @@ struct Disk {
   DiskDevice device = DiskDevice::Disk;  // KubeVirt defaults an untyped disk to `disk`
   int device_count = 0;                  // how many of disk/cdrom/lun/floppy were given
   std::string bus;                       // "" = default (virtio for disk)
+  bool bus_defaulted = false;            // `bus` filled in by KubeVirt's defaulting (defaults.hpp)
   bool readonly = false;                 // disk.readonly / cdrom.readonly (default true for cdrom)
   std::optional<std::int64_t> boot_order;
   std::string serial;
