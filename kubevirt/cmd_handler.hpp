@@ -32,7 +32,7 @@ struct SyncOptions {
   std::optional<SmBios> smbios;
   std::uint32_t mem_balloon_stats_period = 0;  // seconds; 0: no balloon statistics
   std::vector<std::string> preallocated_volumes;
-  bool expand_disks = false;                   // clusterConfig.ExpandDisksEnabled (or the old field)
+  bool expand_disks = false;  // clusterConfig.ExpandDisksEnabled (or the old field)
   bool free_page_reporting_disabled = false;
   bool serial_console_log_disabled = false;
 };
@@ -45,8 +45,8 @@ class CmdHandler {
   virtual common::Status sync(std::string_view vmi_json, const SyncOptions& options) = 0;
   virtual common::Status pause(std::string_view vmi_json) = 0;
   virtual common::Status unpause(std::string_view vmi_json) = 0;
-  virtual common::Status shutdown(std::string_view vmi_json) = 0;     // ACPI power button
-  virtual common::Status kill(std::string_view vmi_json) = 0;         // forced off
+  virtual common::Status shutdown(std::string_view vmi_json) = 0;       // ACPI power button
+  virtual common::Status kill(std::string_view vmi_json) = 0;           // forced off
   virtual common::Status delete_domain(std::string_view vmi_json) = 0;  // gone; final notify
   virtual common::Status soft_reboot(std::string_view vmi_json) = 0;
   virtual common::Status reset(std::string_view vmi_json) = 0;

@@ -1,10 +1,10 @@
 #include "kubevirt/cmd_server.hpp"
 
+#include <grpcpp/grpcpp.h>
+
 #include <chrono>
 #include <exception>
 #include <system_error>
-
-#include <grpcpp/grpcpp.h>
 
 #include "common/log.hpp"
 #include "common/unix_socket.hpp"
@@ -76,17 +76,16 @@ class InfoService final : public info::CmdInfo::Service {
 };
 
 // An RPC the launcher does not implement: an immediate, clear refusal.
-#define CHL_CMD_NOT_SUPPORTED(Rpc, Request, Answer)                                     \
+#define CHL_CMD_NOT_SUPPORTED(Rpc, Request, Answer)                                      \
   grpc::Status Rpc(grpc::ServerContext*, const v1::Request*, v1::Answer* out) override { \
-    fail(response_of(out), #Rpc, not_supported_);                                       \
-    return grpc::Status::OK;                                                            \
+    fail(response_of(out), #Rpc, not_supported_);                                        \
+    return grpc::Status::OK;                                                             \
   }
 
 // An RPC taking the VMI and answering a plain Response through handler.<method>(vmi_json).
-#define CHL_CMD_VMI(Rpc, method)                                                          \
-  grpc::Status Rpc(grpc::ServerContext*, const v1::VMIRequest* req, v1::Response* out)    \
-      override {                                                                          \
-    return answer(out, #Rpc, [&] { return handler_.method(req->vmi().vmijson()); });     \
+#define CHL_CMD_VMI(Rpc, method)                                                                  \
+  grpc::Status Rpc(grpc::ServerContext*, const v1::VMIRequest* req, v1::Response* out) override { \
+    return answer(out, #Rpc, [&] { return handler_.method(req->vmi().vmijson()); });              \
   }
 
 class CmdService final : public v1::Cmd::Service {

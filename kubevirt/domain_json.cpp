@@ -29,9 +29,8 @@ json user_alias(const std::string& name) { return {{"Name", name}, {"UserDefined
 json interface_json(const DomainInterface& i) {
   json j = {
       {"Type", i.type},
-      {"Target", i.target_device.empty()
-                     ? json(nullptr)
-                     : json{{"Device", i.target_device}, {"Managed", "no"}}},
+      {"Target", i.target_device.empty() ? json(nullptr)
+                                         : json{{"Device", i.target_device}, {"Managed", "no"}}},
       {"Model", {{"Type", i.model}}},
       {"MAC", i.mac.empty() ? json(nullptr) : json{{"MAC", i.mac}}},
       {"MTU", i.mtu ? json{{"Size", std::to_string(*i.mtu)}} : json(nullptr)},
@@ -94,8 +93,14 @@ json status_json(const DomainDocument& d) {
       {"Reason", s.reason},
       {"Interfaces", nullptr},  // from a guest agent; none
       {"OSInfo",
-       {{"Name", ""}, {"KernelRelease", ""}, {"Version", ""}, {"PrettyName", ""},
-        {"VersionId", ""}, {"KernelVersion", ""}, {"Machine", ""}, {"Id", ""}}},
+       {{"Name", ""},
+        {"KernelRelease", ""},
+        {"Version", ""},
+        {"PrettyName", ""},
+        {"VersionId", ""},
+        {"KernelVersion", ""},
+        {"Machine", ""},
+        {"Id", ""}}},
       {"FSFreezeStatus", {{"Status", ""}}},
       {"GuestPanicInfo", panic},
       {"PanicCount", d.panic_count},
@@ -127,15 +132,12 @@ json to_domain_json(const DomainDocument& d) {
   json meta = {{"name", d.vmi_name}, {"namespace", d.vmi_namespace}};
   if (!d.vmi_uid.empty()) meta["uid"] = d.vmi_uid;
   if (d.deletion_timestamp) meta["deletionTimestamp"] = kubernetes_time(*d.deletion_timestamp);
-  json spec = d.state == events::DomainState::NoState
-                  ? json{{"Metadata", metadata_json(d, false)}}
-                  : spec_json(d);
+  json spec = d.state == events::DomainState::NoState ? json{{"Metadata", metadata_json(d, false)}}
+                                                      : spec_json(d);
   return {
-      {"kind", "Domain"},
-      {"apiVersion", "1.2.2"},  // what KubeVirt's launcher writes in the Domain's TypeMeta
-      {"ObjectMeta", meta},
-      {"Spec", spec},
-      {"Status", status_json(d)},
+      {"kind", "Domain"},   {"apiVersion", "1.2.2"},  // what KubeVirt's launcher writes in the
+                                                      // Domain's TypeMeta
+      {"ObjectMeta", meta}, {"Spec", spec},          {"Status", status_json(d)},
   };
 }
 

@@ -2,9 +2,8 @@
 // The Kubernetes events virt-launcher reports through Notify.HandleK8sEvent: a core/v1 Event
 // whose involvedObject is the VMI. virt-handler records it only when that VMI (and its uid) is
 // the one it holds.
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace chl::kubevirt {
 

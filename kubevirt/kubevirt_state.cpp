@@ -29,29 +29,29 @@ constexpr std::array<ReasonRow, 27> kReasons{{
     {S::ShuttingDown, R::User, "User"},
     // Shutoff: why the domain stopped.
     {S::Shutoff, R::Unknown, "Unknown"},
-    {S::Shutoff, R::Shutdown, "Shutdown"},        // the guest powered off
-    {S::Shutoff, R::Destroyed, "Destroyed"},      // forced off (Kill, grace period over)
-    {S::Shutoff, R::Crashed, "Crashed"},          // the VMM died
+    {S::Shutoff, R::Shutdown, "Shutdown"},    // the guest powered off
+    {S::Shutoff, R::Destroyed, "Destroyed"},  // forced off (Kill, grace period over)
+    {S::Shutoff, R::Crashed, "Crashed"},      // the VMM died
     {S::Shutoff, R::Migrated, "Migrated"},
     {S::Shutoff, R::Saved, "Saved"},
-    {S::Shutoff, R::Failed, "Failed"},            // it never started
+    {S::Shutoff, R::Failed, "Failed"},  // it never started
     {S::Shutoff, R::FromSnapshot, "FromSnapshot"},
     // Crashed.
     {S::Crashed, R::Unknown, "Unknown"},
-    {S::Crashed, R::Panicked, "Panicked"},        // guest panic (pvpanic)
+    {S::Crashed, R::Panicked, "Panicked"},  // guest panic (pvpanic)
     // Paused: who paused it.
     {S::Paused, R::Unknown, "Unknown"},
-    {S::Paused, R::User, "User"},                 // Pause RPC, virtctl pause
+    {S::Paused, R::User, "User"},  // Pause RPC, virtctl pause
     {S::Paused, R::Migration, "Migration"},
     {S::Paused, R::Save, "Save"},
     {S::Paused, R::Dump, "Dump"},
-    {S::Paused, R::IOError, "IOError"},           // a disk error stopped the CPUs
+    {S::Paused, R::IOError, "IOError"},  // a disk error stopped the CPUs
     {S::Paused, R::Watchdog, "Watchdog"},
     {S::Paused, R::FromSnapshot, "FromSnapshot"},
     {S::Paused, R::ShuttingDown, "ShuttingDown"},
     {S::Paused, R::Snapshot, "Snapshot"},
     {S::Paused, R::Crashed, "Crashed"},
-    {S::Paused, R::StartingUp, "StartingUp"},     // VMM up, vCPUs not yet running
+    {S::Paused, R::StartingUp, "StartingUp"},  // VMM up, vCPUs not yet running
     {S::Paused, R::Postcopy, "Postcopy"},
     {S::Paused, R::PostcopyFailed, "PostcopyFailed"},
     // NoState: the domain no longer exists.

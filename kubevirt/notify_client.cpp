@@ -1,9 +1,9 @@
 #include "kubevirt/notify_client.hpp"
 
+#include <grpcpp/grpcpp.h>
+
 #include <algorithm>
 #include <filesystem>
-
-#include <grpcpp/grpcpp.h>
 
 #include "common/log.hpp"
 #include "kubevirt/proto/notify.grpc.pb.h"
@@ -88,8 +88,8 @@ void NotifyClient::send_domain_event(std::string domain_json, DomainEventType ty
 void NotifyClient::send_k8s_event(std::string event_json) {
   {
     std::lock_guard lock(mu_);
-    const auto k8s = std::count_if(queue_.begin(), queue_.end(),
-                                   [](const Item& i) { return !i.domain; });
+    const auto k8s =
+        std::count_if(queue_.begin(), queue_.end(), [](const Item& i) { return !i.domain; });
     if (static_cast<std::size_t>(k8s) >= options_.max_pending_k8s_events) {
       auto oldest =
           std::find_if(queue_.begin(), queue_.end(), [](const Item& i) { return !i.domain; });
@@ -165,8 +165,7 @@ void NotifyClient::run() {
     failing = true;
     requeue(std::move(item));
     done_cv_.notify_all();
-    if (!hurry_)
-      cv_.wait_for(lock, backoff, [&] { return stop_ || hurry_; });
+    if (!hurry_) cv_.wait_for(lock, backoff, [&] { return stop_ || hurry_; });
     hurry_ = false;
     backoff = std::min(backoff * 2, options_.max_backoff);
   }
@@ -228,11 +227,14 @@ NotifyClient::Outcome NotifyClient::deliver(const Item& item) {
     notify::v1::DomainEventRequest req;
     req.set_domainjson(item.json);
     req.set_eventtype(std::string(to_string(item.type)));
-    s = call([&](grpc::ClientContext& ctx) { return ch.notify->HandleDomainEvent(&ctx, req, &response); });
+    s = call([&](grpc::ClientContext& ctx) {
+      return ch.notify->HandleDomainEvent(&ctx, req, &response);
+    });
   } else {
     notify::v1::K8sEventRequest req;
     req.set_eventjson(item.json);
-    s = call([&](grpc::ClientContext& ctx) { return ch.notify->HandleK8sEvent(&ctx, req, &response); });
+    s = call(
+        [&](grpc::ClientContext& ctx) { return ch.notify->HandleK8sEvent(&ctx, req, &response); });
   }
   if (!s.ok()) {
     if (transient(s)) {

@@ -38,9 +38,9 @@ struct NotifyCounters {
   std::uint64_t domain_events_delivered = 0;
   std::uint64_t domain_events_coalesced = 0;  // replaced by a newer state before delivery
   std::uint64_t k8s_events_delivered = 0;
-  std::uint64_t k8s_events_dropped = 0;       // queue full, or refused by virt-handler
-  std::uint64_t connects = 0;                 // channels made
-  std::uint64_t failed_attempts = 0;          // RPCs that failed and will be retried
+  std::uint64_t k8s_events_dropped = 0;  // queue full, or refused by virt-handler
+  std::uint64_t connects = 0;            // channels made
+  std::uint64_t failed_attempts = 0;     // RPCs that failed and will be retried
 };
 
 class NotifyClient {
@@ -79,8 +79,8 @@ class NotifyClient {
 
   NotifyClientOptions options_;
   mutable std::mutex mu_;
-  std::condition_variable cv_;      // the worker waits here for work or for its backoff
-  std::condition_variable done_cv_; // flush waits here
+  std::condition_variable cv_;       // the worker waits here for work or for its backoff
+  std::condition_variable done_cv_;  // flush waits here
   std::deque<Item> queue_;
   std::uint64_t next_seq_ = 1;
   std::uint64_t in_flight_seq_ = 0;  // the item being delivered (out of queue_); 0: none

@@ -104,11 +104,11 @@ json to_stats_json(const DomainStatsDocument& s) {
   j["Cpu"] = cpu_json(s.cpu);
   j["Memory"] = memory_json(s.memory);
   // Migration job and dirty-rate figures: none measured (no live migration on this path).
-  j["MigrateDomainJobInfo"] = {
-      {"DataTotalSet", false},     {"DataTotal", 0},     {"DataProcessedSet", false},
-      {"DataProcessed", 0},        {"MemoryBpsSet", false}, {"MemoryBps", 0},
-      {"DataRemainingSet", false}, {"DataRemaining", 0}, {"MemDirtyRateSet", false},
-      {"MemDirtyRate", 0}};
+  j["MigrateDomainJobInfo"] = {{"DataTotalSet", false},     {"DataTotal", 0},
+                               {"DataProcessedSet", false}, {"DataProcessed", 0},
+                               {"MemoryBpsSet", false},     {"MemoryBps", 0},
+                               {"DataRemainingSet", false}, {"DataRemaining", 0},
+                               {"MemDirtyRateSet", false},  {"MemDirtyRate", 0}};
   j["Vcpu"] = array_of(s.vcpus, vcpu_json);
   j["Net"] = array_of(s.nets, net_json);
   j["Block"] = array_of(s.blocks, block_json);
@@ -118,7 +118,7 @@ json to_stats_json(const DomainStatsDocument& s) {
                     {"CalcStartTimeSet", false},      {"CalcStartTime", 0},
                     {"CalcPeriodSet", false},         {"CalcPeriod", 0},
                     {"MegabytesPerSecondSet", false}, {"MegabytesPerSecond", 0}};
-  j["Load"] = {{"Load1mSet", false}, {"Load1m", 0}, {"Load5mSet", false},
+  j["Load"] = {{"Load1mSet", false}, {"Load1m", 0},         {"Load5mSet", false},
                {"Load5m", 0},        {"Load15mSet", false}, {"Load15m", 0}};
   return j;
 }

@@ -4,18 +4,17 @@
 // launcher could measure. It is Cmd.GetDomainStats's answer, from which virt-handler makes
 // its Prometheus metrics. An optional left empty is written as "not set" (value 0).
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace chl::kubevirt {
 
 using Counter = std::optional<std::uint64_t>;
 
 struct CpuStats {
-  Counter time_ns{};    // user + system, of the VMM process
+  Counter time_ns{};  // user + system, of the VMM process
   Counter user_ns{};
   Counter system_ns{};
 };

@@ -12,6 +12,7 @@
 // Then counts the serving process's context switches (every thread) over S idle seconds.
 // Prints RESULT lines (bench/run.sh).
 #include <fcntl.h>
+#include <grpcpp/grpcpp.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,8 +24,6 @@
 #include <fstream>
 #include <string>
 #include <thread>
-
-#include <grpcpp/grpcpp.h>
 
 #include "common/log.hpp"
 #include "kubevirt/cmd_server.hpp"
@@ -53,8 +52,12 @@ class BenchHandler final : public CmdHandler {
     doc_.uuid = "d7901662-86da-450a-a7f8-552214e3288c";
     doc_.memory_kib = 65536;
     doc_.machine = "pc-q35-10.0";
-    doc_.interfaces.push_back({.name = "default", .mac = "02:42:ac:11:00:02", .type = "ethernet",
-                               .target_device = "tap0", .model = "virtio", .mtu = 1500});
+    doc_.interfaces.push_back({.name = "default",
+                               .mac = "02:42:ac:11:00:02",
+                               .type = "ethernet",
+                               .target_device = "tap0",
+                               .model = "virtio",
+                               .mtu = 1500});
     doc_.state = chl::events::DomainState::Running;
   }
   chl::common::Status sync(std::string_view, const SyncOptions&) override {
@@ -213,10 +216,18 @@ int drive(const std::string& self, int rpcs, int idle_seconds) {
     ::kubevirt::cmd::v1::DomainStatsResponse s;
     grpc::Status st;
     switch (i % 4) {
-      case 0: st = stub->SyncVirtualMachine(&ctx, sync, &r); break;
-      case 1: st = stub->GetDomain(&ctx, {}, &d); break;
-      case 2: st = stub->GetDomainStats(&ctx, {}, &s); break;
-      default: st = stub->Ping(&ctx, {}, &r); break;
+      case 0:
+        st = stub->SyncVirtualMachine(&ctx, sync, &r);
+        break;
+      case 1:
+        st = stub->GetDomain(&ctx, {}, &d);
+        break;
+      case 2:
+        st = stub->GetDomainStats(&ctx, {}, &s);
+        break;
+      default:
+        st = stub->Ping(&ctx, {}, &r);
+        break;
     }
     failures += st.ok() ? 0 : 1;
   }
@@ -230,18 +241,26 @@ int drive(const std::string& self, int rpcs, int idle_seconds) {
   std::this_thread::sleep_for(std::chrono::seconds(idle_seconds));
   const long cs1 = context_switches(serving.pid);
 
-  std::printf("kubevirt_bench: %d RPCs (%d failed), %ld domain events received; serving "
-              "process has %ld threads\n",
-              rpcs, failures, notify.events.load(), threads);
-  std::printf("RESULT\tkubevirt_rss_baseline\tRSS of a trivial process (chl_common, no gRPC)\t%ld"
-              "\t\t\tKiB\tinfo\t\n", base);
-  std::printf("RESULT\tkubevirt_rss_grpc_linked\tRSS added by linking and initialising gRPC, "
-              "unused\t%ld\t\t\tKiB\tinfo\t\n", link - base);
-  std::printf("RESULT\tkubevirt_rss_grpc_serving\tRSS added by the cmd server + notify client "
-              "after %d RPCs\t%ld\t\t\tKiB\tinfo\t\n", rpcs, serve_rss - base);
-  std::printf("RESULT\tkubevirt_idle_wakeups\tgRPC transport wake-ups per second, idle (all "
-              "threads)\t%.1f\t\t\t/s\tinfo\t\n",
-              static_cast<double>(cs1 - cs0) / idle_seconds);
+  std::printf(
+      "kubevirt_bench: %d RPCs (%d failed), %ld domain events received; serving "
+      "process has %ld threads\n",
+      rpcs, failures, notify.events.load(), threads);
+  std::printf(
+      "RESULT\tkubevirt_rss_baseline\tRSS of a trivial process (chl_common, no gRPC)\t%ld"
+      "\t\t\tKiB\tinfo\t\n",
+      base);
+  std::printf(
+      "RESULT\tkubevirt_rss_grpc_linked\tRSS added by linking and initialising gRPC, "
+      "unused\t%ld\t\t\tKiB\tinfo\t\n",
+      link - base);
+  std::printf(
+      "RESULT\tkubevirt_rss_grpc_serving\tRSS added by the cmd server + notify client "
+      "after %d RPCs\t%ld\t\t\tKiB\tinfo\t\n",
+      rpcs, serve_rss - base);
+  std::printf(
+      "RESULT\tkubevirt_idle_wakeups\tgRPC transport wake-ups per second, idle (all "
+      "threads)\t%.1f\t\t\t/s\tinfo\t\n",
+      static_cast<double>(cs1 - cs0) / idle_seconds);
 
   finish(baseline);
   finish(linked);
@@ -261,8 +280,10 @@ int main(int argc, char** argv) {
   int rpcs = 2000;
   int idle_seconds = 10;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--rpcs") == 0) rpcs = std::atoi(argv[i + 1]);
-    else if (std::strcmp(argv[i], "--idle-seconds") == 0) idle_seconds = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--rpcs") == 0)
+      rpcs = std::atoi(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--idle-seconds") == 0)
+      idle_seconds = std::atoi(argv[i + 1]);
   }
   chl::common::log::logger()->set_level(spdlog::level::warn);
   return drive(fs::canonical("/proc/self/exe").string(), rpcs, idle_seconds);

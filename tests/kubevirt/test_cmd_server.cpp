@@ -2,12 +2,11 @@
 // readiness rename, Info, every implemented RPC reaching the handler with its arguments, errors
 // as success:false, every other RPC refused at once, a client leaving mid-call.
 #include <doctest/doctest.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
 
 #include <future>
 #include <set>
-
-#include <grpcpp/generic/generic_stub.h>
-#include <grpcpp/grpcpp.h>
 
 #include "kubevirt/cmd_server.hpp"
 #include "kubevirt/proto/cmd.grpc.pb.h"
@@ -90,8 +89,8 @@ struct Fixture {
   std::unique_ptr<v1::Cmd::Stub> cmd;
 
   Fixture() {
-    auto s = CmdServer::start({.share_dir = dir.path(), .not_supported = "not supported by cloud-hypervisor"},
-                              handler);
+    auto s = CmdServer::start(
+        {.share_dir = dir.path(), .not_supported = "not supported by cloud-hypervisor"}, handler);
     REQUIRE_MESSAGE(s.has_value(), (s ? "" : s.error().message()));
     server = std::move(*s);
     channel = grpc::CreateChannel("unix:" + ready_socket_path(dir.path()).string(),
@@ -133,8 +132,8 @@ TEST_CASE("cmd server: every implemented RPC reaches the handler with the VMI") 
   Fixture f;
   v1::Response r;
   const std::string vmi = R"({"metadata":{"name":"vm1"}})";
-  using Rpc = grpc::Status (v1::Cmd::Stub::*)(grpc::ClientContext*, const v1::VMIRequest&,
-                                              v1::Response*);
+  using Rpc =
+      grpc::Status (v1::Cmd::Stub::*)(grpc::ClientContext*, const v1::VMIRequest&, v1::Response*);
   const std::pair<Rpc, const char*> rpcs[] = {
       {&v1::Cmd::Stub::PauseVirtualMachine, "pause"},
       {&v1::Cmd::Stub::UnpauseVirtualMachine, "unpause"},
@@ -166,8 +165,8 @@ TEST_CASE("cmd server: every implemented RPC reaches the handler with the VMI") 
   v1::QemuVersionResponse version;
   REQUIRE(f.cmd->GetQemuVersion(Fixture::ctx().get(), {}, &version).ok());
   CHECK(version.version() == "cloud-hypervisor v52.0");
-  CHECK(f.handler.take_calls() == std::vector<std::string>{"ping ", "get_domain ",
-                                                          "get_domain_stats ", "get_qemu_version "});
+  CHECK(f.handler.take_calls() ==
+        std::vector<std::string>{"ping ", "get_domain ", "get_domain_stats ", "get_qemu_version "});
 }
 
 TEST_CASE("cmd server: Sync carries the VMI and the options a launcher honours") {
@@ -220,14 +219,23 @@ TEST_CASE("cmd server: a handler error is success:false with its message; servin
   CHECK(r.success());
 }
 
-TEST_CASE("cmd server: every other RPC of kubevirt.cmd.v1.Cmd is refused at once as not supported") {
+TEST_CASE(
+    "cmd server: every other RPC of kubevirt.cmd.v1.Cmd is refused at once as not supported") {
   Fixture f;
-  const std::set<std::string> implemented = {
-      "SyncVirtualMachine",     "PauseVirtualMachine",      "UnpauseVirtualMachine",
-      "ShutdownVirtualMachine", "KillVirtualMachine",       "DeleteVirtualMachine",
-      "SoftRebootVirtualMachine", "ResetVirtualMachine",    "SyncVirtualMachineCPUs",
-      "SyncVirtualMachineMemory", "Ping",                   "GetDomain",
-      "GetDomainStats",         "GetQemuVersion"};
+  const std::set<std::string> implemented = {"SyncVirtualMachine",
+                                             "PauseVirtualMachine",
+                                             "UnpauseVirtualMachine",
+                                             "ShutdownVirtualMachine",
+                                             "KillVirtualMachine",
+                                             "DeleteVirtualMachine",
+                                             "SoftRebootVirtualMachine",
+                                             "ResetVirtualMachine",
+                                             "SyncVirtualMachineCPUs",
+                                             "SyncVirtualMachineMemory",
+                                             "Ping",
+                                             "GetDomain",
+                                             "GetDomainStats",
+                                             "GetQemuVersion"};
   // Each method by its wire name, with an empty request (a valid encoding of every request);
   // the answer's Response is field 1 of every answer type but Response itself.
   grpc::TemplatedGenericStub<v1::EmptyRequest, v1::Response> plain(f.channel);

@@ -40,8 +40,11 @@ DomainDocument recorded_vmi(bool masquerade) {
   d.memory_kib = 65536;
   d.vcpus = 4;
   if (masquerade)
-    d.interfaces.push_back({.name = "default", .mac = "02:42:ac:11:00:02", .type = "ethernet",
-                            .target_device = "tap0", .model = "virtio-non-transitional",
+    d.interfaces.push_back({.name = "default",
+                            .mac = "02:42:ac:11:00:02",
+                            .type = "ethernet",
+                            .target_device = "tap0",
+                            .model = "virtio-non-transitional",
                             .mtu = 1500});
   return d;
 }
@@ -100,7 +103,8 @@ struct Case {
 
 }  // namespace
 
-TEST_CASE("domain json: each recorded event of a real virt-launcher, rebuilt from our description") {
+TEST_CASE(
+    "domain json: each recorded event of a real virt-launcher, rebuilt from our description") {
   // The states as the launcher knows them (libvirt's vocabulary); the document must carry
   // KubeVirt's translation exactly as recorded (Running's reason is "Unknown", not "Booted").
   const Case cases[] = {
@@ -145,10 +149,16 @@ TEST_CASE("domain json: each recorded event of a real virt-launcher, rebuilt fro
 TEST_CASE("domain json: the fields virt-handler reads are present while the domain exists") {
   DomainDocument d = recorded_vmi(true);
   d.state = S::Running;
-  d.disks.push_back({.name = "rootdisk", .source = "/var/run/kubevirt/container-disks/disk_0.img",
+  d.disks.push_back({.name = "rootdisk",
+                     .source = "/var/run/kubevirt/container-disks/disk_0.img",
                      .target_device = "vda"});
-  d.disks.push_back({.name = "hp1", .device = "disk", .source = "/dev/hp1", .block_device = true,
-                     .target_device = "sda", .bus = "scsi", .read_only = true});
+  d.disks.push_back({.name = "hp1",
+                     .device = "disk",
+                     .source = "/dev/hp1",
+                     .block_device = true,
+                     .target_device = "sda",
+                     .bus = "scsi",
+                     .read_only = true});
   const json j = chl::kubevirt::to_domain_json(d);
   CHECK(j["kind"] == "Domain");
   CHECK(j["Spec"]["Name"] == "ns1_kvh-probe");
@@ -188,8 +198,10 @@ TEST_CASE("domain json: a guest panic sets GuestPanicInfo and PanicCount") {
   CHECK(s["Status"] == "Crashed");
   CHECK(s["Reason"] == "Panicked");
   CHECK(s["PanicCount"] == 2);
-  CHECK(s["GuestPanicInfo"] == json{{"Type", "hyper-v"}, {"Arg1", 0x7e}, {"Arg2", 1},
-                                    {"Arg3", 2},         {"Arg4", 3},    {"Arg5", 4}});
+  CHECK(
+      s["GuestPanicInfo"] ==
+      json{
+          {"Type", "hyper-v"}, {"Arg1", 0x7e}, {"Arg2", 1}, {"Arg3", 2}, {"Arg4", 3}, {"Arg5", 4}});
 }
 
 TEST_CASE("domain json: names and Kubernetes times") {

@@ -79,8 +79,8 @@ TEST_CASE("notify client: delivers domain states and Kubernetes events in order"
   REQUIRE(client.flush(deadline(5s)));
 
   const std::vector<std::string> expected = {
-      "ADDED Shutoff/Unknown",   "MODIFIED Paused/StartingUp", "MODIFIED Running/Unknown",
-      "k8s GuestPanicked",       "MODIFIED Paused/User",       "MODIFIED Shutoff/Destroyed",
+      "ADDED Shutoff/Unknown",       "MODIFIED Paused/StartingUp", "MODIFIED Running/Unknown",
+      "k8s GuestPanicked",           "MODIFIED Paused/User",       "MODIFIED Shutoff/Destroyed",
       "MODIFIED NoState/NonExistent"};
   CHECK(summary(server.received()) == expected);
   const auto received = server.received();

@@ -1,7 +1,6 @@
 #include "tests/kubevirt/test_notify_server.hpp"
 
 #include <doctest/doctest.h>
-
 #include <grpcpp/grpcpp.h>
 
 #include "kubevirt/proto/notify.grpc.pb.h"

@@ -2,12 +2,11 @@
 // docs/kubevirt.md: every service/method and every message/field (name, number, type), both
 // ways, so neither the .proto files nor the table can drift from KubeVirt's wire contract.
 #include <doctest/doctest.h>
+#include <google/protobuf/descriptor.h>
 
 #include <fstream>
 #include <set>
 #include <string>
-
-#include <google/protobuf/descriptor.h>
 
 #include "kubevirt/proto/cmd.pb.h"
 #include "kubevirt/proto/cmd_info.pb.h"
@@ -22,7 +21,7 @@ namespace pb = google::protobuf;
 std::string type_of(const pb::FieldDescriptor* f) {
   auto scalar = [](const pb::FieldDescriptor* x) -> std::string {
     return x->type() == pb::FieldDescriptor::TYPE_MESSAGE ? x->message_type()->name()
-                                                           : x->type_name();
+                                                          : x->type_name();
   };
   if (f->is_map())
     return "map<" + scalar(f->message_type()->map_key()) + "," +
@@ -63,9 +62,12 @@ std::set<std::string> documented_rows() {
   std::set<std::string> rows;
   bool inside = false;
   for (std::string line; std::getline(in, line);) {
-    if (line == "<!-- contract:begin -->") inside = true;
-    else if (line == "<!-- contract:end -->") inside = false;
-    else if (inside && line.starts_with("| `")) rows.insert(line);
+    if (line == "<!-- contract:begin -->")
+      inside = true;
+    else if (line == "<!-- contract:end -->")
+      inside = false;
+    else if (inside && line.starts_with("| `"))
+      rows.insert(line);
   }
   return rows;
 }

@@ -35,8 +35,9 @@ std::string shape_difference(const json& a, const json& b, const std::string& pa
       if (!a.contains(k)) return path + "/" + k + ": only recorded";
   }
   if (a.is_array()) {
-    if (a.size() != b.size()) return path + ": " + std::to_string(a.size()) + " vs " +
-                                     std::to_string(b.size()) + " elements";
+    if (a.size() != b.size())
+      return path + ": " + std::to_string(a.size()) + " vs " + std::to_string(b.size()) +
+             " elements";
     for (std::size_t i = 0; i < a.size(); ++i)
       if (auto d = shape_difference(a[i], b[i], path + "/" + std::to_string(i)); !d.empty())
         return d;
@@ -106,12 +107,11 @@ TEST_CASE("stats json: a block device has every field of KubeVirt's DomainStatsB
   const json j = to_stats_json(s)["Block"][0];
   // stats/types.go's DomainStatsBlock field names (Alias alone has no Set flag).
   const std::set<std::string> go_fields = {
-      "NameSet",    "Name",       "Alias",         "BackingIndexSet", "BackingIndex",
-      "PathSet",    "Path",       "RdReqsSet",     "RdReqs",          "RdBytesSet",
-      "RdBytes",    "RdTimesSet", "RdTimes",       "WrReqsSet",       "WrReqs",
-      "WrBytesSet", "WrBytes",    "WrTimesSet",    "WrTimes",         "FlReqsSet",
-      "FlReqs",     "FlTimesSet", "FlTimes",       "ErrorsSet",       "Errors",
-      "AllocationSet", "Allocation", "CapacitySet", "Capacity",       "PhysicalSet",
+      "NameSet", "Name",          "Alias",      "BackingIndexSet", "BackingIndex", "PathSet",
+      "Path",    "RdReqsSet",     "RdReqs",     "RdBytesSet",      "RdBytes",      "RdTimesSet",
+      "RdTimes", "WrReqsSet",     "WrReqs",     "WrBytesSet",      "WrBytes",      "WrTimesSet",
+      "WrTimes", "FlReqsSet",     "FlReqs",     "FlTimesSet",      "FlTimes",      "ErrorsSet",
+      "Errors",  "AllocationSet", "Allocation", "CapacitySet",     "Capacity",     "PhysicalSet",
       "Physical"};
   CHECK(keys(j) == go_fields);
   CHECK(j["Name"] == "vda");
