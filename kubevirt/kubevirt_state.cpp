@@ -8,18 +8,6 @@ namespace {
 using S = events::DomainState;
 using R = events::StateReason;
 
-// LifeCycle: one string per libvirt state (ConvState), libvirt's shutdown spelled ShuttingDown.
-constexpr std::array<std::pair<S, std::string_view>, 8> kStatus{{
-    {S::NoState, "NoState"},
-    {S::Running, "Running"},
-    {S::Blocked, "Blocked"},
-    {S::Paused, "Paused"},
-    {S::ShuttingDown, "ShuttingDown"},
-    {S::Shutoff, "Shutoff"},
-    {S::Crashed, "Crashed"},
-    {S::PMSuspended, "PMSuspended"},
-}};
-
 // StateChangeReason: KubeVirt translates reasons for these four states only (ConvReason); every
 // other state, Running included, says "Unknown". NoState/NonExistent is the launcher's own
 // "the domain is gone" (sent with ObjectMeta.deletionTimestamp), not a libvirt reason.
@@ -62,9 +50,9 @@ constexpr std::array<ReasonRow, 27> kReasons{{
 std::span<const ReasonRow> reason_table() { return kReasons; }
 
 KubevirtState to_kubevirt_state(events::DomainState state, events::StateReason reason) {
-  KubevirtState out{"NoState", "Unknown"};
-  for (const auto& [s, name] : kStatus)
-    if (s == state) out.status = name;
+  // KubeVirt's LifeCycle strings (ConvState) are the launcher's own state names, libvirt's
+  // shutdown included ("ShuttingDown"); test_kubevirt_state checks all eight.
+  KubevirtState out{events::to_string(state), "Unknown"};
   for (const auto& row : kReasons)
     if (row.state == state && row.reason == reason) out.reason = row.kubevirt_reason;
   return out;
