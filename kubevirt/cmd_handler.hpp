@@ -1,0 +1,64 @@
+#pragma once
+// What the command server (cmd_server.hpp) asks of the launcher core: one call per RPC of
+// kubevirt.cmd.v1.Cmd that ch-launcher implements, with plain C++ types (no gRPC here). An
+// error becomes Response{success:false, message: error.message()}; the server keeps serving.
+// Calls arrive on the server's threads, possibly several at once: an implementation hands them
+// to its own event loop and waits for the answer.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/error.hpp"
+
+namespace chl::kubevirt {
+
+// VirtualMachineOptions.VirtualMachineSMBios.
+struct SmBios {
+  std::string manufacturer;
+  std::string product;
+  std::string version;
+  std::string sku;
+  std::string family;
+  bool operator==(const SmBios&) const = default;
+};
+
+// The parts of VirtualMachineOptions a launcher can honour; the rest is ignored.
+struct SyncOptions {
+  // interface name → how it attaches to the domain ("tap" for bridge and masquerade).
+  std::map<std::string, std::string> interface_domain_attachment;
+  std::optional<SmBios> smbios;
+  std::uint32_t mem_balloon_stats_period = 0;  // seconds; 0: no balloon statistics
+  std::vector<std::string> preallocated_volumes;
+  bool expand_disks = false;  // clusterConfig.ExpandDisksEnabled (or the old field)
+  bool free_page_reporting_disabled = false;
+  bool serial_console_log_disabled = false;
+};
+
+class CmdHandler {
+ public:
+  virtual ~CmdHandler() = default;
+
+  // `vmi_json` is the VirtualMachineInstance as virt-handler marshals it (spec and status).
+  virtual common::Status sync(std::string_view vmi_json, const SyncOptions& options) = 0;
+  virtual common::Status pause(std::string_view vmi_json) = 0;
+  virtual common::Status unpause(std::string_view vmi_json) = 0;
+  virtual common::Status shutdown(std::string_view vmi_json) = 0;       // ACPI power button
+  virtual common::Status kill(std::string_view vmi_json) = 0;           // forced off
+  virtual common::Status delete_domain(std::string_view vmi_json) = 0;  // gone; final notify
+  virtual common::Status soft_reboot(std::string_view vmi_json) = 0;
+  virtual common::Status reset(std::string_view vmi_json) = 0;
+  virtual common::Status ping() = 0;
+  // api.Domain JSON (to_domain_json); an empty string when there is no domain (yet).
+  virtual common::Result<std::string> get_domain() = 0;
+  // DomainStats JSON (to_stats_json).
+  virtual common::Result<std::string> get_domain_stats() = 0;
+  // The VMM's version ("cloud-hypervisor v52.0", "10.0.13").
+  virtual common::Result<std::string> get_qemu_version() = 0;
+  virtual common::Status sync_cpus(std::string_view vmi_json) = 0;
+  virtual common::Status sync_memory(std::string_view vmi_json) = 0;
+};
+
+}  // namespace chl::kubevirt

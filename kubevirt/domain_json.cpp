@@ -1,0 +1,144 @@
+#include "kubevirt/domain_json.hpp"
+
+#include <ctime>
+
+#include "kubevirt/kubevirt_state.hpp"
+
+namespace chl::kubevirt {
+
+using nlohmann::json;
+
+std::string domain_name(const std::string& vmi_namespace, const std::string& vmi_name) {
+  return vmi_namespace + "_" + vmi_name;
+}
+
+std::string kubernetes_time(Timestamp t) {
+  const std::time_t secs = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+namespace {
+
+// api.Alias marshals as {"Name", "UserDefined"}; the "ua-" prefix exists only in the XML.
+json user_alias(const std::string& name) { return {{"Name", name}, {"UserDefined", true}}; }
+
+json interface_json(const DomainInterface& i) {
+  json j = {
+      {"Type", i.type},
+      {"Target", i.target_device.empty() ? json(nullptr)
+                                         : json{{"Device", i.target_device}, {"Managed", "no"}}},
+      {"Model", {{"Type", i.model}}},
+      {"MAC", i.mac.empty() ? json(nullptr) : json{{"MAC", i.mac}}},
+      {"MTU", i.mtu ? json{{"Size", std::to_string(*i.mtu)}} : json(nullptr)},
+      {"Alias", user_alias(i.name)},
+  };
+  return j;
+}
+
+json disk_json(const DomainDisk& d) {
+  json source = json::object();
+  source[d.block_device ? "Dev" : "File"] = d.source;
+  return {
+      {"Device", d.device},
+      {"Type", d.block_device ? "block" : "file"},
+      {"Source", source},
+      {"Target", {{"Bus", d.bus}, {"Device", d.target_device}}},
+      {"ReadOnly", d.read_only ? json::object() : json(nullptr)},
+      {"Alias", user_alias(d.name)},
+  };
+}
+
+// A Go slice: null when empty, as encoding/json writes a nil slice.
+template <typename T, typename F>
+json slice(const std::vector<T>& items, F&& to_json) {
+  if (items.empty()) return nullptr;
+  json a = json::array();
+  for (const auto& i : items) a.push_back(to_json(i));
+  return a;
+}
+
+json metadata_json(const DomainDocument& d, bool with_grace_period) {
+  json grace = nullptr;
+  if (with_grace_period) {
+    grace = {
+        {"DeletionGracePeriodSeconds", d.grace_period_seconds},
+        {"DeletionTimestamp",
+         d.grace_period_start ? json(kubernetes_time(*d.grace_period_start)) : json(nullptr)},
+        {"MarkedForGracefulShutdown", nullptr},  // virt-launcher leaves it unset too
+    };
+  }
+  return {{"KubeVirt",
+           {{"UID", d.vmi_uid},
+            {"GracePeriod", grace},
+            {"Migration", nullptr},
+            {"Backup", nullptr},
+            {"AccessCredential", nullptr},
+            {"MemoryDump", nullptr}}}};
+}
+
+json status_json(const DomainDocument& d) {
+  const KubevirtState s = to_kubevirt_state(d.state, d.reason);
+  json panic = nullptr;
+  if (d.panic) {
+    panic = {{"Type", d.panic->type}};
+    for (std::size_t i = 0; i < d.panic->args.size(); ++i)
+      panic["Arg" + std::to_string(i + 1)] = d.panic->args[i];
+  }
+  return {
+      {"Status", s.status},
+      {"Reason", s.reason},
+      {"Interfaces", nullptr},  // from a guest agent; none
+      {"OSInfo",
+       {{"Name", ""},
+        {"KernelRelease", ""},
+        {"Version", ""},
+        {"PrettyName", ""},
+        {"VersionId", ""},
+        {"KernelVersion", ""},
+        {"Machine", ""},
+        {"Id", ""}}},
+      {"FSFreezeStatus", {{"Status", ""}}},
+      {"GuestPanicInfo", panic},
+      {"PanicCount", d.panic_count},
+  };
+}
+
+json spec_json(const DomainDocument& d) {
+  const std::uint64_t current = d.current_memory_kib ? d.current_memory_kib : d.memory_kib;
+  return {
+      {"Type", d.hypervisor_type},
+      {"Name", domain_name(d.vmi_namespace, d.vmi_name)},
+      {"UUID", d.uuid},
+      {"Memory", {{"Value", d.memory_kib}, {"Unit", "KiB"}}},
+      {"CurrentMemory", {{"Value", current}, {"Unit", "KiB"}}},
+      {"OS", {{"Type", {{"OS", "hvm"}, {"Arch", d.arch}, {"Machine", d.machine}}}}},
+      {"Devices",
+       {{"Interfaces", slice(d.interfaces, interface_json)},
+        {"Disks", slice(d.disks, disk_json)},
+        {"Channels", nullptr}}},  // no guest agent channel: virt-handler reads "not connected"
+      {"Metadata", metadata_json(d, true)},
+      {"Features", d.acpi ? json{{"ACPI", json::object()}} : json(nullptr)},
+      {"VCPU", {{"Placement", "static"}, {"CPUs", d.vcpus}}},
+  };
+}
+
+}  // namespace
+
+json to_domain_json(const DomainDocument& d) {
+  json meta = {{"name", d.vmi_name}, {"namespace", d.vmi_namespace}};
+  if (!d.vmi_uid.empty()) meta["uid"] = d.vmi_uid;
+  if (d.deletion_timestamp) meta["deletionTimestamp"] = kubernetes_time(*d.deletion_timestamp);
+  json spec = d.state == events::DomainState::NoState ? json{{"Metadata", metadata_json(d, false)}}
+                                                      : spec_json(d);
+  return {
+      {"kind", "Domain"},   {"apiVersion", "1.2.2"},  // what KubeVirt's launcher writes in the
+                                                      // Domain's TypeMeta
+      {"ObjectMeta", meta}, {"Spec", spec},          {"Status", status_json(d)},
+  };
+}
+
+}  // namespace chl::kubevirt

@@ -1,0 +1,84 @@
+#pragma once
+// KubeVirt's `api.Domain` as JSON (pkg/virt-launcher/virtwrap/api/schema.go), built from a small
+// plain description of the running VMI. It is what the launcher sends in every
+// Notify.HandleDomainEvent and answers to Cmd.GetDomain. Only the fields virt-handler reads are
+// filled (docs/kubevirt.md, "The domain document"); their keys are Go's field names, as
+// encoding/json writes them, except ObjectMeta's own Kubernetes keys.
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "events/domain_state.hpp"
+
+namespace chl::kubevirt {
+
+using Timestamp = std::chrono::system_clock::time_point;
+
+// One VMI interface as the domain shows it.
+struct DomainInterface {
+  std::string name;  // the VMI's interface name ("default"); alias ua-<name> in XML
+  std::string mac;   // "02:42:ac:11:00:02"
+  std::string type = "ethernet";
+  std::string target_device;  // the host side ("tap0"); empty: none
+  std::string model = "virtio-non-transitional";
+  std::optional<unsigned> mtu;
+};
+
+// One VMI disk as the domain shows it (virt-handler maps hotplugged volumes through these).
+struct DomainDisk {
+  std::string name;             // the VMI's disk/volume name; alias ua-<name>
+  std::string device = "disk";  // "disk" | "cdrom"
+  std::string source;           // image file or block device path
+  bool block_device = false;    // source is a block device (Source.Dev) rather than a file
+  std::string target_device;    // "vda"
+  std::string bus = "virtio";
+  bool read_only = false;
+};
+
+// Guest panic details (api.GuestPanicInfo): the panic type and, for Hyper-V, its 5 arguments.
+struct GuestPanic {
+  std::string type;  // "hyper-v", "s390", "unknown", ...
+  std::array<std::uint64_t, 5> args{};
+};
+
+struct DomainDocument {
+  // The VMI's identity (ObjectMeta, and Spec.Metadata.KubeVirt.UID).
+  std::string vmi_name;
+  std::string vmi_namespace;
+  std::string vmi_uid;
+  std::string uuid;                             // the firmware UUID (Spec.UUID)
+  std::int64_t grace_period_seconds = 0;        // Spec.Metadata.KubeVirt.GracePeriod
+  std::optional<Timestamp> grace_period_start;  // when a graceful shutdown began
+  std::optional<Timestamp> deletion_timestamp;  // set once the domain is gone
+  // What virt-handler copies into the VMI's status.
+  std::string hypervisor_type = "kvm";  // Spec.Type ("qemu" would mean emulation)
+  std::string arch = "x86_64";
+  std::string machine;  // Spec.OS.Type.Machine; empty: not reported
+  std::uint64_t memory_kib = 0;
+  std::uint64_t current_memory_kib = 0;  // Spec.CurrentMemory; 0: as memory_kib
+  unsigned vcpus = 1;                    // Spec.VCPU.CPUs (the maximum)
+  bool acpi = true;                      // Spec.Features.ACPI: graceful shutdown possible
+  std::vector<DomainInterface> interfaces;
+  std::vector<DomainDisk> disks;
+  // The state, in the launcher's vocabulary; translated with to_kubevirt_state.
+  events::DomainState state = events::DomainState::Shutoff;
+  events::StateReason reason = events::StateReason::Unknown;
+  std::optional<GuestPanic> panic;  // Status.GuestPanicInfo, the latest panic
+  int panic_count = 0;              // Status.PanicCount
+};
+
+// `<namespace>_<name>`: the domain's name, as KubeVirt names it.
+std::string domain_name(const std::string& vmi_namespace, const std::string& vmi_name);
+
+// A Kubernetes metav1.Time as JSON writes it: RFC 3339 in UTC, whole seconds ("...T18:47:53Z").
+std::string kubernetes_time(Timestamp t);
+
+// The api.Domain JSON. A domain in NoState (gone) is written as KubeVirt writes it then: the
+// identity, the VMI's UID and the status only.
+nlohmann::json to_domain_json(const DomainDocument& d);
+
+}  // namespace chl::kubevirt

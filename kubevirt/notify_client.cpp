@@ -1,0 +1,257 @@
+#include "kubevirt/notify_client.hpp"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "common/log.hpp"
+#include "kubevirt/proto/notify.grpc.pb.h"
+#include "kubevirt/proto/notify_info.grpc.pb.h"
+
+namespace chl::kubevirt {
+
+namespace notify = ::kubevirt::notify;
+
+std::string_view to_string(DomainEventType t) {
+  return t == DomainEventType::Added ? "ADDED" : "MODIFIED";
+}
+
+// The gRPC side: one channel and its stubs, made lazily and dropped on a transient failure
+// (so that a restarted virt-handler is reached through a fresh connection).
+struct NotifyClient::Channel {
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<notify::v1::Notify::Stub> notify;
+  bool negotiated = false;
+};
+
+namespace {
+
+// What virt-launcher retries on: the connection, not the answer.
+bool transient(const grpc::Status& s) {
+  switch (s.error_code()) {
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+    case grpc::StatusCode::ABORTED:
+    case grpc::StatusCode::CANCELLED:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::shared_ptr<grpc::Channel> make_channel(const NotifyClientOptions& o) {
+  grpc::ChannelArguments args;
+  // A channel of our own (not gRPC's process-wide subchannel pool), whose reconnect backoff
+  // is no longer than ours: a virt-handler that comes back is reached within max_backoff.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, static_cast<int>(o.initial_backoff.count()));
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(o.initial_backoff.count()));
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(o.max_backoff.count()));
+  return grpc::CreateCustomChannel("unix:" + o.socket_path, grpc::InsecureChannelCredentials(),
+                                   args);
+}
+
+}  // namespace
+
+NotifyClient::NotifyClient(NotifyClientOptions options)
+    : options_(std::move(options)), channel_(std::make_unique<Channel>()) {
+  worker_ = std::thread([this] { run(); });
+}
+
+NotifyClient::~NotifyClient() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+    if (active_) active_->TryCancel();
+  }
+  cv_.notify_all();
+  done_cv_.notify_all();
+  worker_.join();
+}
+
+void NotifyClient::send_domain_event(std::string domain_json, DomainEventType type) {
+  {
+    std::lock_guard lock(mu_);
+    // Only the newest undelivered state is kept; the first the handler hears stays an ADDED.
+    auto old = std::find_if(queue_.begin(), queue_.end(), [](const Item& i) { return i.domain; });
+    if (old != queue_.end()) {
+      if (old->type == DomainEventType::Added) type = DomainEventType::Added;
+      queue_.erase(old);
+      ++counters_.domain_events_coalesced;
+    }
+    queue_.push_back(Item{true, type, std::move(domain_json), next_seq_++});
+  }
+  cv_.notify_all();
+}
+
+void NotifyClient::send_k8s_event(std::string event_json) {
+  {
+    std::lock_guard lock(mu_);
+    const auto k8s =
+        std::count_if(queue_.begin(), queue_.end(), [](const Item& i) { return !i.domain; });
+    if (static_cast<std::size_t>(k8s) >= options_.max_pending_k8s_events) {
+      auto oldest =
+          std::find_if(queue_.begin(), queue_.end(), [](const Item& i) { return !i.domain; });
+      queue_.erase(oldest);
+      ++counters_.k8s_events_dropped;
+      CHL_LOG_WARN("notify: {} Kubernetes events pending, dropping the oldest",
+                   options_.max_pending_k8s_events);
+    }
+    queue_.push_back(Item{false, DomainEventType::Modified, std::move(event_json), next_seq_++});
+  }
+  cv_.notify_all();
+}
+
+bool NotifyClient::flush(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lock(mu_);
+  const std::uint64_t target = next_seq_ - 1;
+  hurry_ = true;
+  cv_.notify_all();
+  // The queue is in enqueue order, so "nothing at or before target is left" is its front.
+  return done_cv_.wait_until(lock, deadline, [&] {
+    const bool queued = !queue_.empty() && queue_.front().seq <= target;
+    const bool flying = in_flight_seq_ != 0 && in_flight_seq_ <= target;
+    return stop_ || (!queued && !flying);
+  }) && !stop_;
+}
+
+NotifyCounters NotifyClient::counters() const {
+  std::lock_guard lock(mu_);
+  return counters_;
+}
+
+void NotifyClient::requeue(Item item) {
+  if (item.domain) {
+    auto newer = std::find_if(queue_.begin(), queue_.end(), [](const Item& i) { return i.domain; });
+    if (newer != queue_.end()) {  // superseded while in flight
+      if (item.type == DomainEventType::Added) newer->type = DomainEventType::Added;
+      ++counters_.domain_events_coalesced;
+      return;
+    }
+  }
+  queue_.push_front(std::move(item));
+}
+
+void NotifyClient::run() {
+  std::unique_lock lock(mu_);
+  auto backoff = options_.initial_backoff;
+  bool failing = false;
+  while (!stop_) {
+    if (queue_.empty()) {
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      continue;
+    }
+    Item item = std::move(queue_.front());
+    queue_.pop_front();
+    in_flight_seq_ = item.seq;
+    lock.unlock();
+    const Outcome outcome = deliver(item);
+    lock.lock();
+    in_flight_seq_ = 0;
+    if (outcome != Outcome::Retry) {
+      if (outcome == Outcome::Delivered) {
+        ++(item.domain ? counters_.domain_events_delivered : counters_.k8s_events_delivered);
+        if (failing) CHL_LOG_INFO("notify: delivering to {} again", options_.socket_path);
+        failing = false;
+      } else if (!item.domain) {
+        ++counters_.k8s_events_dropped;
+      }
+      backoff = options_.initial_backoff;
+      done_cv_.notify_all();
+      continue;
+    }
+    ++counters_.failed_attempts;
+    failing = true;
+    requeue(std::move(item));
+    done_cv_.notify_all();
+    if (!hurry_) cv_.wait_for(lock, backoff, [&] { return stop_ || hurry_; });
+    hurry_ = false;
+    backoff = std::min(backoff * 2, options_.max_backoff);
+  }
+}
+
+NotifyClient::Outcome NotifyClient::deliver(const Item& item) {
+  Channel& ch = *channel_;
+  std::error_code ec;
+  if (!std::filesystem::exists(options_.socket_path, ec)) {
+    ch = Channel{};  // virt-handler is not there (yet): nothing to dial
+    return Outcome::Retry;
+  }
+  if (!ch.channel) {
+    ch.channel = make_channel(options_);
+    ch.notify = notify::v1::Notify::NewStub(ch.channel);
+    ch.negotiated = false;
+    std::lock_guard lock(mu_);
+    ++counters_.connects;
+  }
+
+  // One RPC with its own deadline, cancellable by the destructor.
+  auto call = [&](auto&& rpc) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + options_.send_timeout);
+    {
+      std::lock_guard lock(mu_);
+      if (stop_) return grpc::Status(grpc::StatusCode::CANCELLED, "notify client stopping");
+      active_ = &ctx;
+    }
+    grpc::Status s = rpc(ctx);
+    std::lock_guard lock(mu_);
+    active_ = nullptr;
+    return s;
+  };
+
+  if (!ch.negotiated) {
+    auto info = notify::info::NotifyInfo::NewStub(ch.channel);
+    notify::info::NotifyInfoResponse versions;
+    grpc::Status s = call([&](grpc::ClientContext& ctx) {
+      return info->Info(&ctx, notify::info::NotifyInfoRequest{}, &versions);
+    });
+    if (!s.ok() && s.error_code() != grpc::StatusCode::UNIMPLEMENTED) {
+      CHL_LOG_DEBUG("notify: version check on {}: {}", options_.socket_path, s.error_message());
+      ch = Channel{};
+      return Outcome::Retry;
+    }
+    const auto& v = versions.supportednotifyversions();
+    if (s.ok() && std::find(v.begin(), v.end(), 1U) == v.end()) {
+      CHL_LOG_ERROR("notify: {} does not speak notify version 1", options_.socket_path);
+      ch = Channel{};
+      return Outcome::Retry;
+    }
+    ch.negotiated = true;
+  }
+
+  notify::v1::Response response;
+  grpc::Status s;
+  if (item.domain) {
+    notify::v1::DomainEventRequest req;
+    req.set_domainjson(item.json);
+    req.set_eventtype(std::string(to_string(item.type)));
+    s = call([&](grpc::ClientContext& ctx) {
+      return ch.notify->HandleDomainEvent(&ctx, req, &response);
+    });
+  } else {
+    notify::v1::K8sEventRequest req;
+    req.set_eventjson(item.json);
+    s = call(
+        [&](grpc::ClientContext& ctx) { return ch.notify->HandleK8sEvent(&ctx, req, &response); });
+  }
+  if (!s.ok()) {
+    if (transient(s)) {
+      CHL_LOG_DEBUG("notify: {} failed, reconnecting: {}", options_.socket_path, s.error_message());
+      ch = Channel{};
+      return Outcome::Retry;
+    }
+    CHL_LOG_ERROR("notify: {} refused a {} event: {}", options_.socket_path,
+                  item.domain ? "domain" : "Kubernetes", s.error_message());
+    return Outcome::GiveUp;
+  }
+  if (!response.success() && !response.message().empty()) {
+    CHL_LOG_WARN("notify: virt-handler answered a {} event with: {}",
+                 item.domain ? "domain" : "Kubernetes", response.message());
+    return Outcome::GiveUp;
+  }
+  return Outcome::Delivered;
+}
+
+}  // namespace chl::kubevirt
