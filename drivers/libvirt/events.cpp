@@ -135,9 +135,12 @@ constexpr std::array kStates{
 
 // The state alone, for a reason the table does not list.
 constexpr std::array kStateOnly{
-    std::pair{VIR_DOMAIN_RUNNING, S::Running},   std::pair{VIR_DOMAIN_BLOCKED, S::Blocked},
-    std::pair{VIR_DOMAIN_PAUSED, S::Paused},     std::pair{VIR_DOMAIN_SHUTDOWN, S::ShuttingDown},
-    std::pair{VIR_DOMAIN_SHUTOFF, S::Shutoff},   std::pair{VIR_DOMAIN_CRASHED, S::Crashed},
+    std::pair{VIR_DOMAIN_RUNNING, S::Running},
+    std::pair{VIR_DOMAIN_BLOCKED, S::Blocked},
+    std::pair{VIR_DOMAIN_PAUSED, S::Paused},
+    std::pair{VIR_DOMAIN_SHUTDOWN, S::ShuttingDown},
+    std::pair{VIR_DOMAIN_SHUTOFF, S::Shutoff},
+    std::pair{VIR_DOMAIN_CRASHED, S::Crashed},
     std::pair{VIR_DOMAIN_PMSUSPENDED, S::PMSuspended},
 };
 

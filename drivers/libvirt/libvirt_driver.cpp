@@ -9,12 +9,12 @@
 #include <cstring>
 #include <fstream>
 
-#include "drivers/libvirt/domain_xml.hpp"
-#include "drivers/libvirt/daemon.hpp"
-#include "drivers/libvirt/live_xml.hpp"
-#include "launcher/state_dir.hpp"
 #include "common/log.hpp"
 #include "common/xml_escape.hpp"
+#include "drivers/libvirt/daemon.hpp"
+#include "drivers/libvirt/domain_xml.hpp"
+#include "drivers/libvirt/live_xml.hpp"
+#include "launcher/state_dir.hpp"
 
 namespace chl::libvirt {
 namespace asio = boost::asio;
@@ -326,8 +326,11 @@ Result<json> LibvirtDriver::info() {
   // The fields Cloud Hypervisor's vm.info has, where it has them (driver.hpp), then libvirt's own.
   json disks = json::array();
   for (const auto& d : live_disks(xml))
-    disks.push_back({{"id", d.id}, {"path", d.path}, {"readonly", d.readonly},
-                     {"target", d.target}, {"device", d.device}});
+    disks.push_back({{"id", d.id},
+                     {"path", d.path},
+                     {"readonly", d.readonly},
+                     {"target", d.target},
+                     {"device", d.device}});
   const auto ours = libvirt_domain_state(st, reason);
   return json{{"config",
                {{"cpus", {{"boot_vcpus", in.nrVirtCpu}, {"max_vcpus", max_vcpus}}},

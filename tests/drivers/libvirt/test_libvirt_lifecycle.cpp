@@ -186,8 +186,9 @@ TEST_CASE(
   CHECK(d["target"] == "vda");
   // A container disk: the guest writes to its overlay in the state directory, never the image.
   CHECK(d["readonly"] == false);
-  CHECK_MESSAGE(d["path"].get<std::string>().find((r.state_dir() / "container-disks").string()) == 0,
-                sj.output);
+  CHECK_MESSAGE(
+      d["path"].get<std::string>().find((r.state_dir() / "container-disks").string()) == 0,
+      sj.output);
 
   // Paused: libvirt's state, through the same field.
   CHECK(r.cli({"pause"}).exit_code == 0);

@@ -78,8 +78,9 @@ TEST_CASE("live XML: a domain without disks or devices has no disks") {
 
 TEST_CASE("live XML: the console PTY is the first pty serial's source path") {
   CHECK(live_serial_pty(kLive) == std::optional<std::string>("/dev/pts/7"));
-  CHECK_FALSE(live_serial_pty("<devices><serial type='file'><source path='/log'/></serial></devices>")
-                  .has_value());
+  CHECK_FALSE(
+      live_serial_pty("<devices><serial type='file'><source path='/log'/></serial></devices>")
+          .has_value());
   // The PTY not allocated yet (no source): none.
   CHECK_FALSE(live_serial_pty("<devices><serial type='pty'><target port='0'/></serial></devices>")
                   .has_value());

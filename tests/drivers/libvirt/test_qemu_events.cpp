@@ -73,7 +73,8 @@ TEST_CASE(
   CHECK(feed(t, {{VIR_DOMAIN_EVENT_STOPPED, VIR_DOMAIN_EVENT_STOPPED_DESTROYED}}).empty());
 }
 
-TEST_CASE("libvirt events: every Shutdown detail is ShuttingDown/Unknown, and only the stop ends it") {
+TEST_CASE(
+    "libvirt events: every Shutdown detail is ShuttingDown/Unknown, and only the stop ends it") {
   for (int detail : {VIR_DOMAIN_EVENT_SHUTDOWN_FINISHED, VIR_DOMAIN_EVENT_SHUTDOWN_GUEST,
                      VIR_DOMAIN_EVENT_SHUTDOWN_HOST}) {
     CAPTURE(detail);
@@ -119,18 +120,24 @@ TEST_CASE("libvirt states: virDomainGetState's (state, reason) as virt-launcher 
   };
   const Case cases[] = {
       {VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_BOOTED, DomainState::Running, StateReason::Booted},
-      {VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_UNPAUSED, DomainState::Running, StateReason::Unpaused},
+      {VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_UNPAUSED, DomainState::Running,
+       StateReason::Unpaused},
       {VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_UNKNOWN, DomainState::Running, StateReason::Unknown},
       {VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_USER, DomainState::Paused, StateReason::User},
       {VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_IOERROR, DomainState::Paused, StateReason::IOError},
-      {VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_SHUTTING_DOWN, DomainState::Paused, StateReason::ShuttingDown},
+      {VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_SHUTTING_DOWN, DomainState::Paused,
+       StateReason::ShuttingDown},
       // What QEMU's domains have while shutting down, and what other drivers set on request.
-      {VIR_DOMAIN_SHUTDOWN, VIR_DOMAIN_SHUTDOWN_UNKNOWN, DomainState::ShuttingDown, StateReason::Unknown},
+      {VIR_DOMAIN_SHUTDOWN, VIR_DOMAIN_SHUTDOWN_UNKNOWN, DomainState::ShuttingDown,
+       StateReason::Unknown},
       {VIR_DOMAIN_SHUTDOWN, VIR_DOMAIN_SHUTDOWN_USER, DomainState::ShuttingDown, StateReason::User},
-      {VIR_DOMAIN_SHUTOFF, VIR_DOMAIN_SHUTOFF_SHUTDOWN, DomainState::Shutoff, StateReason::Shutdown},
-      {VIR_DOMAIN_SHUTOFF, VIR_DOMAIN_SHUTOFF_DESTROYED, DomainState::Shutoff, StateReason::Destroyed},
+      {VIR_DOMAIN_SHUTOFF, VIR_DOMAIN_SHUTOFF_SHUTDOWN, DomainState::Shutoff,
+       StateReason::Shutdown},
+      {VIR_DOMAIN_SHUTOFF, VIR_DOMAIN_SHUTOFF_DESTROYED, DomainState::Shutoff,
+       StateReason::Destroyed},
       {VIR_DOMAIN_SHUTOFF, VIR_DOMAIN_SHUTOFF_FAILED, DomainState::Shutoff, StateReason::Failed},
-      {VIR_DOMAIN_CRASHED, VIR_DOMAIN_CRASHED_PANICKED, DomainState::Crashed, StateReason::Panicked},
+      {VIR_DOMAIN_CRASHED, VIR_DOMAIN_CRASHED_PANICKED, DomainState::Crashed,
+       StateReason::Panicked},
       {VIR_DOMAIN_PMSUSPENDED, 0, DomainState::PMSuspended, StateReason::Unknown},
       {VIR_DOMAIN_NOSTATE, 0, DomainState::NoState, StateReason::Unknown},
       {VIR_DOMAIN_PAUSED, 99, DomainState::Paused, StateReason::Unknown},  // a reason newer than us
