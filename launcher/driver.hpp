@@ -58,6 +58,9 @@ class Driver {
   virtual common::Status power_button() = 0;
   // Stop the VM hard and end the VMM politely (CH: vm.shutdown then vmm.shutdown).
   virtual common::Status force_off() = 0;
+  // The VM now, in the shape of Cloud Hypervisor's vm.info (what `status` prints from):
+  // config.cpus.boot_vcpus, config.memory.size (bytes), config.disks[] ({id, path, readonly}),
+  // state (the hypervisor's own state word); a driver may add fields of its own.
   virtual common::Result<nlohmann::json> info() = 0;
   // The console PTY now: Cloud Hypervisor makes a new one for every new VM run (reboot,
   // restore), so the launcher asks again after those.

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <optional>
+#include <utility>
 
 #include "common/log.hpp"
 
@@ -62,10 +63,13 @@ constexpr std::array kRows{
     Row{VIR_DOMAIN_EVENT_STOPPED, VIR_DOMAIN_EVENT_STOPPED_SAVED, "saved", T::Stopped, D::Saved, S::Shutoff, R::Saved},
     Row{VIR_DOMAIN_EVENT_STOPPED, VIR_DOMAIN_EVENT_STOPPED_FAILED, "failed", T::Stopped, D::Failed, S::Crashed, R::Unknown},
     Row{VIR_DOMAIN_EVENT_STOPPED, VIR_DOMAIN_EVENT_STOPPED_FROM_SNAPSHOT, "from-snapshot", T::Stopped, D::FromSnapshot, S::Shutoff, R::FromSnapshot},
-    // Shutdown: the guest (or the host) finished shutting down; Stopped follows.
-    Row{VIR_DOMAIN_EVENT_SHUTDOWN, VIR_DOMAIN_EVENT_SHUTDOWN_FINISHED, "finished", T::Shutdown, D::Finished, std::nullopt, R::Unknown},
-    Row{VIR_DOMAIN_EVENT_SHUTDOWN, VIR_DOMAIN_EVENT_SHUTDOWN_GUEST, "guest", T::Shutdown, D::Guest, std::nullopt, R::Unknown},
-    Row{VIR_DOMAIN_EVENT_SHUTDOWN, VIR_DOMAIN_EVENT_SHUTDOWN_HOST, "host", T::Shutdown, D::Host, std::nullopt, R::Unknown},
+    // Shutdown: QEMU reported the guest's power-off (SHUTDOWN); Stopped follows once libvirt has
+    // ended QEMU. libvirt's state is then VIR_DOMAIN_SHUTDOWN with reason
+    // VIR_DOMAIN_SHUTDOWN_UNKNOWN (qemuProcessHandleShutdown; only other drivers set _USER), which
+    // virt-launcher reports as ShuttingDown/Unknown. Who asked (guest, host) is the event detail.
+    Row{VIR_DOMAIN_EVENT_SHUTDOWN, VIR_DOMAIN_EVENT_SHUTDOWN_FINISHED, "finished", T::Shutdown, D::Finished, S::ShuttingDown, R::Unknown},
+    Row{VIR_DOMAIN_EVENT_SHUTDOWN, VIR_DOMAIN_EVENT_SHUTDOWN_GUEST, "guest", T::Shutdown, D::Guest, S::ShuttingDown, R::Unknown},
+    Row{VIR_DOMAIN_EVENT_SHUTDOWN, VIR_DOMAIN_EVENT_SHUTDOWN_HOST, "host", T::Shutdown, D::Host, S::ShuttingDown, R::Unknown},
     // PM suspend.
     Row{VIR_DOMAIN_EVENT_PMSUSPENDED, VIR_DOMAIN_EVENT_PMSUSPENDED_MEMORY, "memory", T::PMSuspended, D::None, S::PMSuspended, R::Unknown},
     Row{VIR_DOMAIN_EVENT_PMSUSPENDED, VIR_DOMAIN_EVENT_PMSUSPENDED_DISK, "disk", T::PMSuspended, D::None, S::PMSuspended, R::Unknown},
@@ -78,6 +82,67 @@ constexpr std::array kRows{
     Row{VIR_DOMAIN_EVENT_UNDEFINED, VIR_DOMAIN_EVENT_UNDEFINED_REMOVED, "removed", T::Undefined, D::Removed, std::nullopt, R::Unknown},
 };
 // clang-format on
+
+struct StateRow {
+  int state;   // virDomainState
+  int reason;  // that state's reason enum (virDomainRunningReason, ...)
+  S ours;
+  R why;
+};
+
+// (virDomainState, reason) -> state and reason, spelled as virt-launcher spells them
+// (virtwrap/util: LifeCycleTranslationMap and the per-state reason maps). A reason not listed
+// is Unknown.
+// clang-format off
+constexpr std::array kStates{
+    StateRow{VIR_DOMAIN_NOSTATE, 0, S::NoState, R::Unknown},
+    StateRow{VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_BOOTED, S::Running, R::Booted},
+    StateRow{VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_MIGRATED, S::Running, R::Migrated},
+    StateRow{VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_RESTORED, S::Running, R::Restored},
+    StateRow{VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_FROM_SNAPSHOT, S::Running, R::FromSnapshot},
+    StateRow{VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_UNPAUSED, S::Running, R::Unpaused},
+    StateRow{VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_MIGRATION_CANCELED, S::Running, R::MigrationCanceled},
+    StateRow{VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_SAVE_CANCELED, S::Running, R::SaveCanceled},
+    StateRow{VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_WAKEUP, S::Running, R::Wakeup},
+    StateRow{VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_POSTCOPY, S::Running, R::Postcopy},
+    StateRow{VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_POSTCOPY_FAILED, S::Running, R::PostcopyFailed},
+    StateRow{VIR_DOMAIN_BLOCKED, 0, S::Blocked, R::Unknown},
+    StateRow{VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_USER, S::Paused, R::User},
+    StateRow{VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_MIGRATION, S::Paused, R::Migration},
+    StateRow{VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_SAVE, S::Paused, R::Save},
+    StateRow{VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_DUMP, S::Paused, R::Dump},
+    StateRow{VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_IOERROR, S::Paused, R::IOError},
+    StateRow{VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_WATCHDOG, S::Paused, R::Watchdog},
+    StateRow{VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_FROM_SNAPSHOT, S::Paused, R::FromSnapshot},
+    StateRow{VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_SHUTTING_DOWN, S::Paused, R::ShuttingDown},
+    StateRow{VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_SNAPSHOT, S::Paused, R::Snapshot},
+    StateRow{VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_CRASHED, S::Paused, R::Crashed},
+    StateRow{VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_STARTING_UP, S::Paused, R::StartingUp},
+    StateRow{VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_POSTCOPY, S::Paused, R::Postcopy},
+    StateRow{VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_POSTCOPY_FAILED, S::Paused, R::PostcopyFailed},
+    StateRow{VIR_DOMAIN_SHUTDOWN, VIR_DOMAIN_SHUTDOWN_USER, S::ShuttingDown, R::User},
+    StateRow{VIR_DOMAIN_SHUTOFF, VIR_DOMAIN_SHUTOFF_SHUTDOWN, S::Shutoff, R::Shutdown},
+    StateRow{VIR_DOMAIN_SHUTOFF, VIR_DOMAIN_SHUTOFF_DESTROYED, S::Shutoff, R::Destroyed},
+    StateRow{VIR_DOMAIN_SHUTOFF, VIR_DOMAIN_SHUTOFF_CRASHED, S::Shutoff, R::Crashed},
+    StateRow{VIR_DOMAIN_SHUTOFF, VIR_DOMAIN_SHUTOFF_MIGRATED, S::Shutoff, R::Migrated},
+    StateRow{VIR_DOMAIN_SHUTOFF, VIR_DOMAIN_SHUTOFF_SAVED, S::Shutoff, R::Saved},
+    StateRow{VIR_DOMAIN_SHUTOFF, VIR_DOMAIN_SHUTOFF_FAILED, S::Shutoff, R::Failed},
+    StateRow{VIR_DOMAIN_SHUTOFF, VIR_DOMAIN_SHUTOFF_FROM_SNAPSHOT, S::Shutoff, R::FromSnapshot},
+    StateRow{VIR_DOMAIN_CRASHED, VIR_DOMAIN_CRASHED_PANICKED, S::Crashed, R::Panicked},
+    StateRow{VIR_DOMAIN_PMSUSPENDED, 0, S::PMSuspended, R::Unknown},
+};
+// clang-format on
+
+// The state alone, for a reason the table does not list.
+constexpr std::array kStateOnly{
+    std::pair{VIR_DOMAIN_RUNNING, S::Running},
+    std::pair{VIR_DOMAIN_BLOCKED, S::Blocked},
+    std::pair{VIR_DOMAIN_PAUSED, S::Paused},
+    std::pair{VIR_DOMAIN_SHUTDOWN, S::ShuttingDown},
+    std::pair{VIR_DOMAIN_SHUTOFF, S::Shutoff},
+    std::pair{VIR_DOMAIN_CRASHED, S::Crashed},
+    std::pair{VIR_DOMAIN_PMSUSPENDED, S::PMSuspended},
+};
 
 const char* event_name(int event) {
   switch (event) {
@@ -115,6 +180,14 @@ const Row* find_row(int event, int detail) {
 std::string libvirt_event_name(int event, int detail) {
   const Row* r = find_row(event, detail);
   return std::string(event_name(event)) + "/" + (r ? r->name : std::to_string(detail));
+}
+
+LibvirtState libvirt_domain_state(int state, int reason) {
+  for (const auto& r : kStates)
+    if (r.state == state && r.reason == reason) return {r.ours, r.why};
+  for (const auto& [st, ours] : kStateOnly)
+    if (st == state) return {ours, R::Unknown};
+  return {S::NoState, R::Unknown};
 }
 
 std::vector<DomainEvent> LibvirtEventTracker::on_lifecycle(int event, int detail) {
@@ -165,6 +238,10 @@ std::vector<DomainEvent> LibvirtEventTracker::on_lifecycle(int event, int detail
       CHL_LOG_ERROR("events: QEMU ended without a shutdown ({}) while the domain was {}/{}", cause,
                     events::to_string(state_), events::to_string(reason_));
   }
+  // Once a shutdown is under way only the stop (or a crash) changes the state: libvirt keeps
+  // the domain VIR_DOMAIN_SHUTDOWN until QEMU is gone, whatever QEMU reports meanwhile.
+  if (state_ == S::ShuttingDown && state && (*state == S::Running || *state == S::Paused))
+    state.reset();
   if (state) {
     state_ = *state;
     reason_ = reason;
@@ -180,9 +257,12 @@ std::vector<DomainEvent> LibvirtEventTracker::on_lifecycle(int event, int detail
 
 std::vector<DomainEvent> LibvirtEventTracker::on_reboot() {
   if (finished_) return {};
-  // Same row as Cloud Hypervisor's vm/rebooted: Reboot/Booted, Running/Booted.
-  state_ = S::Running;
-  reason_ = R::Booted;
+  // Same row as Cloud Hypervisor's vm/rebooted: Reboot/Booted, Running/Booted; a reset racing a
+  // shutdown already under way leaves it ShuttingDown (as libvirt's own state does).
+  if (state_ != S::ShuttingDown) {
+    state_ = S::Running;
+    reason_ = R::Booted;
+  }
   DomainEvent ev;
   ev.type = T::Reboot;
   ev.detail = D::Booted;

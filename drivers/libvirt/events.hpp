@@ -9,6 +9,9 @@
 // - A crash keeps its first reason: Crashed/Panicked stays so when QEMU is then stopped.
 // - QEMU ending without a shutdown (libvirt's Stopped/Failed or Stopped/Crashed) is
 //   Crashed/Unknown, unless the launcher asked for a forced stop: then Shutoff/Destroyed.
+// - libvirt's Shutdown event (QEMU saw the guest power off, or the host asked) makes the domain
+//   ShuttingDown/Unknown, as libvirt's own state is then (VIR_DOMAIN_SHUTDOWN, reason UNKNOWN)
+//   and as virt-launcher reports it; only the Stopped that follows (or a crash) changes it again.
 // - Once the domain stopped it is finished; later events are ignored.
 #include <vector>
 
@@ -43,6 +46,15 @@ class LibvirtEventTracker {
   bool started_seen_ = false;  // during a paused start: Started arrived, waiting for Resumed
   bool finished_ = false;
 };
+
+// libvirt's domain state and reason (virDomainGetState) as virt-launcher reports them
+// (ConvState / ConvReason in its virtwrap/util): VIR_DOMAIN_SHUTDOWN is ShuttingDown, a reason
+// libvirt leaves UNKNOWN (or one without a name here) is Unknown.
+struct LibvirtState {
+  events::DomainState state = events::DomainState::NoState;
+  events::StateReason reason = events::StateReason::Unknown;
+};
+LibvirtState libvirt_domain_state(int state, int reason);
 
 // "Started/Booted" for logs: libvirt's names of an event and its detail.
 std::string libvirt_event_name(int event, int detail);

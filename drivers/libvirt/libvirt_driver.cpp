@@ -9,11 +9,12 @@
 #include <cstring>
 #include <fstream>
 
-#include "drivers/libvirt/domain_xml.hpp"
-#include "drivers/libvirt/daemon.hpp"
-#include "launcher/state_dir.hpp"
 #include "common/log.hpp"
 #include "common/xml_escape.hpp"
+#include "drivers/libvirt/daemon.hpp"
+#include "drivers/libvirt/domain_xml.hpp"
+#include "drivers/libvirt/live_xml.hpp"
+#include "launcher/state_dir.hpp"
 
 namespace chl::libvirt {
 namespace asio = boost::asio;
@@ -188,19 +189,15 @@ pid_t LibvirtDriver::read_qemu_pid() const {
 }
 
 Result<std::optional<std::string>> LibvirtDriver::pty_from_live_xml() {
+  CHL_TRY(auto xml, live_xml());
+  return live_serial_pty(xml);
+}
+
+Result<std::string> LibvirtDriver::live_xml() {
   CHL_TRY_VOID(need_domain());
   VirString xml(virDomainGetXMLDesc(dom_.get(), 0));
   if (!xml) return libvirt_fail("reading the live domain XML");
-  std::string_view x(xml.get());
-  auto s = x.find("<serial type='pty'>");
-  if (s == std::string_view::npos) return std::optional<std::string>{};
-  auto end = x.find("</serial>", s);
-  auto src = x.find("<source path='", s);
-  if (src == std::string_view::npos || src > end) return std::optional<std::string>{};
-  src += std::strlen("<source path='");
-  auto q = x.find('\'', src);
-  if (q == std::string_view::npos) return std::optional<std::string>{};
-  return std::optional<std::string>(std::string(x.substr(src, q - src)));
+  return std::string(xml.get());
 }
 
 // The state directory a ch-launcher domain records in its <metadata> (domain_xml.hpp), "" when
@@ -321,11 +318,35 @@ Result<json> LibvirtDriver::info() {
   virDomainInfo in{};
   if (virDomainGetInfo(dom_.get(), &in) != 0) return libvirt_fail("reading the domain info");
   int st = 0, reason = 0;
-  (void)virDomainGetState(dom_.get(), &st, &reason, 0);
-  return json{{"domain", opts_.domain_name}, {"libvirt_state", state_name(st)},
-              {"libvirt_reason", reason},    {"max_memory_kib", in.maxMem},
-              {"memory_kib", in.memory},     {"vcpus", in.nrVirtCpu},
-              {"cpu_time_ns", in.cpuTime},   {"accel", to_string(opts_.accel.accel)}};
+  if (virDomainGetState(dom_.get(), &st, &reason, 0) != 0)
+    return libvirt_fail("reading the domain state");
+  const int max_vcpus = virDomainGetMaxVcpus(dom_.get());
+  if (max_vcpus < 0) return libvirt_fail("reading the maximum vCPUs");
+  CHL_TRY(auto xml, live_xml());
+  // The fields Cloud Hypervisor's vm.info has, where it has them (driver.hpp), then libvirt's own.
+  json disks = json::array();
+  for (const auto& d : live_disks(xml))
+    disks.push_back({{"id", d.id},
+                     {"path", d.path},
+                     {"readonly", d.readonly},
+                     {"target", d.target},
+                     {"device", d.device}});
+  const auto ours = libvirt_domain_state(st, reason);
+  return json{{"config",
+               {{"cpus", {{"boot_vcpus", in.nrVirtCpu}, {"max_vcpus", max_vcpus}}},
+                {"memory", {{"size", std::uint64_t{in.maxMem} * 1024}}},
+                {"disks", std::move(disks)}}},
+              {"state", events::to_string(ours.state)},
+              {"reason", events::to_string(ours.reason)},
+              {"memory_actual_size", std::uint64_t{in.memory} * 1024},
+              {"domain", opts_.domain_name},
+              {"libvirt_state", state_name(st)},
+              {"libvirt_reason", reason},
+              {"max_memory_kib", in.maxMem},
+              {"memory_kib", in.memory},
+              {"vcpus", in.nrVirtCpu},
+              {"cpu_time_ns", in.cpuTime},
+              {"accel", to_string(opts_.accel.accel)}};
 }
 
 Result<std::optional<std::string>> LibvirtDriver::console_pty() { return pty_from_live_xml(); }

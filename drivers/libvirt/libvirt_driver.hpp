@@ -80,6 +80,7 @@ class LibvirtDriver final : public launcher::Driver {
   void deliver(const std::vector<events::DomainEvent>& evs);
   common::Status connect();
   common::Result<std::optional<std::string>> pty_from_live_xml();
+  common::Result<std::string> live_xml();
   void cleanup();
   pid_t read_qemu_pid() const;
   common::Status need_domain() const;

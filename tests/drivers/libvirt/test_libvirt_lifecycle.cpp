@@ -6,12 +6,28 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <fstream>
+
 #include "tests/support/qemu_harness.hpp"
 
 using chl::test::libvirt_runnable;
 using chl::test::QemuRun;
 using nlohmann::json;
 using namespace std::chrono_literals;
+
+namespace {
+
+// The launcher's "domain event ..." log messages, in order.
+std::vector<std::string> domain_event_lines(const std::string& log) {
+  std::vector<std::string> out;
+  for (auto at = log.find("domain event "); at != std::string::npos;
+       at = log.find("domain event ", at + 1))
+    out.push_back(log.substr(at, log.find('"', at) - at));
+  return out;
+}
+
+}  // namespace
 
 TEST_CASE(
     "qemu-kvm run: lifecycle through the CLI, console banner and echo, ends Shutoff with exit 0") {
@@ -114,7 +130,78 @@ TEST_CASE("qemu-kvm run: the guest powering itself off ends the launcher with ex
   REQUIRE_MESSAGE(exit, r.output());
   CHECK_MESSAGE(exit->code == 0, r.output());
   CHECK(r.output().find("VM ended: state Shutoff reason Shutdown") != std::string::npos);
+  // The domain events, in order: once libvirt says the guest is shutting down the domain is
+  // ShuttingDown (as virt-launcher reports it), never Running again, then Shutoff.
+  auto evs = domain_event_lines(r.output());
+  auto shut = std::find_if(evs.begin(), evs.end(), [](const std::string& e) {
+    return e.find("domain event Shutdown (libvirt/shutdown/") != std::string::npos;
+  });
+  REQUIRE_MESSAGE(shut != evs.end(), r.output());
+  CHECK_MESSAGE(shut->find("-> state ShuttingDown reason Unknown") != std::string::npos, *shut);
+  for (auto it = shut; it != evs.end(); ++it)
+    CHECK_MESSAGE(it->find("-> state Running") == std::string::npos, *it);
+  CHECK_MESSAGE(evs.back().find("domain event Stopped (libvirt/stopped/shutdown) -> state Shutoff "
+                                "reason Shutdown") != std::string::npos,
+                evs.back());
   r.check_clean_qemu(-1);
+}
+
+TEST_CASE(
+    "qemu-kvm run: status reports vCPUs, memory, disks and libvirt's state, as on Cloud "
+    "Hypervisor") {
+  if (!libvirt_runnable()) return;
+  QemuRun r;
+  r.write_vmi("console=ttyS0");
+  const auto disk = r.dir.path() / "disk" / "data.img";
+  std::filesystem::create_directories(disk.parent_path());
+  chl::test::write_file(disk, std::string(1 << 20, '\0'));
+  {
+    std::ofstream f(r.vmi_file(), std::ios::app);
+    f << "      disks:\n      - name: datadisk\n        disk:\n          bus: virtio\n"
+      << "  volumes:\n  - name: datadisk\n    containerDisk:\n      image: demo/data:latest\n";
+  }
+  r.go({"--volume", "datadisk=" + disk.string()});
+  REQUIRE(r.running());
+  const long pid = r.qemu_pid();
+
+  auto st = r.cli({"status"});
+  CHECK(st.exit_code == 0);
+  CHECK_MESSAGE(st.output.find("vm:        1 vCPU, 64 MiB, 1 disk(s), VMM state Running") !=
+                    std::string::npos,
+                st.output);
+
+  auto sj = r.cli({"status", "--json"});
+  CHECK(sj.exit_code == 0);
+  json j = json::parse(sj.output, nullptr, false);
+  REQUIRE_MESSAGE(j.contains("info"), sj.output);
+  const json& info = j["info"];
+  CHECK(info["config"]["cpus"]["boot_vcpus"] == 1);
+  CHECK(info["config"]["cpus"]["max_vcpus"] == 1);
+  CHECK(info["config"]["memory"]["size"] == 64ULL << 20);
+  CHECK(info["state"] == "Running");
+  CHECK(info["reason"] == "Unpaused");  // libvirt's reason: our paused start was resumed
+  REQUIRE(info["config"]["disks"].size() == 1);
+  const json& d = info["config"]["disks"][0];
+  CHECK(d["id"] == "datadisk");
+  CHECK(d["target"] == "vda");
+  // A container disk: the guest writes to its overlay in the state directory, never the image.
+  CHECK(d["readonly"] == false);
+  CHECK_MESSAGE(
+      d["path"].get<std::string>().find((r.state_dir() / "container-disks").string()) == 0,
+      sj.output);
+
+  // Paused: libvirt's state, through the same field.
+  CHECK(r.cli({"pause"}).exit_code == 0);
+  CHECK(r.wait_state("Paused", 60s));
+  auto ps = r.cli({"status"});
+  CHECK_MESSAGE(ps.output.find("1 disk(s), VMM state Paused") != std::string::npos, ps.output);
+
+  auto k = r.cli({"kill"});
+  CHECK_MESSAGE(k.exit_code == 0, k.output);
+  auto exit = r.wait_exit(120s);
+  REQUIRE_MESSAGE(exit, r.output());
+  CHECK_MESSAGE(exit->code == 4, r.output());
+  r.check_clean_qemu(pid, {"container-disks"});
 }
 
 TEST_CASE("qemu-kvm run: a guest panic is reported Crashed (Panicked), exit 3") {

@@ -47,7 +47,9 @@ TEST_CASE("libvirt events: a paused start is reported as one Started/Booted when
   CHECK_FALSE(t.finished());
 }
 
-TEST_CASE("libvirt events: pause, resume, guest power-off -> Shutoff/Shutdown, finished") {
+TEST_CASE(
+    "libvirt events: pause, resume, guest power-off -> ShuttingDown/Unknown, Shutoff/Shutdown, "
+    "finished") {
   LibvirtEventTracker t;
   booted(t);
   auto p = feed(t, {{VIR_DOMAIN_EVENT_SUSPENDED, VIR_DOMAIN_EVENT_SUSPENDED_PAUSED}});
@@ -60,11 +62,94 @@ TEST_CASE("libvirt events: pause, resume, guest power-off -> Shutoff/Shutdown, f
                     {VIR_DOMAIN_EVENT_STOPPED, VIR_DOMAIN_EVENT_STOPPED_SHUTDOWN}});
   REQUIRE(s.size() == 2);
   CHECK(s[0].type == DomainEventType::Shutdown);
-  CHECK(s[0].state == DomainState::Running);  // Shutdown changes no state; Stopped does
+  CHECK(s[0].detail == chl::events::EventDetail::Guest);
+  // libvirt's state is VIR_DOMAIN_SHUTDOWN (reason UNKNOWN) until QEMU is gone: virt-launcher
+  // reports ShuttingDown/Unknown, never Running once the guest powered off.
+  CHECK(s[0].state == DomainState::ShuttingDown);
+  CHECK(s[0].reason == StateReason::Unknown);
   CHECK(s[1].state == DomainState::Shutoff);
   CHECK(s[1].reason == StateReason::Shutdown);
   CHECK(t.finished());
   CHECK(feed(t, {{VIR_DOMAIN_EVENT_STOPPED, VIR_DOMAIN_EVENT_STOPPED_DESTROYED}}).empty());
+}
+
+TEST_CASE(
+    "libvirt events: every Shutdown detail is ShuttingDown/Unknown, and only the stop ends it") {
+  for (int detail : {VIR_DOMAIN_EVENT_SHUTDOWN_FINISHED, VIR_DOMAIN_EVENT_SHUTDOWN_GUEST,
+                     VIR_DOMAIN_EVENT_SHUTDOWN_HOST}) {
+    CAPTURE(detail);
+    LibvirtEventTracker t;
+    booted(t);
+    auto s = feed(t, {{VIR_DOMAIN_EVENT_SHUTDOWN, detail}});
+    REQUIRE(s.size() == 1);
+    CHECK(s[0].state == DomainState::ShuttingDown);
+    CHECK(s[0].reason == StateReason::Unknown);
+    CHECK_FALSE(t.finished());
+    // Whatever QEMU reports before it is gone (a resume, a pause, a reset) is reported, but the
+    // domain stays ShuttingDown, as libvirt's own state does.
+    auto later = feed(t, {{VIR_DOMAIN_EVENT_RESUMED, VIR_DOMAIN_EVENT_RESUMED_UNPAUSED},
+                          {VIR_DOMAIN_EVENT_SUSPENDED, VIR_DOMAIN_EVENT_SUSPENDED_PAUSED}});
+    REQUIRE(later.size() == 2);
+    auto r = t.on_reboot();
+    REQUIRE(r.size() == 1);
+    later.push_back(r[0]);
+    for (const auto& e : later) {
+      CHECK(e.state == DomainState::ShuttingDown);
+      CHECK(e.reason == StateReason::Unknown);
+    }
+    auto stop = feed(t, {{VIR_DOMAIN_EVENT_STOPPED, VIR_DOMAIN_EVENT_STOPPED_SHUTDOWN}});
+    REQUIRE(stop.size() == 1);
+    CHECK(stop[0].state == DomainState::Shutoff);
+    CHECK(stop[0].reason == StateReason::Shutdown);
+    CHECK(t.finished());
+  }
+  // A panic while shutting down is still a crash.
+  LibvirtEventTracker p;
+  booted(p);
+  feed(p, {{VIR_DOMAIN_EVENT_SHUTDOWN, VIR_DOMAIN_EVENT_SHUTDOWN_GUEST},
+           {VIR_DOMAIN_EVENT_CRASHED, VIR_DOMAIN_EVENT_CRASHED_PANICKED}});
+  CHECK(p.state() == DomainState::Crashed);
+  CHECK(p.reason() == StateReason::Panicked);
+}
+
+TEST_CASE("libvirt states: virDomainGetState's (state, reason) as virt-launcher reports them") {
+  struct Case {
+    int state, reason;
+    DomainState ours;
+    StateReason why;
+  };
+  const Case cases[] = {
+      {VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_BOOTED, DomainState::Running, StateReason::Booted},
+      {VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_UNPAUSED, DomainState::Running,
+       StateReason::Unpaused},
+      {VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_UNKNOWN, DomainState::Running, StateReason::Unknown},
+      {VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_USER, DomainState::Paused, StateReason::User},
+      {VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_IOERROR, DomainState::Paused, StateReason::IOError},
+      {VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_SHUTTING_DOWN, DomainState::Paused,
+       StateReason::ShuttingDown},
+      // What QEMU's domains have while shutting down, and what other drivers set on request.
+      {VIR_DOMAIN_SHUTDOWN, VIR_DOMAIN_SHUTDOWN_UNKNOWN, DomainState::ShuttingDown,
+       StateReason::Unknown},
+      {VIR_DOMAIN_SHUTDOWN, VIR_DOMAIN_SHUTDOWN_USER, DomainState::ShuttingDown, StateReason::User},
+      {VIR_DOMAIN_SHUTOFF, VIR_DOMAIN_SHUTOFF_SHUTDOWN, DomainState::Shutoff,
+       StateReason::Shutdown},
+      {VIR_DOMAIN_SHUTOFF, VIR_DOMAIN_SHUTOFF_DESTROYED, DomainState::Shutoff,
+       StateReason::Destroyed},
+      {VIR_DOMAIN_SHUTOFF, VIR_DOMAIN_SHUTOFF_FAILED, DomainState::Shutoff, StateReason::Failed},
+      {VIR_DOMAIN_CRASHED, VIR_DOMAIN_CRASHED_PANICKED, DomainState::Crashed,
+       StateReason::Panicked},
+      {VIR_DOMAIN_PMSUSPENDED, 0, DomainState::PMSuspended, StateReason::Unknown},
+      {VIR_DOMAIN_NOSTATE, 0, DomainState::NoState, StateReason::Unknown},
+      {VIR_DOMAIN_PAUSED, 99, DomainState::Paused, StateReason::Unknown},  // a reason newer than us
+      {42, 0, DomainState::NoState, StateReason::Unknown},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.state);
+    CAPTURE(c.reason);
+    auto got = libvirt_domain_state(c.state, c.reason);
+    CHECK(got.state == c.ours);
+    CHECK(got.reason == c.why);
+  }
 }
 
 TEST_CASE("libvirt events: a panic stays Crashed/Panicked through QEMU's stop") {

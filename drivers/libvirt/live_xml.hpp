@@ -1,0 +1,27 @@
+#pragma once
+// Reading libvirt's live domain XML (virDomainGetXMLDesc) for what the driver reports: the
+// disks (status) and the console PTY QEMU opened. libvirt writes it in one canonical form
+// (attributes in single quotes, escaped); these readers take only what they name and ignore
+// the rest. Pure: no libvirt call.
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace chl::libvirt {
+
+// One <disk> of the live domain.
+struct LiveDisk {
+  std::string id;      // the VMI's disk name (the alias "ua-<name>" domain_xml.cpp gives)
+  std::string path;    // <source file|dev|name>; "" for an empty CD-ROM
+  std::string target;  // "vda", "sda"
+  std::string device;  // "disk", "cdrom", "lun", "floppy"
+  bool readonly = false;
+};
+
+std::vector<LiveDisk> live_disks(std::string_view xml);
+
+// The host side of the first <serial type='pty'> (its <source path>), nullopt when there is none.
+std::optional<std::string> live_serial_pty(std::string_view xml);
+
+}  // namespace chl::libvirt

@@ -1,0 +1,88 @@
+// Reading libvirt's live domain XML (live_xml.hpp): the disks `status` reports and the console
+// PTY. The document is libvirt 9.0's live XML for a domain domain_xml.cpp rendered (trimmed).
+#include <doctest/doctest.h>
+
+#include "drivers/libvirt/live_xml.hpp"
+
+using namespace chl::libvirt;
+
+namespace {
+
+constexpr const char* kLive = R"(<domain type='qemu' id='3'>
+  <name>default_testvm</name>
+  <memory unit='KiB'>65536</memory>
+  <vcpu placement='static'>1</vcpu>
+  <devices>
+    <emulator>/usr/bin/qemu-system-x86_64</emulator>
+    <disk type='file' device='disk'>
+      <driver name='qemu' type='raw'/>
+      <source file='/var/run/kubevirt/disks/root&apos;s.img' index='2'/>
+      <backingStore/>
+      <target dev='vda' bus='virtio'/>
+      <alias name='ua-rootdisk'/>
+      <address type='pci' domain='0x0000' bus='0x02' slot='0x00' function='0x0'/>
+    </disk>
+    <disk type='file' device='cdrom'>
+      <driver name='qemu' type='raw'/>
+      <source file='/state/cloud-init.iso' index='1'/>
+      <backingStore/>
+      <target dev='sda' bus='sata'/>
+      <readonly/>
+      <alias name='ua-cloudinitdisk'/>
+    </disk>
+    <disk type='file' device='cdrom'>
+      <target dev='sdb' bus='sata'/>
+      <readonly/>
+      <alias name='sata0-0-1'/>
+    </disk>
+    <diskette/>
+    <serial type='pty'>
+      <source path='/dev/pts/7'/>
+      <target type='isa-serial' port='0'>
+        <model name='isa-serial'/>
+      </target>
+      <alias name='serial0'/>
+    </serial>
+    <console type='pty' tty='/dev/pts/7'>
+      <source path='/dev/pts/7'/>
+      <target type='serial' port='0'/>
+    </console>
+  </devices>
+</domain>
+)";
+
+}  // namespace
+
+TEST_CASE("live XML: every <disk> with its VMI name, file, target, device and read-only flag") {
+  auto disks = live_disks(kLive);
+  REQUIRE(disks.size() == 3);
+  CHECK(disks[0].id == "rootdisk");
+  CHECK(disks[0].path == "/var/run/kubevirt/disks/root's.img");  // unescaped
+  CHECK(disks[0].target == "vda");
+  CHECK(disks[0].device == "disk");
+  CHECK_FALSE(disks[0].readonly);
+  CHECK(disks[1].id == "cloudinitdisk");
+  CHECK(disks[1].device == "cdrom");
+  CHECK(disks[1].readonly);
+  // An empty CD-ROM: no source; an alias libvirt chose is kept as it is.
+  CHECK(disks[2].path.empty());
+  CHECK(disks[2].id == "sata0-0-1");
+  CHECK(disks[2].target == "sdb");
+}
+
+TEST_CASE("live XML: a domain without disks or devices has no disks") {
+  CHECK(live_disks("<domain><devices><serial type='pty'/></devices></domain>").empty());
+  CHECK(live_disks("<domain><name>x</name></domain>").empty());
+  CHECK(live_disks("").empty());
+}
+
+TEST_CASE("live XML: the console PTY is the first pty serial's source path") {
+  CHECK(live_serial_pty(kLive) == std::optional<std::string>("/dev/pts/7"));
+  CHECK_FALSE(
+      live_serial_pty("<devices><serial type='file'><source path='/log'/></serial></devices>")
+          .has_value());
+  // The PTY not allocated yet (no source): none.
+  CHECK_FALSE(live_serial_pty("<devices><serial type='pty'><target port='0'/></serial></devices>")
+                  .has_value());
+  CHECK_FALSE(live_serial_pty("").has_value());
+}
