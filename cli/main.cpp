@@ -24,6 +24,13 @@ void print_help() {
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
+  // KubeVirt's pod starts /usr/bin/virt-launcher-monitor (or virt-launcher) with virt-launcher's
+  // flags: under those names the binary is `ch-launcher virt-launcher`.
+  if (argc > 0) {
+    std::string self = argv[0];
+    self = self.substr(self.find_last_of('/') == std::string::npos ? 0 : self.find_last_of('/') + 1);
+    if (self == "virt-launcher" || self == "virt-launcher-monitor") args.insert(args.begin(), "virt-launcher");
+  }
   if (args.empty() || args[0] == "help" || args[0] == "--help" || args[0] == "-h") {
     if (args.size() >= 2) {
       std::string want = args[1];

@@ -32,14 +32,24 @@ namespace fs = std::filesystem;
 
 namespace {
 
-void print_violations(const vmi::Violations& vs) {
+// The hooks of this launch, for the error paths below (one launch per process).
+const LaunchHooks* g_hooks = nullptr;
+
+int print_violations(const vmi::Violations& vs) {
   std::fprintf(stderr, "ch-launcher run: the VMI cannot run (%zu problem%s):\n", vs.size(), vs.size() == 1 ? "" : "s");
-  for (const auto& v : vs) std::fprintf(stderr, "  %s\n", to_string(v).c_str());
+  std::string all;
+  for (const auto& v : vs) {
+    std::fprintf(stderr, "  %s\n", to_string(v).c_str());
+    all += (all.empty() ? "" : "; ") + to_string(v);
+  }
+  if (g_hooks && g_hooks->on_failure) g_hooks->on_failure(all, launcher::kExitInvalidInput);
+  return launcher::kExitInvalidInput;
 }
 
 int launch_error(const std::string& msg) {
   CHL_LOG_ERROR("{}", msg);
   std::fprintf(stderr, "ch-launcher run: %s\n", msg.c_str());
+  if (g_hooks && g_hooks->on_failure) g_hooks->on_failure(msg, launcher::kExitLaunchFailed);
   return launcher::kExitLaunchFailed;
 }
 
@@ -81,18 +91,20 @@ fs::path console_socket_path(const fs::path& state_dir, bool pod_layout, const s
   return pod_layout ? fs::path("/var/run/kubevirt-private") / uid / "virt-serial0" : state_dir / "virt-serial0";
 }
 
-int run_launcher(const launcher::LaunchOptions& opts) {
+int run_launcher(const launcher::LaunchOptions& opts, const LaunchHooks& hooks) {
+  g_hooks = &hooks;
+  struct HooksReset {
+    ~HooksReset() { g_hooks = nullptr; }
+  } hooks_reset;
   // 1. The VMI, checked against its hypervisor: every problem at once, exit 2.
-  auto text = vmi::read_manifest(opts.vmi_path.string());
+  auto text = hooks.vmi_text ? common::Result<std::string>(*hooks.vmi_text) : vmi::read_manifest(opts.vmi_path.string());
   if (!text) {
     std::fprintf(stderr, "ch-launcher run: %s\n", text.error().message().c_str());
+    if (hooks.on_failure) hooks.on_failure(text.error().message(), launcher::kExitInvalidInput);
     return launcher::kExitInvalidInput;
   }
   auto checked = vmi::check_vmi(*text, opts.default_hypervisor, vmi::current_host());
-  if (!checked) {
-    print_violations(checked.error());
-    return launcher::kExitInvalidInput;
-  }
+  if (!checked) return print_violations(checked.error());
   const vmi::Vmi& vmi = checked->vmi;
   common::log::set_vmi({vmi.metadata.namespace_, vmi.metadata.name, vmi.metadata.uid});
   for (const auto& w : checked->warnings) {
@@ -106,6 +118,7 @@ int run_launcher(const launcher::LaunchOptions& opts) {
   auto accel_request = libvirt::accel_request_from_string(opts.accel);
   if (!accel_request) {
     std::fprintf(stderr, "ch-launcher run: --accel takes auto, kvm or tcg, got '%s'\n", opts.accel.c_str());
+    if (hooks.on_failure) hooks.on_failure("--accel takes auto, kvm or tcg, got '" + opts.accel + "'", launcher::kExitInvalidInput);
     return launcher::kExitInvalidInput;
   }
   // qemu-kvm lives in a module (libvirt_module.hpp): loaded now, before anything is created, so
@@ -134,13 +147,14 @@ int run_launcher(const launcher::LaunchOptions& opts) {
   launcher::PlanInputs in;
   in.volume_paths = opts.volumes;
   in.pod_layout = opts.pod_layout;
+  in.container_disk_dir = opts.container_disk_dir;
+  in.private_dir = opts.private_dir;
+  in.container_disk_dir = opts.container_disk_dir;
+  in.private_dir = opts.private_dir;
   in.state_dir = dir.string();
   in.cpu_set = pod_cpu_set();
   auto plan = launcher::plan_launch(vmi, *checked->caps, in);
-  if (!plan) {
-    print_violations(plan.error());
-    return launcher::kExitInvalidInput;
-  }
+  if (!plan) return print_violations(plan.error());
   launcher::PrepareOptions po;
   if (!opts.firmware_dir.empty()) po.firmware_dirs = {opts.firmware_dir};
   else po.firmware_dirs = {qemu ? "/usr/share/OVMF" : "/usr/share/cloud-hypervisor"};
@@ -174,10 +188,7 @@ int run_launcher(const launcher::LaunchOptions& opts) {
     auto facts = network_module->api->discover_pod("/etc/resolv.conf");
     if (!facts) return launch_error("pod network: " + facts.error().message());
     auto nets = network::plan_networks(vmi, *facts, vmi::cpu_topology(vmi).vcpus());
-    if (!nets.refusals.empty()) {
-      print_violations(nets.refusals);
-      return launcher::kExitInvalidInput;
-    }
+    if (!nets.refusals.empty()) return print_violations(nets.refusals);
     auto w = network_module->api->wire_pod_network(nets.plans, &io);
     if (!w) return launch_error("pod network: " + w.error().message());
     wired = std::move(*w);
@@ -258,15 +269,16 @@ int run_launcher(const launcher::LaunchOptions& opts) {
   launcher::ServiceOptions so;
   so.vmi = {vmi.metadata.name, vmi.metadata.namespace_, vmi.metadata.uid};
   so.state_dir = dir;
-  so.launcher_socket = launcher_socket_path(dir, opts.pod_layout);
-  so.console_socket = console_socket_path(dir, opts.pod_layout, vmi.metadata.uid);
+  so.launcher_socket = opts.command_socket ? *opts.command_socket : launcher_socket_path(dir, opts.pod_layout);
+  so.console_socket = opts.console_socket ? *opts.console_socket
+                                          : console_socket_path(dir, opts.pod_layout, vmi.metadata.uid);
   if (opts.grace_period_seconds) so.grace_period = std::chrono::seconds(*opts.grace_period_seconds);
   else if (vmi.spec.termination_grace_period_seconds) so.grace_period = std::chrono::seconds(*vmi.spec.termination_grace_period_seconds);
   so.console_take_over = opts.console_take_over;
   so.restore_from = opts.restore_from;
   if (auto m = sandbox::parse_seccomp_mode(opts.seccomp); m) so.seccomp = *m;
 
-  if (opts.pod_layout) {
+  if (opts.pod_layout || opts.command_socket || opts.console_socket) {
     std::error_code ec;
     fs::create_directories(so.launcher_socket.parent_path(), ec);
     fs::create_directories(so.console_socket.parent_path(), ec);
@@ -282,7 +294,10 @@ int run_launcher(const launcher::LaunchOptions& opts) {
     service.add_transport_stopper([&api] { api.stop(); });
     CHL_LOG_INFO("launching {}/{} on {}, state directory {}", vmi.metadata.namespace_, vmi.metadata.name, what,
                  dir.string());
+    g_hooks = nullptr;  // from here on the service reports failures itself
+    if (hooks.on_service) hooks.on_service(service, *checked);
     code = service.run();
+    if (hooks.on_finished) hooks.on_finished(code);
   }
   ::unlink(so.launcher_socket.c_str());
   ::unlink(so.console_socket.c_str());

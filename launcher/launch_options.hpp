@@ -28,7 +28,14 @@ struct LaunchOptions {
   std::string vmm_binary;                            // default: cloud-hypervisor on PATH
   std::string default_hypervisor = "cloud-hypervisor";
   std::optional<int> grace_period_seconds;           // default: the VMI's, else 30
-  bool pod_layout = false;                           // KubeVirt's socket paths
+  bool pod_layout = false;                           // KubeVirt's socket and volume paths
+  // KubeVirt's pod directories (virt-launcher's flags), used with pod_layout.
+  std::string container_disk_dir = "/var/run/kubevirt/container-disks";
+  std::string private_dir = "/var/run/kubevirt-private";
+  // Override where the command socket and virt-serial0 are (virt-launcher mode: launcher-sock
+  // is KubeVirt's gRPC server, so ours moves into the state directory).
+  std::optional<std::filesystem::path> command_socket;
+  std::optional<std::filesystem::path> console_socket;
   // Where firmware is found; "" = the hypervisor's default (/usr/share/cloud-hypervisor for
   // cloud-hypervisor, /usr/share/OVMF for qemu-kvm).
   std::filesystem::path firmware_dir;

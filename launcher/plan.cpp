@@ -14,14 +14,9 @@ namespace {
 namespace fs = std::filesystem;
 
 // KubeVirt's virt-launcher layout (pkg/container-disk, pkg/virt-launcher/virtwrap/converter,
-// pkg/config).
-constexpr const char* kPodContainerDisks = "/var/run/kubevirt/container-disks";
-constexpr const char* kPodVmiDisks = "/var/run/kubevirt-private/vmi-disks";
-constexpr const char* kPodSecrets = "/var/run/kubevirt-private/secret";
-constexpr const char* kPodConfigMaps = "/var/run/kubevirt-private/config-map";
+// pkg/config) is PlanInputs::container_disk_dir and private_dir.
 // Where Kubernetes mounts the pod's service account token (KubeVirt's ServiceAccountSourceDir).
 constexpr const char* kPodServiceAccount = "/var/run/secrets/kubernetes.io/serviceaccount";
-constexpr const char* kPodDownwardApi = "/var/run/kubevirt-private/downwardapi";
 constexpr const char* kKernelBootVolume = "kernel-boot";
 
 std::string hex_mac(const unsigned char b[6]) {
@@ -153,7 +148,7 @@ class Planner {
     if (auto it = in_.volume_paths.find(kKernelBootVolume); it != in_.volume_paths.end()) {
       root = it->second;
     } else if (in_.pod_layout) {
-      root = std::string(kPodContainerDisks) + "/kernel-boot";  // artifacts copied by base name
+      root = in_.container_disk_dir + "/kernel-boot";  // artifacts copied by base name
       by_basename = true;
     } else {
       add("spec.domain.firmware.kernelBoot.container",
@@ -226,7 +221,7 @@ class Planner {
     switch (v.kind) {
       case vmi::VolumeKind::ContainerDisk: {
         auto src =
-            source_of(v, std::string(kPodContainerDisks) + "/disk_" + std::to_string(vi) + ".img");
+            source_of(v, in_.container_disk_dir + "/disk_" + std::to_string(vi) + ".img");
         if (!src) return false;
         prep.kind = PreparationKind::ConvertContainerDisk;
         prep.source = *src;
@@ -244,14 +239,14 @@ class Planner {
         break;
       case vmi::VolumeKind::PersistentVolumeClaim:
       case vmi::VolumeKind::DataVolume: {
-        auto src = source_of(v, std::string(kPodVmiDisks) + "/" + v.name + "/disk.img");
+        auto src = source_of(v, (in_.private_dir + "/vmi-disks") + "/" + v.name + "/disk.img");
         if (!src) return false;
         pd.path = *src;
         pd.readonly = pd.readonly || v.read_only;
         return true;
       }
       case vmi::VolumeKind::Ephemeral: {
-        auto src = source_of(v, std::string(kPodVmiDisks) + "/" + v.name + "/disk.img");
+        auto src = source_of(v, (in_.private_dir + "/vmi-disks") + "/" + v.name + "/disk.img");
         if (!src) return false;
         prep.kind = PreparationKind::CreateOverlay;
         prep.source = *src;
@@ -283,12 +278,12 @@ class Planner {
         prep.hostname = vmi_.spec.hostname.empty() ? vmi_.metadata.name : vmi_.spec.hostname;
         prep.uuid = vmi_.metadata.uid;
         if (!v.cloud_init.user_data_secret.empty()) {
-          auto dir = source_of(v, std::string(kPodSecrets) + "/" + v.name);
+          auto dir = source_of(v, (in_.private_dir + "/secret") + "/" + v.name);
           if (!dir) return false;
           prep.user_data_file = *dir + "/userdata";
         }
         if (!v.cloud_init.network_data_secret.empty()) {
-          prep.network_data_file = std::string(kPodSecrets) + "/" + v.name + "-ndata/networkdata";
+          prep.network_data_file = (in_.private_dir + "/secret") + "/" + v.name + "-ndata/networkdata";
           if (auto it = in_.volume_paths.find(v.name + "-ndata"); it != in_.volume_paths.end()) {
             prep.network_data_file = it->second + "/networkdata";
           }
@@ -302,13 +297,13 @@ class Planner {
       case vmi::VolumeKind::DownwardApi: {
         std::string pod;
         if (v.kind == vmi::VolumeKind::Secret)
-          pod = std::string(kPodSecrets) + "/" + v.name;
+          pod = (in_.private_dir + "/secret") + "/" + v.name;
         else if (v.kind == vmi::VolumeKind::ConfigMap)
-          pod = std::string(kPodConfigMaps) + "/" + v.name;
+          pod = (in_.private_dir + "/config-map") + "/" + v.name;
         else if (v.kind == vmi::VolumeKind::ServiceAccount)
           pod = kPodServiceAccount;
         else
-          pod = std::string(kPodDownwardApi) + "/" + v.name;
+          pod = (in_.private_dir + "/downwardapi") + "/" + v.name;
         auto src = source_of(v, pod);
         if (!src) return false;
         prep.kind = PreparationKind::WriteConfigDisk;
@@ -338,19 +333,19 @@ class Planner {
       switch (v->kind) {
         case vmi::VolumeKind::PersistentVolumeClaim:
         case vmi::VolumeKind::DataVolume:
-          pod = std::string(kPodVmiDisks) + "/" + v->name;
+          pod = (in_.private_dir + "/vmi-disks") + "/" + v->name;
           break;
         case vmi::VolumeKind::ConfigMap:
-          pod = std::string(kPodConfigMaps) + "/" + v->name;
+          pod = (in_.private_dir + "/config-map") + "/" + v->name;
           break;
         case vmi::VolumeKind::Secret:
-          pod = std::string(kPodSecrets) + "/" + v->name;
+          pod = (in_.private_dir + "/secret") + "/" + v->name;
           break;
         case vmi::VolumeKind::ServiceAccount:
           pod = kPodServiceAccount;
           break;
         case vmi::VolumeKind::DownwardApi:
-          pod = std::string(kPodDownwardApi) + "/" + v->name;
+          pod = (in_.private_dir + "/downwardapi") + "/" + v->name;
           break;
         default:
           add("spec.domain.devices.filesystems",

@@ -28,6 +28,10 @@ struct PlanInputs {
   // KubeVirt's virt-launcher layout: container disks under /var/run/kubevirt/container-disks/,
   // PVCs under /var/run/kubevirt-private/vmi-disks/<name>/disk.img, ... (--volume still wins).
   bool pod_layout = false;
+  // Where that layout is (virt-launcher's --container-disk-dir, and the private directory
+  // holding vmi-disks/, secret/, config-map/, downwardapi/).
+  std::string container_disk_dir = "/var/run/kubevirt/container-disks";
+  std::string private_dir = "/var/run/kubevirt-private";
   // The VM's state directory; "" = /run/ch-launcher/<namespace>/<name>.
   std::string state_dir;
   // The pod's CPU set (cpuset.cpus.effective), needed for dedicatedCpuPlacement.

@@ -1,0 +1,380 @@
+#include "kubevirt/launcher_handler.hpp"
+
+#include <future>
+#include <system_error>
+#include <thread>
+
+#include <boost/asio/post.hpp>
+#include <nlohmann/json.hpp>
+
+#include "common/log.hpp"
+#include "kubevirt/k8s_event.hpp"
+#include "kubevirt/stats_json.hpp"
+#include "launcher/launcher_service.hpp"
+
+namespace chl::kubevirt {
+using common::fail;
+using common::Result;
+using common::Status;
+using Json = nlohmann::json;
+
+namespace {
+
+std::string join(const vmi::Violations& vs) {
+  std::string all;
+  for (const auto& v : vs) all += (all.empty() ? "" : "; ") + vmi::to_string(v);
+  return all;
+}
+
+// The domain as virt-handler reads it, from the VMI the launcher runs.
+DomainDocument document_of(const vmi::Vmi& v) {
+  DomainDocument d;
+  d.vmi_name = v.metadata.name;
+  d.vmi_namespace = v.metadata.namespace_;
+  d.vmi_uid = v.metadata.uid;
+  d.uuid = v.spec.domain.firmware.uuid.empty() ? v.metadata.uid : v.spec.domain.firmware.uuid;
+  d.grace_period_seconds = v.spec.termination_grace_period_seconds.value_or(30);
+  d.machine = v.spec.domain.machine_type;
+  const std::int64_t mem = vmi::guest_memory_bytes(v).value_or(0);
+  d.memory_kib = static_cast<std::uint64_t>(mem / 1024);
+  d.current_memory_kib = d.memory_kib;
+  d.vcpus = static_cast<unsigned>(vmi::cpu_topology(v).vcpus());
+  d.acpi = v.spec.domain.features.acpi.value_or(true);
+  for (const auto& i : v.spec.domain.devices.interfaces) {
+    DomainInterface di;
+    di.name = i.name;
+    di.mac = i.mac_address;
+    d.interfaces.push_back(std::move(di));
+  }
+  for (const auto& k : v.spec.domain.devices.disks) {
+    DomainDisk dd;
+    dd.name = k.name;
+    dd.device = k.device == vmi::DiskDevice::Cdrom ? "cdrom" : "disk";
+    dd.bus = "virtio";  // what the VMM serves (Cloud Hypervisor: virtio-blk only)
+    dd.read_only = k.readonly;
+    d.disks.push_back(std::move(dd));
+  }
+  return d;
+}
+
+}  // namespace
+
+LauncherHandler::LauncherHandler(LauncherHandlerOptions options, NotifyClient* notify)
+    : opts_(std::move(options)), notify_(notify) {}
+
+LauncherHandler::~LauncherHandler() = default;
+
+std::optional<LauncherHandler::LaunchRequest> LauncherHandler::wait_launch() {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [this] { return stopped_ || request_.has_value(); });
+  if (stopped_ && !request_) return std::nullopt;
+  auto r = std::move(request_);
+  request_.reset();
+  return r;
+}
+
+void LauncherHandler::stop() {
+  std::lock_guard lock(mu_);
+  stopped_ = true;
+  if (phase_ == Phase::Launching && !sync_result_) sync_result_ = fail(std::errc::operation_canceled, "the launcher is stopping");
+  cv_.notify_all();
+}
+
+void LauncherHandler::launch_failed(const std::string& message) {
+  {
+    std::lock_guard lock(mu_);
+    sync_result_ = fail(std::errc::invalid_argument, message);
+    phase_ = Phase::Idle;
+    cv_.notify_all();
+  }
+  k8s_event("Warning", "SyncFailed", message);
+}
+
+void LauncherHandler::attach(launcher::LauncherService& service, const vmi::CheckedVmi& checked) {
+  {
+    std::lock_guard lock(mu_);
+    service_ = &service;
+    doc_ = document_of(checked.vmi);
+    doc_.state = events::DomainState::Shutoff;  // defined, not started: KubeVirt's ADDED
+    doc_.reason = events::StateReason::Unknown;
+    vmm_version_.clear();
+    if (notify_) notify_->send_domain_event(to_domain_json(doc_).dump(), DomainEventType::Added);
+    added_ = true;
+  }
+  for (const auto& w : checked.warnings) k8s_event("Warning", "UnsupportedFeature", vmi::to_string(w));
+  // Every state change, on the service's loop; the callback only enqueues (NotifyClient never
+  // blocks) and answers a waiting Sync.
+  service.bus().subscribe([this](const events::DomainEvent& e) {
+    if (e.type == events::DomainEventType::Crashed && e.reason == events::StateReason::Panicked)
+      k8s_event("Warning", "GuestPanicked", "the guest panicked (" + e.cause + ")");
+    on_state(e.state, e.reason);
+  });
+}
+
+void LauncherHandler::on_state(events::DomainState state, events::StateReason reason) {
+  std::lock_guard lock(mu_);
+  if (phase_ == Phase::Finished) return;
+  if (state == events::DomainState::Crashed && reason == events::StateReason::Panicked) ++doc_.panic_count;
+  if (doc_.state == state && doc_.reason == reason) return;  // nothing virt-handler would see
+  doc_.state = state;
+  doc_.reason = reason;
+  if (notify_) notify_->send_domain_event(to_domain_json(doc_).dump(), DomainEventType::Modified);
+  if (phase_ != Phase::Launching) return;
+  if (state == events::DomainState::Running) {
+    sync_result_ = Status{};
+    phase_ = Phase::Running;
+    cv_.notify_all();
+  } else if (state == events::DomainState::Shutoff || state == events::DomainState::Crashed) {
+    sync_result_ = fail(std::errc::io_error, std::string("the domain did not start: ") + std::string(events::to_string(state)) +
+                                                 " (" + std::string(events::to_string(reason)) + ")");
+    phase_ = Phase::Running;  // it runs no more; the service ends and finished() follows
+    cv_.notify_all();
+  }
+}
+
+void LauncherHandler::finished(int exit_code) {
+  std::string gone;
+  {
+    std::lock_guard lock(mu_);
+    phase_ = Phase::Finished;
+    service_ = nullptr;
+    if (!sync_result_) sync_result_ = fail(std::errc::io_error, "the launcher ended (exit " + std::to_string(exit_code) + ")");
+    cv_.notify_all();
+    if (!added_) return;
+    // KubeVirt's launcher never sends DELETED: the domain is gone when it is NoState/NonExistent
+    // with ObjectMeta.deletionTimestamp set.
+    doc_.state = events::DomainState::NoState;
+    doc_.reason = events::StateReason::NonExistent;
+    doc_.deletion_timestamp = std::chrono::system_clock::now();
+    gone = to_domain_json(doc_).dump();
+  }
+  if (!notify_) return;
+  notify_->send_domain_event(std::move(gone), DomainEventType::Modified);
+  if (!notify_->flush(std::chrono::steady_clock::now() + opts_.final_notify_timeout))
+    CHL_LOG_WARN("virt-handler: the final domain notification was not delivered within {} s",
+                 opts_.final_notify_timeout.count());
+}
+
+void LauncherHandler::k8s_event(const std::string& type, const std::string& reason, const std::string& message) {
+  if (!notify_) return;
+  K8sEvent e;
+  {
+    std::lock_guard lock(mu_);
+    e.vmi = {doc_.vmi_name.empty() ? opts_.name : doc_.vmi_name,
+             doc_.vmi_namespace.empty() ? opts_.namespace_ : doc_.vmi_namespace,
+             doc_.vmi_uid.empty() ? opts_.uid : doc_.vmi_uid};
+  }
+  e.type = type;
+  e.reason = reason;
+  e.message = message;
+  notify_->send_k8s_event(to_event_json(e).dump());
+}
+
+Status LauncherHandler::check_identity(std::string_view vmi_json) const {
+  Json j = Json::parse(vmi_json, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return fail(std::errc::invalid_argument, "the VMI is not valid JSON");
+  const Json meta = j.value("metadata", Json::object());
+  const std::string name = meta.value("name", ""), ns = meta.value("namespace", ""), uid = meta.value("uid", "");
+  auto differs = [](const std::string& ours, const std::string& theirs) { return !ours.empty() && ours != theirs; };
+  if (differs(opts_.name, name) || differs(opts_.namespace_, ns) || differs(opts_.uid, uid))
+    return fail(std::errc::invalid_argument, "this launcher serves VMI " + opts_.namespace_ + "/" + opts_.name +
+                                                 (opts_.uid.empty() ? "" : " (uid " + opts_.uid + ")") + ", not " + ns +
+                                                 "/" + name + (uid.empty() ? "" : " (uid " + uid + ")"));
+  return {};
+}
+
+Status LauncherHandler::sync(std::string_view vmi_json, const SyncOptions& options) {
+  if (auto st = check_identity(vmi_json); !st) return st;
+  std::unique_lock lock(mu_);
+  switch (phase_) {
+    case Phase::Running:
+      // The VMI runs: a later Sync changes nothing the running VM cannot take (hotplug is not
+      // served yet); say so in the log, answer as virt-launcher does when nothing changed.
+      CHL_LOG_DEBUG("Sync: the domain exists; nothing to apply");
+      return {};
+    case Phase::Finished:
+      return fail(std::errc::no_such_process, "the domain is gone: this launcher has ended its VM");
+    case Phase::Launching:
+      break;  // wait for the launch under way below
+    case Phase::Idle: {
+      if (stopped_) return fail(std::errc::operation_canceled, "the launcher is stopping");
+      // Refuse here what cannot run, naming the fields, without starting anything.
+      lock.unlock();
+      auto checked = vmi::check_vmi(vmi_json, opts_.hypervisor, vmi::current_host());
+      if (!checked) {
+        const std::string why = join(checked.error());
+        k8s_event("Warning", "SyncFailed", why);
+        return fail(std::errc::invalid_argument, why);
+      }
+      lock.lock();
+      if (phase_ != Phase::Idle) return fail(std::errc::device_or_resource_busy, "another Sync started the domain");
+      request_ = LaunchRequest{std::string(vmi_json), options};
+      sync_result_.reset();
+      phase_ = Phase::Launching;
+      ++launch_seq_;
+      cv_.notify_all();
+      break;
+    }
+  }
+  if (!cv_.wait_for(lock, opts_.sync_timeout, [this] { return sync_result_.has_value(); }))
+    return fail(std::errc::timed_out, "the domain did not reach Running within " + std::to_string(opts_.sync_timeout.count()) + " s");
+  return *sync_result_;
+}
+
+Result<Json> LauncherHandler::on_service(const std::string& what, Call call) {
+  auto promise = std::make_shared<std::promise<Result<Json>>>();
+  auto future = promise->get_future();
+  {
+    std::lock_guard lock(mu_);
+    if (!service_ || phase_ == Phase::Finished)
+      return fail(std::errc::no_such_process, what + ": there is no domain (no Sync has started one, or it is gone)");
+    launcher::LauncherService* svc = service_;
+    boost::asio::post(svc->io(), [svc, call = std::move(call), promise]() {
+      call(*svc, [promise](Result<Json> r) { promise->set_value(std::move(r)); });
+    });
+  }
+  const auto deadline = std::chrono::steady_clock::now() + opts_.call_timeout;
+  while (future.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
+    std::lock_guard lock(mu_);
+    if (phase_ == Phase::Finished) return fail(std::errc::no_such_process, what + ": the domain is gone");
+    if (std::chrono::steady_clock::now() > deadline) return fail(std::errc::timed_out, what + ": no answer from the launcher");
+  }
+  auto r = future.get();
+  if (!r) return tl::unexpected(r.error().wrap(what));
+  return r;
+}
+
+Status LauncherHandler::pause(std::string_view) {
+  auto r = on_service("pause", [](auto& s, auto reply) { s.pause(std::move(reply)); });
+  if (!r) return tl::unexpected(r.error());
+  return {};
+}
+
+Status LauncherHandler::unpause(std::string_view) {
+  auto r = on_service("unpause", [](auto& s, auto reply) { s.resume(std::move(reply)); });
+  if (!r) return tl::unexpected(r.error());
+  return {};
+}
+
+Status LauncherHandler::shutdown(std::string_view) {
+  auto r = on_service("shutdown", [](auto& s, auto reply) { s.shutdown(std::nullopt, std::move(reply)); });
+  if (!r) return tl::unexpected(r.error());
+  return {};
+}
+
+Status LauncherHandler::kill(std::string_view) {
+  auto r = on_service("kill", [](auto& s, auto reply) { s.kill(std::move(reply)); });
+  if (!r) return tl::unexpected(r.error());
+  return {};
+}
+
+Status LauncherHandler::delete_domain(std::string_view) {
+  {
+    std::lock_guard lock(mu_);
+    if (phase_ == Phase::Finished || !service_) return {};  // already gone
+  }
+  // The domain goes: forced off now (virt-handler asks after its own grace period); the final
+  // notification follows when the service has ended.
+  auto r = on_service("delete", [](auto& s, auto reply) { s.kill(std::move(reply)); });
+  if (!r && r.error().code != std::errc::no_such_process) {
+    std::lock_guard lock(mu_);
+    if (doc_.state == events::DomainState::Shutoff || doc_.state == events::DomainState::Crashed) return {};
+    return tl::unexpected(r.error());
+  }
+  return {};
+}
+
+Status LauncherHandler::soft_reboot(std::string_view) {
+  auto r = on_service("soft reboot", [](auto& s, auto reply) { s.reboot(std::move(reply)); });
+  if (!r) return tl::unexpected(r.error());
+  return {};
+}
+
+Status LauncherHandler::reset(std::string_view) {
+  auto r = on_service("reset", [](auto& s, auto reply) { s.reboot(std::move(reply)); });
+  if (!r) return tl::unexpected(r.error());
+  return {};
+}
+
+Status LauncherHandler::ping() { return {}; }
+
+Result<std::string> LauncherHandler::get_domain() {
+  std::lock_guard lock(mu_);
+  if (!added_) return std::string();  // no domain yet, as virt-launcher answers
+  return to_domain_json(doc_).dump();
+}
+
+Result<std::string> LauncherHandler::get_domain_stats() {
+  // Right after Running the VMM's boot call may still be finishing: status has no "info" until
+  // then. Wait a little for it rather than answer with no vCPUs.
+  auto st = on_service("domain stats", [](auto& s, auto reply) { s.status(std::move(reply)); });
+  for (int i = 0; i < 20 && st && !st->contains("info"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    st = on_service("domain stats", [](auto& s, auto reply) { s.status(std::move(reply)); });
+  }
+  if (!st) return tl::unexpected(st.error());
+  DomainStatsDocument d;
+  {
+    std::lock_guard lock(mu_);
+    d.name = domain_name(doc_.vmi_namespace, doc_.vmi_name);
+    d.uuid = doc_.uuid;
+  }
+  const Json info = st->value("info", Json::object());
+  const Json config = info.value("config", Json::object());
+  const unsigned vcpus = config.value("cpus", Json::object()).value("boot_vcpus", 0u);
+  for (unsigned i = 0; i < vcpus; ++i) d.vcpus.push_back(VcpuStats{VcpuState::Running, {}, {}, {}});
+  if (auto size = config.value("memory", Json::object()).value("size", std::uint64_t{0}); size > 0) {
+    d.memory.total_kib = size / 1024;
+    d.memory.actual_balloon_kib = size / 1024;
+  }
+  // Cloud Hypervisor's vm.counters: {"_disk0": {"read_bytes":…}, "_net1": {"rx_bytes":…}, …}.
+  const Json counters = st->value("counters", Json::object());
+  auto counter = [](const Json& c, const char* k) -> Counter {
+    if (c.contains(k) && c[k].is_number_unsigned()) return c[k].get<std::uint64_t>();
+    return std::nullopt;
+  };
+  for (const auto& [id, c] : counters.items()) {
+    if (c.contains("read_bytes")) {
+      BlockStats b;
+      b.name = id;
+      b.alias = id;
+      b.read_bytes = counter(c, "read_bytes");
+      b.read_requests = counter(c, "read_ops");
+      b.write_bytes = counter(c, "write_bytes");
+      b.write_requests = counter(c, "write_ops");
+      d.blocks.push_back(std::move(b));
+    } else if (c.contains("rx_bytes")) {
+      NetStats n;
+      n.name = id;
+      n.alias = id;
+      n.rx_bytes = counter(c, "rx_bytes");
+      n.rx_packets = counter(c, "rx_frames");
+      n.tx_bytes = counter(c, "tx_bytes");
+      n.tx_packets = counter(c, "tx_frames");
+      d.nets.push_back(std::move(n));
+    }
+  }
+  return to_stats_json(d).dump();
+}
+
+Result<std::string> LauncherHandler::get_qemu_version() {
+  std::string version;
+  for (int i = 0; i < 20 && version.empty(); ++i) {  // learnt just after boot (vmm.ping)
+    if (i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto j = on_service("VMM version", [](auto& s, auto reply) { reply(s.domain_json()); });
+    if (!j) return tl::unexpected(j.error());
+    version = j->value("vmm", Json::object()).value("version", "");
+  }
+  if (version.empty()) return fail(std::errc::resource_unavailable_try_again, "the VMM has not reported its version yet");
+  return version;
+}
+
+Status LauncherHandler::sync_cpus(std::string_view) {
+  return fail(std::errc::operation_not_supported, "CPU hotplug is not supported by ch-launcher yet");
+}
+
+Status LauncherHandler::sync_memory(std::string_view) {
+  return fail(std::errc::operation_not_supported, "memory hotplug is not supported by ch-launcher yet");
+}
+
+}  // namespace chl::kubevirt

@@ -1,0 +1,111 @@
+#pragma once
+// virt-launcher mode's adapter between KubeVirt's protocol and the launcher core: the
+// CmdHandler (cmd_handler.hpp) over LauncherService, and the domain's life told to virt-handler
+// through the NotifyClient. Thin on purpose: every command is LauncherService's own, run on its
+// event loop; this class only translates and waits.
+//
+// The first Sync that names a VMI this launcher can run is handed to the main thread
+// (wait_launch), which runs the same launch as `ch-launcher run` (cli/run_launcher.cpp) and
+// calls attach() once the service exists; Sync answers when the domain is Running, or with the
+// reason it is not. A refused Sync (validation, a missing disk…) answers success:false and the
+// launcher keeps waiting for the next one.
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "kubevirt/cmd_handler.hpp"
+#include "kubevirt/domain_json.hpp"
+#include "kubevirt/notify_client.hpp"
+#include "vmi/validator.hpp"
+
+namespace chl::launcher {
+class LauncherService;
+}
+
+namespace chl::kubevirt {
+
+struct LauncherHandlerOptions {
+  std::string hypervisor = "cloud-hypervisor";  // --hypervisor, for validation
+  std::string name;                             // --name (the VMI this pod is for); "" = any
+  std::string namespace_;                       // --namespace
+  std::string uid;                              // --uid
+  std::chrono::seconds sync_timeout{300};       // how long a Sync waits for Running
+  std::chrono::seconds call_timeout{60};        // how long another call waits for the core
+  std::chrono::seconds final_notify_timeout{5}; // the final MODIFIED NoState, before exit
+};
+
+class LauncherHandler final : public CmdHandler {
+ public:
+  struct LaunchRequest {
+    std::string vmi_json;
+    SyncOptions options;
+  };
+
+  // `notify` may be null (no virt-handler to tell); it must outlive this handler.
+  LauncherHandler(LauncherHandlerOptions options, NotifyClient* notify);
+  ~LauncherHandler() override;
+
+  // ---- the main thread ----
+  // The next accepted Sync's VMI, or nullopt once stop() was called.
+  std::optional<LaunchRequest> wait_launch();
+  // Wake wait_launch() for good (SIGTERM before any Sync).
+  void stop();
+  // The launch of the pending Sync failed before the VM ran: answer it, wait for the next.
+  void launch_failed(const std::string& message);
+  // The service runs the VMI now (before its loop starts): follow its events.
+  void attach(launcher::LauncherService& service, const vmi::CheckedVmi& checked);
+  // The service has ended: the final notification (gone), delivered within the timeout.
+  void finished(int exit_code);
+
+  // ---- CmdHandler (the command server's threads) ----
+  common::Status sync(std::string_view vmi_json, const SyncOptions& options) override;
+  common::Status pause(std::string_view vmi_json) override;
+  common::Status unpause(std::string_view vmi_json) override;
+  common::Status shutdown(std::string_view vmi_json) override;
+  common::Status kill(std::string_view vmi_json) override;
+  common::Status delete_domain(std::string_view vmi_json) override;
+  common::Status soft_reboot(std::string_view vmi_json) override;
+  common::Status reset(std::string_view vmi_json) override;
+  common::Status ping() override;
+  common::Result<std::string> get_domain() override;
+  common::Result<std::string> get_domain_stats() override;
+  common::Result<std::string> get_qemu_version() override;
+  common::Status sync_cpus(std::string_view vmi_json) override;
+  common::Status sync_memory(std::string_view vmi_json) override;
+
+ private:
+  enum class Phase { Idle, Launching, Running, Finished };
+  using Json = nlohmann::json;
+  using Call = std::function<void(launcher::LauncherService&, std::function<void(common::Result<Json>)>)>;
+
+  // Run `call` on the service's loop and wait for its reply (bounded).
+  common::Result<Json> on_service(const std::string& what, Call call);
+  // The domain's state changed (service loop): tell virt-handler, answer a waiting Sync.
+  void on_state(events::DomainState state, events::StateReason reason);
+  // A Kubernetes event about the VMI ("Warning", "SyncFailed", …).
+  void k8s_event(const std::string& type, const std::string& reason, const std::string& message);
+  // The VMI a Sync names must be this pod's.
+  common::Status check_identity(std::string_view vmi_json) const;
+
+  LauncherHandlerOptions opts_;
+  NotifyClient* notify_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  Phase phase_ = Phase::Idle;
+  bool stopped_ = false;
+  std::optional<LaunchRequest> request_;  // handed to wait_launch
+  // The answer of the Sync that started the launch: set once.
+  std::optional<common::Status> sync_result_;
+  std::uint64_t launch_seq_ = 0;
+  launcher::LauncherService* service_ = nullptr;
+  DomainDocument doc_;   // the domain as virt-handler sees it
+  bool added_ = false;   // ADDED sent
+  std::string vmm_version_;
+};
+
+}  // namespace chl::kubevirt

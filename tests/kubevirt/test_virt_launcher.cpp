@@ -1,0 +1,269 @@
+// ch-launcher in virt-launcher mode, driven as an unchanged virt-handler drives a launcher pod:
+// the built binary started with virt-launcher's flags (unknown ones included), our gRPC client
+// on <share>/sockets/launcher-sock and our notify server behind domain-notify-pipe.sock, the
+// VMI as virt-handler sends it (defaulted, with status), KubeVirt's pod paths (the kernel-boot
+// artifacts under <container-disk-dir>/kernel-boot/). On the VMM double, or a real
+// cloud-hypervisor with CLOUD_HYPERVISOR_BIN (lane vmm).
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <grpcpp/grpcpp.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "common/child_process.hpp"
+#include "common/unix_socket.hpp"
+#include "kubevirt/cmd_server.hpp"
+#include "kubevirt/proto/cmd.grpc.pb.h"
+#include "kubevirt/proto/cmd_info.grpc.pb.h"
+#include "tests/kubevirt/test_notify_server.hpp"
+#include "tests/support/launcher_harness.hpp"
+#include "tests/support/test_support.hpp"
+
+extern char** environ;
+
+namespace {
+
+using namespace std::chrono_literals;
+namespace v1 = ::kubevirt::cmd::v1;
+namespace fs = std::filesystem;
+using chl::test::TempDir;
+
+constexpr const char* kUid = "7d2c9a10-1111-4222-8333-444455556666";
+
+// The VMI as virt-handler marshals it: defaulted by virt-api (cpu.model host-model, maxSockets,
+// machine q35, features.acpi, firmware.uuid, architecture), with a status.
+std::string vmi_json(bool with_sound = false) {
+  nlohmann::json j = nlohmann::json::parse(R"({
+    "kind": "VirtualMachineInstance", "apiVersion": "kubevirt.io/v1",
+    "metadata": {"name": "testvm", "namespace": "default", "uid": "", "resourceVersion": "4711",
+                 "finalizers": ["kubevirt.io/foregroundDeleteVirtualMachine"]},
+    "spec": {
+      "domain": {
+        "resources": {},
+        "cpu": {"cores": 1, "sockets": 1, "maxSockets": 4, "threads": 1, "model": "host-model"},
+        "memory": {"guest": "64Mi"},
+        "machine": {"type": "q35"},
+        "firmware": {"uuid": "0b8a3c6e-8f0e-4f4e-9d5e-1c2b3a4d5e6f",
+                     "kernelBoot": {"kernelArgs": "console=ttyS0 kv-flow",
+                                    "container": {"image": "registry.example/pvh:1", "kernelPath": "/boot/guest.elf"}}},
+        "features": {"acpi": {"enabled": true}},
+        "devices": {"autoattachPodInterface": false}
+      },
+      "evictionStrategy": "None",
+      "terminationGracePeriodSeconds": 10,
+      "architecture": "amd64"
+    },
+    "status": {"nodeName": "node01", "phase": "Scheduled", "runtimeUser": 107,
+               "activePods": {"0d7b3c52-1c2d-4e5f-8a9b-000000000001": "node01"},
+               "currentCPUTopology": {"cores": 1, "sockets": 1, "threads": 1},
+               "memory": {"guestAtBoot": "64Mi", "guestCurrent": "64Mi", "guestRequested": "64Mi"}}
+  })");
+  j["metadata"]["uid"] = kUid;
+  if (with_sound) j["spec"]["domain"]["devices"]["sound"] = {{"name", "audio"}};
+  return j.dump();
+}
+
+struct Pod {
+  TempDir dir{"chl-vl"};
+  Pod() { fs::create_directories(share()); }
+  fs::path share() const { return dir.path() / "share"; }
+  fs::path priv() const { return dir.path() / "private"; }
+  fs::path cdisks() const { return dir.path() / "container-disks"; }
+  fs::path ephemeral() const { return dir.path() / "ephemeral"; }
+  fs::path out() const { return dir.path() / "launcher.out"; }
+  chl::common::ChildProcess child;
+
+  void start() {
+    fs::create_directories(cdisks() / "kernel-boot");
+    fs::copy_file(chl::test::guest_kernel(), cdisks() / "kernel-boot" / "guest.elf");
+    fs::create_directories(share());
+    // The command line KubeVirt's template writes, flags we have no use for included.
+    std::vector<std::string> argv = {chl::test::launcher_binary(), "virt-launcher",
+                                     "--qemu-timeout", "240s",
+                                     "--name", "testvm", "--uid", kUid, "--namespace", "default",
+                                     "--kubevirt-share-dir", share().string(),
+                                     "--ephemeral-disk-dir", ephemeral().string(),
+                                     "--container-disk-dir", cdisks().string(),
+                                     "--grace-period-seconds", "10", "--hook-sidecars", "0",
+                                     "--ovmf-path", "/usr/share/OVMF", "--keep-after-failure",
+                                     "--a-flag-from-a-newer-kubevirt", "value",
+                                     "--hypervisor", "cloud-hypervisor",
+                                     "--private-dir", priv().string(),
+                                     "--vmm-binary", chl::test::vmm_binary(), "--log-level", "debug"};
+    chl::common::SpawnOptions so;
+    so.argv = argv;
+    for (char** e = environ; *e; ++e) so.env.emplace_back(*e);
+    int fd = ::open(out().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    so.stdout_fd = fd;
+    so.stderr_fd = fd;
+    so.new_session = false;
+    auto c = chl::common::ChildProcess::spawn(so);
+    ::close(fd);
+    REQUIRE(c);
+    child = std::move(*c);
+  }
+  std::string output() const { return chl::test::read_file(out()); }
+};
+
+template <typename F>
+grpc::Status call(F&& f, std::chrono::seconds timeout = 60s) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  return f(ctx);
+}
+
+std::vector<std::string> states(const std::vector<chl::test::ReceivedNotification>& got) {
+  std::vector<std::string> s;
+  for (const auto& n : got) {
+    if (n.k8s) continue;
+    s.push_back(n.event_type + " " + n.json["Status"].value("Status", "") + "/" + n.json["Status"].value("Reason", ""));
+  }
+  return s;
+}
+
+bool has_state(const chl::test::TestNotifyServer& server, const std::string& want) {
+  for (const auto& s : states(server.received()))
+    if (s == want) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("virt-launcher mode: Info, Sync, ADDED then Running, GetDomain/Stats, pause, console, shutdown, final NoState, exit 0") {
+  if (!fs::exists(chl::test::guest_kernel())) {
+    chl::test::skip("the PVH test guest is not built");
+    return;
+  }
+  Pod pod;
+  chl::test::TestNotifyServer notify(pod.share() / "domain-notify-pipe.sock");
+  pod.start();
+  const auto sock = chl::kubevirt::ready_socket_path(pod.share());
+  REQUIRE_MESSAGE(chl::test::wait_until(10s, [&] { return fs::exists(sock); }), pod.output());
+  CHECK_FALSE(fs::exists(chl::kubevirt::init_socket_path(pod.share())));  // renamed: ready
+  CHECK(pod.output().find("--a-flag-from-a-newer-kubevirt accepted and ignored") != std::string::npos);
+
+  auto channel = grpc::CreateChannel("unix:" + sock.string(), grpc::InsecureChannelCredentials());
+  auto info = ::kubevirt::cmd::info::CmdInfo::NewStub(channel);
+  auto cmd = v1::Cmd::NewStub(channel);
+
+  ::kubevirt::cmd::info::CmdInfoRequest ireq;
+  ::kubevirt::cmd::info::CmdInfoResponse versions;
+  REQUIRE(call([&](auto& c) { return info->Info(&c, ireq, &versions); }).ok());
+  REQUIRE(versions.supportedcmdversions_size() >= 1);
+  CHECK(versions.supportedcmdversions(0) == 1);
+
+  // Before any Sync: no domain.
+  v1::EmptyRequest empty;
+  v1::DomainResponse dom;
+  REQUIRE(call([&](auto& c) { return cmd->GetDomain(&c, empty, &dom); }).ok());
+  CHECK(dom.domain().empty());
+
+  // A VMI Cloud Hypervisor cannot serve: refused, naming the field; the launcher keeps serving.
+  v1::VMIRequest bad;
+  bad.mutable_vmi()->set_vmijson(vmi_json(true));
+  v1::Response r;
+  REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, bad, &r); }).ok());
+  CHECK_FALSE(r.success());
+  CHECK_MESSAGE(r.message().find("spec.domain.devices.sound") != std::string::npos, r.message());
+
+  // The VMI for another pod: refused.
+  v1::VMIRequest other;
+  auto oj = nlohmann::json::parse(vmi_json());
+  oj["metadata"]["uid"] = "someone-else";
+  other.mutable_vmi()->set_vmijson(oj.dump());
+  REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, other, &r); }).ok());
+  CHECK_FALSE(r.success());
+
+  // The real one: Sync answers once the domain runs.
+  v1::VMIRequest vmi;
+  vmi.mutable_vmi()->set_vmijson(vmi_json());
+  const auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, vmi, &r); }).ok());
+  const auto sync_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+  REQUIRE_MESSAGE(r.success(), r.message() << "\n" << pod.output());
+  MESSAGE("Sync -> success in " << sync_ms.count() << " ms");
+  REQUIRE_MESSAGE(chl::test::wait_until(10s, [&] { return has_state(notify, "MODIFIED Running/Unknown"); }),
+                  pod.output());
+  auto seq = states(notify.received());
+  REQUIRE_FALSE(seq.empty());
+  CHECK(seq.front() == "ADDED Shutoff/Unknown");  // defined first, as virt-launcher does
+  // A second Sync of the same VMI changes nothing and succeeds.
+  REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, vmi, &r); }).ok());
+  CHECK(r.success());
+
+  REQUIRE(call([&](auto& c) { return cmd->GetDomain(&c, empty, &dom); }).ok());
+  auto d = nlohmann::json::parse(dom.domain());
+  CHECK(d["Status"]["Status"] == "Running");
+  CHECK(d["ObjectMeta"]["name"] == "testvm");
+  CHECK(d["Spec"]["Name"] == "default_testvm");
+
+  v1::DomainStatsResponse stats;
+  REQUIRE(call([&](auto& c) { return cmd->GetDomainStats(&c, empty, &stats); }).ok());
+  REQUIRE_MESSAGE(stats.response().success(), stats.response().message());
+  auto sj = nlohmann::json::parse(stats.domainstats());
+  CHECK(sj["Name"] == "default_testvm");
+  CHECK(sj["Vcpu"].size() == 1);
+
+  v1::QemuVersionResponse ver;
+  REQUIRE(call([&](auto& c) { return cmd->GetQemuVersion(&c, empty, &ver); }).ok());
+  CHECK_MESSAGE(ver.response().success(), ver.response().message());
+  CHECK_FALSE(ver.version().empty());
+
+  REQUIRE(call([&](auto& c) { return cmd->PauseVirtualMachine(&c, vmi, &r); }).ok());
+  CHECK_MESSAGE(r.success(), r.message());
+  CHECK(chl::test::wait_until(10s, [&] { return has_state(notify, "MODIFIED Paused/User"); }));
+  REQUIRE(call([&](auto& c) { return cmd->UnpauseVirtualMachine(&c, vmi, &r); }).ok());
+  CHECK_MESSAGE(r.success(), r.message());
+
+  // virtctl console arrives on <private-dir>/<uid>/virt-serial0: the guest's boot output.
+  const auto console = pod.priv() / kUid / "virt-serial0";
+  REQUIRE(chl::test::wait_until(10s, [&] { return fs::exists(console); }));
+  {
+    auto conn = chl::common::connect_unix(console);
+    REQUIRE(conn);
+    std::string got;
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (got.find("kv-flow") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+      pollfd p{conn->get(), POLLIN, 0};
+      if (::poll(&p, 1, 100) > 0) {
+        char buf[4096];
+        ssize_t n = ::read(conn->get(), buf, sizeof buf);
+        if (n <= 0) break;
+        got.append(buf, static_cast<std::size_t>(n));
+      }
+    }
+    CHECK_MESSAGE(got.find("kv-flow") != std::string::npos, got);
+  }
+
+  // Unsupported RPCs answer at once.
+  v1::Response mig;
+  v1::MigrationRequest mreq;
+  REQUIRE(call([&](auto& c) { return cmd->MigrateVirtualMachine(&c, mreq, &mig); }).ok());
+  CHECK_FALSE(mig.success());
+
+  // Shutdown: the ACPI power button; the guest powers off; the launcher ends.
+  REQUIRE(call([&](auto& c) { return cmd->ShutdownVirtualMachine(&c, vmi, &r); }).ok());
+  CHECK_MESSAGE(r.success(), r.message());
+  auto st = pod.child.wait_for(60s);
+  REQUIRE(st);
+  REQUIRE(*st);
+  const bool clean = (*st)->exited && (*st)->code == 0;
+  const bool cooperative = !chl::test::using_real_vmm();
+  if (cooperative) CHECK_MESSAGE(clean, pod.output());
+  // The final notification: MODIFIED NoState/NonExistent with deletionTimestamp; never DELETED.
+  auto got = notify.received();
+  REQUIRE_FALSE(got.empty());
+  std::optional<chl::test::ReceivedNotification> last;
+  for (const auto& n : got) {
+    CHECK(n.event_type != "DELETED");
+    if (!n.k8s) last = n;
+  }
+  REQUIRE(last);
+  CHECK(last->event_type == "MODIFIED");
+  CHECK(last->json["Status"]["Status"] == "NoState");
+  CHECK(last->json["Status"]["Reason"] == "NonExistent");
+  CHECK(last->json["ObjectMeta"].contains("deletionTimestamp"));
+  CHECK_FALSE(fs::exists(sock));  // the server is gone with the launcher
+}
