@@ -1,0 +1,118 @@
+#include "tests/network/kubevirt_phase1.hpp"
+
+#include <nftables/libnftables.h>
+
+#include <memory>
+#include <regex>
+#include <sstream>
+
+#include "network/netlink.hpp"
+#include "tests/network/netns.hpp"
+#include "tests/support/test_support.hpp"
+
+namespace chl::test::net {
+
+namespace {
+
+std::string nft_in(const std::string& ns, const std::string& commands, std::string* out = nullptr) {
+  std::string why;
+  in_netns(ns, [&] {
+    std::unique_ptr<nft_ctx, void (*)(nft_ctx*)> ctx(nft_ctx_new(NFT_CTX_DEFAULT), nft_ctx_free);
+    if (!ctx) {
+      why = "nft_ctx_new failed";
+      return;
+    }
+    nft_ctx_buffer_output(ctx.get());
+    nft_ctx_buffer_error(ctx.get());
+    if (nft_run_cmd_from_buffer(ctx.get(), commands.c_str()) != 0) {
+      const char* e = nft_ctx_get_error_buffer(ctx.get());
+      why = "nft: " + std::string(e ? e : "failed") + " running:\n" + commands;
+      return;
+    }
+    if (out != nullptr) {
+      const char* o = nft_ctx_get_output_buffer(ctx.get());
+      *out = o ? o : "";
+    }
+  });
+  return why;
+}
+
+std::string sysctl_in(const std::string& ns, const std::string& key, const std::string& value) {
+  std::string why;
+  in_netns(ns, [&] {
+    if (auto st = chl::network::write_sysctl(key, value); !st) why = st.error().message();
+  });
+  return why;
+}
+
+}  // namespace
+
+std::string kubevirt_create_tap(const Phase1& p, const std::string& tap) {
+  // createTapDevice: netlink.Tuntap{Mode: IFF_TAP, Owner, Group, Flags: TUNTAP_DEFAULTS
+  // (vnet_hdr, no_pi) or TUNTAP_MULTI_QUEUE_DEFAULTS}, persistent; then LinkSetMTU.
+  std::vector<std::string> add = {"tuntap", "add", "dev", tap, "mode", "tap", "user", std::to_string(p.uid),
+                                  "group", std::to_string(p.gid), "vnet_hdr"};
+  const bool mq = (p.queues > 1) != p.multi_queue_flag_override;
+  if (mq) add.emplace_back("multi_queue");
+  const std::string bridge = "k6t-" + p.pod_iface;
+  for (auto e : {ip(p.pod_ns, add), ip(p.pod_ns, {"link", "set", tap, "mtu", std::to_string(p.mtu)}),
+                 ip(p.pod_ns, {"link", "set", tap, "master", bridge}), ip(p.pod_ns, {"link", "set", tap, "up"})})
+    if (!e.empty()) return e;
+  return {};
+}
+
+std::string kubevirt_phase1_masquerade(const Phase1& p) {
+  const std::string bridge = "k6t-" + p.pod_iface;
+  const std::string mtu = std::to_string(p.mtu);
+  for (auto e : {ip(p.pod_ns, {"link", "add", bridge, "type", "bridge"}),
+                 ip(p.pod_ns, {"link", "set", bridge, "address", "02:00:00:00:00:00", "mtu", mtu}),
+                 ip(p.pod_ns, {"addr", "add", "10.0.2.1/24", "dev", bridge}),
+                 ip(p.pod_ns, {"link", "set", bridge, "up"}),
+                 sysctl_in(p.pod_ns, "net/ipv4/ip_forward", "1"),
+                 sysctl_in(p.pod_ns, "net/ipv4/ip_unprivileged_port_start", "0"),
+                 kubevirt_create_tap(p, "tap0")})
+    if (!e.empty()) return e;
+  // setupNATByFamily(IPv4) with WithLegacyMigrationPorts and a VMI without ports.
+  const std::string rules =
+      "add table ip nat\n"
+      "add chain ip nat prerouting { type nat hook prerouting priority -100; }\n"
+      "add chain ip nat input { type nat hook input priority 100; }\n"
+      "add chain ip nat output { type nat hook output priority -100; }\n"
+      "add chain ip nat postrouting { type nat hook postrouting priority 100; }\n"
+      "add chain ip nat KUBEVIRT_PREINBOUND\n"
+      "add chain ip nat KUBEVIRT_POSTINBOUND\n"
+      "add rule ip nat postrouting ip saddr 10.0.2.2 counter masquerade\n"
+      "add rule ip nat prerouting iifname " + p.pod_iface + " counter jump KUBEVIRT_PREINBOUND\n"
+      "add rule ip nat postrouting oifname " + bridge + " counter jump KUBEVIRT_POSTINBOUND\n"
+      "add rule ip nat output tcp dport { 49152, 49153 } ip saddr 127.0.0.1 counter return\n"
+      "add rule ip nat KUBEVIRT_POSTINBOUND tcp dport { 49152, 49153 } ip saddr 127.0.0.1 counter return\n"
+      "add rule ip nat KUBEVIRT_PREINBOUND counter dnat to 10.0.2.2\n"
+      "add rule ip nat KUBEVIRT_POSTINBOUND ip saddr { 127.0.0.1 } counter snat to 10.0.2.1\n"
+      "add rule ip nat output ip daddr { 127.0.0.1 } counter dnat to 10.0.2.2\n";
+  return nft_in(p.pod_ns, rules);
+}
+
+void kubevirt_phase1_undo(const std::string& ns, const std::string& pod_iface) {
+  (void)ip(ns, {"link", "del", "tap0"});
+  (void)ip(ns, {"link", "del", "k6t-" + pod_iface});
+  std::string tables;
+  (void)nft_in(ns, "list tables", &tables);
+  if (tables.find("table ip nat\n") != std::string::npos) (void)nft_in(ns, "delete table ip nat");
+}
+
+std::string netns_snapshot(const std::string& ns) {
+  std::ostringstream out;
+  auto links = run_command({"ip", "-n", ns, "-d", "-o", "link", "show"});
+  static const std::regex volatile_parts(R"(<[^>]*>|state \S+|\w+_timer\s+\S+|qlen \d+|altname \S+)");
+  std::istringstream in(links.output);
+  std::string line;
+  while (std::getline(in, line)) out << std::regex_replace(line, volatile_parts, "") << '\n';
+  out << run_command({"ip", "-n", ns, "-o", "addr", "show", "scope", "global"}).output;
+  std::string rules;
+  if (auto e = nft_in(ns, "list ruleset", &rules); !e.empty()) out << e;
+  static const std::regex counters(R"(counter packets \d+ bytes \d+)");
+  out << std::regex_replace(rules, counters, "counter");
+  return out.str();
+}
+
+}  // namespace chl::test::net
