@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "network/kubevirt_cache.hpp"
+#include "network/phase2.hpp"
 #include "tests/support/test_support.hpp"
 
 using namespace chl::network;
@@ -190,4 +191,43 @@ TEST_CASE("kubevirt cache: PodIfaceCacheData with its json tags") {
   CHECK_FALSE(parse_kubevirt_pod_iface_cache(R"({"networkState": 7})"));
   CHECK(pod_iface_cache_path("/var/run/kubevirt-private", "uid-1", "default") ==
         "/var/run/kubevirt-private/network-info-cache/uid-1/default");
+}
+
+TEST_CASE("kubevirt cache: bridge binding's lease from the cache, as KubeVirt's BridgeConfigGenerator") {
+  auto cache = parse_kubevirt_dhcp_config(kBridgeDoc);
+  REQUIRE(cache);
+  NetworkPlan p;
+  p.iface_name = "default";
+  p.binding = PlanBinding::Bridge;
+  p.mac_generated = true;
+  p.mac = Mac{0x02, 0x11, 0x22, 0x33, 0x44, 0x55};
+  p.gateway4 = *parse_ipv4_cidr("169.254.75.10/32");
+  p.lease.server_id = p.gateway4.address;
+  p.lease.address = *parse_ipv4_cidr("192.168.1.9/24");  // whatever the dummy carried: the cache wins
+  REQUIRE(apply_dhcp_cache(p, *cache, 1400));
+  CHECK(format_ipv4_cidr(p.lease.address) == "10.244.0.5/24");
+  CHECK(format_ipv4(p.guest4) == "10.244.0.5");
+  REQUIRE(p.lease.router);
+  CHECK(format_ipv4(*p.lease.router) == "10.244.0.1");
+  CHECK(p.lease.routes.size() == 2);
+  CHECK(format_ipv4(p.lease.server_id) == "169.254.75.10");  // the fake bridge IP answers
+  CHECK(p.mtu == 1400);  // <pod iface>-nic's MTU, as KubeVirt
+  CHECK(p.lease.mtu == 1400);
+  CHECK(format_mac(p.mac) == "02:00:00:aa:bb:cc");  // the pod interface's MAC goes to the guest
+  CHECK_FALSE(p.mac_generated);
+
+  // A MAC the VMI sets stays; IPAMDisabled serves no lease; masquerade plans are left alone.
+  NetworkPlan q = p;
+  q.mac = Mac{0x02, 0x11, 0x22, 0x33, 0x44, 0x55};
+  q.mac_generated = false;
+  auto no_ipam = *cache;
+  no_ipam.ipam_disabled = true;
+  REQUIRE(apply_dhcp_cache(q, no_ipam, 0));
+  CHECK(format_mac(q.mac) == "02:11:22:33:44:55");
+  CHECK(q.lease.address.address.value == 0);
+  NetworkPlan m;
+  m.binding = PlanBinding::Masquerade;
+  m.lease.address = *parse_ipv4_cidr("10.0.2.2/24");
+  REQUIRE(apply_dhcp_cache(m, *cache, 1400));
+  CHECK(format_ipv4_cidr(m.lease.address) == "10.0.2.2/24");
 }
