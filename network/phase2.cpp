@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 
 #include "common/log.hpp"
@@ -98,18 +97,9 @@ Result<PodFacts> read_pod_facts(const std::string& resolv_conf) {
     }
   }
   ::freeifaddrs(list);
-  if (!resolv_conf.empty()) {
-    std::string text;
-    if (FILE* f = std::fopen(resolv_conf.c_str(), "re")) {
-      char buf[4096];
-      std::size_t n;
-      while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-      std::fclose(f);
-    }
-    auto rc = parse_resolv_conf(text);
-    facts.dns_servers = rc.nameservers;
-    facts.search_domains = rc.search;
-  }
+  auto rc = read_resolv_conf(resolv_conf);
+  facts.dns_servers = rc.nameservers;
+  facts.search_domains = rc.search;
   return facts;
 }
 

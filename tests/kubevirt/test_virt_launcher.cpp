@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <poll.h>
+#include <csignal>
 #include <unistd.h>
 
 #include <fstream>
@@ -74,6 +75,7 @@ struct Pod {
   fs::path ephemeral() const { return dir.path() / "ephemeral"; }
   fs::path out() const { return dir.path() / "launcher.out"; }
   chl::common::ChildProcess child;
+  std::vector<std::string> prefix;  // e.g. `ip netns exec NS`: the launcher in a pod namespace
 
   void start() {
     fs::create_directories(cdisks() / "kernel-boot");
@@ -92,6 +94,7 @@ struct Pod {
                                      "--hypervisor", "cloud-hypervisor",
                                      "--private-dir", priv().string(),
                                      "--vmm-binary", chl::test::vmm_binary(), "--log-level", "debug"};
+    argv.insert(argv.begin(), prefix.begin(), prefix.end());
     chl::common::SpawnOptions so;
     so.argv = argv;
     for (char** e = environ; *e; ++e) so.env.emplace_back(*e);
@@ -266,4 +269,61 @@ TEST_CASE("virt-launcher mode: Info, Sync, ADDED then Running, GetDomain/Stats, 
   CHECK(last->json["Status"]["Reason"] == "NonExistent");
   CHECK(last->json["ObjectMeta"].contains("deletionTimestamp"));
   CHECK_FALSE(fs::exists(sock));  // the server is gone with the launcher
+}
+
+TEST_CASE("virt-launcher mode: a pod network without virt-handler's phase 1 — Sync answers success:false naming it, the wiring module is never loaded, the launcher keeps serving") {
+  if (::geteuid() != 0) {
+    chl::test::skip("needs root (a pod network namespace made with ip netns)");
+    return;
+  }
+  if (!fs::exists(chl::test::guest_kernel())) {
+    chl::test::skip("the PVH test guest is not built");
+    return;
+  }
+  const std::string ns = "chlvl" + std::to_string(::getpid());
+  auto sh = [](const std::vector<std::string>& argv) { return chl::test::run_command(argv); };
+  REQUIRE(sh({"ip", "netns", "add", ns}).exit_code == 0);
+  struct Del {
+    std::string ns;
+    ~Del() { (void)chl::test::run_command({"ip", "netns", "del", ns}); }
+  } del{ns};
+  // The pod's eth0 with its address, and nothing of phase 1 (no k6t-eth0, no tap0).
+  REQUIRE(sh({"ip", "-n", ns, "link", "add", "eth0", "type", "veth", "peer", "name", "peer0"}).exit_code == 0);
+  REQUIRE(sh({"ip", "-n", ns, "addr", "add", "10.244.0.5/24", "dev", "eth0"}).exit_code == 0);
+  const std::string links_before = sh({"ip", "-n", ns, "-o", "link", "show"}).output;
+
+  Pod pod;
+  const auto ip_tool = chl::test::tool("ip");
+  REQUIRE(ip_tool);
+  pod.prefix = {*ip_tool, "netns", "exec", ns};
+  chl::test::TestNotifyServer notify(pod.share() / "domain-notify-pipe.sock");
+  pod.start();
+  const auto sock = chl::kubevirt::ready_socket_path(pod.share());
+  REQUIRE_MESSAGE(chl::test::wait_until(10s, [&] { return fs::exists(sock); }), pod.output());
+  auto channel = grpc::CreateChannel("unix:" + sock.string(), grpc::InsecureChannelCredentials());
+  auto cmd = v1::Cmd::NewStub(channel);
+
+  auto j = nlohmann::json::parse(vmi_json());
+  j["spec"]["domain"]["devices"]["interfaces"] = nlohmann::json::parse(R"([{"name": "default", "masquerade": {}}])");
+  j["spec"]["networks"] = nlohmann::json::parse(R"([{"name": "default", "pod": {}}])");
+  v1::VMIRequest vmi;
+  vmi.mutable_vmi()->set_vmijson(j.dump());
+  v1::Response r;
+  REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, vmi, &r); }).ok());
+  CHECK_FALSE(r.success());
+  CHECK_MESSAGE(r.message().find("interface default: bridge k6t-eth0 is missing (phase 1 creates it") != std::string::npos,
+                r.message() << "\n" << pod.output());
+  // Still serving; phase 2 never loaded the wiring libraries and changed no link.
+  v1::EmptyRequest empty;
+  v1::DomainResponse dom;
+  CHECK(call([&](auto& c) { return cmd->GetDomain(&c, empty, &dom); }).ok());
+  const std::string maps = chl::test::read_file("/proc/" + std::to_string(pod.child.pid()) + "/maps");
+  CHECK_MESSAGE(maps.find("libchl-network") == std::string::npos, maps);
+  CHECK_MESSAGE(maps.find("libnl-route") == std::string::npos, maps);
+  CHECK_MESSAGE(maps.find("libnftables") == std::string::npos, maps);
+  CHECK(sh({"ip", "-n", ns, "-o", "link", "show"}).output == links_before);
+  (void)pod.child.signal(SIGTERM);
+  auto st = pod.child.wait_for(30s);
+  REQUIRE(st);
+  CHECK(*st);
 }

@@ -97,46 +97,6 @@ struct IoThread {
   }
 };
 
-// busybox udhcpc in the guest namespace; the lease it got as name=value lines, applied to eth0.
-std::map<std::string, std::string> run_udhcpc(const std::string& guest_ns, const chl::test::TempDir& dir,
-                                              std::string& log) {
-  const auto script = dir / "udhcpc.sh";
-  const auto lease = dir / "lease.txt";
-  chl::test::write_file(script, "#!/bin/sh\n[ \"$1\" = bound ] || [ \"$1\" = renew ] || exit 0\n"
-                                "for v in ip subnet router dns domain search mtu lease serverid hostname staticroutes; do\n"
-                                "  eval echo \"$v=\\$$v\"\ndone > " + lease.string() + "\n"
-                                "/usr/sbin/ip addr add $ip/$subnet dev $interface\n"
-                                "set -- $router\n/usr/sbin/ip route add default via $1 dev $interface\n");
-  ::chmod(script.c_str(), 0755);
-  auto r = chl::test::run_command({"ip", "netns", "exec", guest_ns, "/bin/busybox", "udhcpc", "-i", "eth0", "-f",
-                                   "-q", "-n", "-t", "6", "-T", "1", "-s", script.string(), "-O", "mtu", "-O",
-                                   "staticroutes", "-O", "search"});
-  log = "udhcpc exit " + std::to_string(r.exit_code) + ": " + r.output;
-  std::map<std::string, std::string> out;
-  std::istringstream in(chl::test::read_file(lease));
-  std::string line;
-  while (std::getline(in, line))
-    if (auto eq = line.find('='); eq != std::string::npos) out[line.substr(0, eq)] = line.substr(eq + 1);
-  return out;
-}
-
-chl::vmi::Vmi vmi_with(const std::string& iface_yaml) {
-  auto out = chl::vmi::parse_vmi(R"(apiVersion: kubevirt.io/v1
-kind: VirtualMachineInstance
-metadata: {name: vm1, uid: 5a5a-0001}
-spec:
-  domain:
-    memory: {guest: 128Mi}
-    devices:
-      interfaces:
-)" + iface_yaml + R"(
-  networks:
-  - name: default
-    pod: {}
-)");
-  REQUIRE(out.problems.empty());
-  return out.vmi;
-}
 
 PlanResult plan_in(const std::string& pod_ns, const chl::vmi::Vmi& vmi, const chl::test::TempDir& dir) {
   chl::test::write_file(dir / "resolv.conf", "nameserver 10.96.0.10\nsearch ns1.svc.cluster.local cluster.local\n");

@@ -78,23 +78,6 @@ struct Pod {
   }
 };
 
-chl::vmi::Vmi vmi_with(const std::string& iface_yaml, const std::string& devices_extra = "") {
-  auto out = chl::vmi::parse_vmi(R"(apiVersion: kubevirt.io/v1
-kind: VirtualMachineInstance
-metadata: {name: vm1, uid: 5a5a-0002}
-spec:
-  domain:
-    memory: {guest: 128Mi}
-    devices:
-)" + devices_extra + R"(      interfaces:
-)" + iface_yaml + R"(
-  networks:
-  - name: default
-    pod: {}
-)");
-  REQUIRE(out.problems.empty());
-  return out.vmi;
-}
 
 const std::string kMasq = std::string("      - name: default\n        masquerade: {}\n        macAddress: '") + kGuestMac + "'\n";
 
@@ -197,23 +180,6 @@ struct Phase2Child {
   }
 };
 
-std::map<std::string, std::string> run_udhcpc(const std::string& guest_ns, const chl::test::TempDir& dir, std::string& log) {
-  const auto script = dir / "udhcpc.sh";
-  const auto lease = dir / "lease.txt";
-  chl::test::write_file(script, "#!/bin/sh\n[ \"$1\" = bound ] || exit 0\n"
-                                "for v in ip subnet router dns domain mtu serverid hostname; do\n"
-                                "  eval echo \"$v=\\$$v\"\ndone > " + lease.string() + "\n");
-  ::chmod(script.c_str(), 0755);
-  auto r = chl::test::run_command({"ip", "netns", "exec", guest_ns, "/bin/busybox", "udhcpc", "-i", "eth0", "-f", "-q",
-                                   "-n", "-t", "6", "-T", "1", "-s", script.string(), "-O", "mtu"});
-  log = "udhcpc exit " + std::to_string(r.exit_code) + ": " + r.output;
-  std::map<std::string, std::string> out;
-  std::istringstream in(chl::test::read_file(lease));
-  std::string line;
-  while (std::getline(in, line))
-    if (auto eq = line.find('='); eq != std::string::npos) out[line.substr(0, eq)] = line.substr(eq + 1);
-  return out;
-}
 
 }  // namespace
 
