@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <sstream>
 
 #include "common/child_process.hpp"
 #include "common/unix_socket.hpp"
@@ -19,6 +20,7 @@
 #include "kubevirt/proto/cmd.grpc.pb.h"
 #include "kubevirt/proto/cmd_info.grpc.pb.h"
 #include "tests/kubevirt/test_notify_server.hpp"
+#include "tests/network/kubevirt_phase1.hpp"
 #include "tests/support/launcher_harness.hpp"
 #include "tests/support/test_support.hpp"
 
@@ -326,4 +328,66 @@ TEST_CASE("virt-launcher mode: a pod network without virt-handler's phase 1 — 
   auto st = pod.child.wait_for(30s);
   REQUIRE(st);
   CHECK(*st);
+}
+
+TEST_CASE("virt-launcher mode: after virt-handler's phase 1 the launcher does phase 2 only — Sync succeeds with a masquerade NIC, the namespace is as phase 1 left it after shutdown") {
+  if (::geteuid() != 0) {
+    chl::test::skip("needs root (a pod network namespace made with ip netns, phase 1 as virt-handler)");
+    return;
+  }
+  if (!fs::exists(chl::test::guest_kernel())) {
+    chl::test::skip("the PVH test guest is not built");
+    return;
+  }
+  const auto ip_tool = chl::test::tool("ip");
+  REQUIRE(ip_tool);
+  const std::string ns = "chlvm" + std::to_string(::getpid());
+  auto sh = [](const std::vector<std::string>& argv) { return chl::test::run_command(argv); };
+  REQUIRE(sh({"ip", "netns", "add", ns}).exit_code == 0);
+  struct Del {
+    std::string ns;
+    ~Del() { (void)chl::test::run_command({"ip", "netns", "del", ns}); }
+  } del{ns};
+  REQUIRE(sh({"ip", "-n", ns, "link", "add", "eth0", "type", "veth", "peer", "name", "peer0"}).exit_code == 0);
+  REQUIRE(sh({"ip", "-n", ns, "addr", "add", "10.244.0.5/24", "dev", "eth0"}).exit_code == 0);
+  REQUIRE(sh({"ip", "-n", ns, "link", "set", "eth0", "up"}).exit_code == 0);
+  chl::test::net::Phase1 p1{ns};
+  const auto e = chl::test::net::kubevirt_phase1_masquerade(p1);
+  REQUIRE_MESSAGE(e.empty(), e);
+  const auto before = chl::test::net::netns_snapshot(ns);
+
+  Pod pod;
+  pod.prefix = {*ip_tool, "netns", "exec", ns};
+  chl::test::TestNotifyServer notify(pod.share() / "domain-notify-pipe.sock");
+  pod.start();
+  const auto sock = chl::kubevirt::ready_socket_path(pod.share());
+  REQUIRE_MESSAGE(chl::test::wait_until(10s, [&] { return fs::exists(sock); }), pod.output());
+  auto channel = grpc::CreateChannel("unix:" + sock.string(), grpc::InsecureChannelCredentials());
+  auto cmd = v1::Cmd::NewStub(channel);
+  auto j = nlohmann::json::parse(vmi_json());
+  j["spec"]["domain"]["devices"]["interfaces"] =
+      nlohmann::json::parse(R"([{"name": "default", "masquerade": {}, "macAddress": "02:00:00:aa:bb:cc"}])");
+  j["spec"]["networks"] = nlohmann::json::parse(R"([{"name": "default", "pod": {}}])");
+  v1::VMIRequest vmi;
+  vmi.mutable_vmi()->set_vmijson(j.dump());
+  v1::Response r;
+  REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, vmi, &r); }).ok());
+  REQUIRE_MESSAGE(r.success(), r.message() << "\n" << pod.output());
+  REQUIRE_MESSAGE(chl::test::wait_until(10s, [&] { return has_state(notify, "MODIFIED Running/Unknown"); }), pod.output());
+  CHECK_MESSAGE(pod.output().find("interface default attached (phase 2): tap tap0 mac 02:00:00:aa:bb:cc") != std::string::npos,
+                pod.output());
+  const std::string proc = "/proc/" + std::to_string(pod.child.pid());
+  const std::string maps = chl::test::read_file(proc + "/maps");
+  CHECK_MESSAGE(maps.find("libchl-network") == std::string::npos, maps);
+  CHECK_MESSAGE(maps.find("libnl-route") == std::string::npos, maps);
+  CHECK_MESSAGE(maps.find("libnftables") == std::string::npos, maps);
+  std::istringstream status(chl::test::read_file(proc + "/status"));
+  for (std::string l; std::getline(status, l);)
+    if (l.rfind("VmRSS:", 0) == 0) MESSAGE("launcher RSS in virt-launcher mode, pod network, VM running: " << l);
+
+  REQUIRE(call([&](auto& c) { return cmd->ShutdownVirtualMachine(&c, vmi, &r); }).ok());
+  auto st = pod.child.wait_for(60s);
+  REQUIRE(st);
+  REQUIRE(*st);
+  CHECK(chl::test::net::netns_snapshot(ns) == before);
 }
