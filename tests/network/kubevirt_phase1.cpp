@@ -2,6 +2,8 @@
 
 #include <nftables/libnftables.h>
 
+#include <sys/stat.h>
+
 #include <memory>
 #include <regex>
 #include <sstream>
@@ -90,6 +92,62 @@ std::string kubevirt_phase1_masquerade(const Phase1& p) {
       "add rule ip nat KUBEVIRT_POSTINBOUND ip saddr { 127.0.0.1 } counter snat to 10.0.2.1\n"
       "add rule ip nat output ip daddr { 127.0.0.1 } counter dnat to 10.0.2.2\n";
   return nft_in(p.pod_ns, rules);
+}
+
+std::string kubevirt_phase1_bridge(const Phase1& p, const PodIface& pod, const std::string& private_dir) {
+  const std::string nic = p.pod_iface + "-nic", bridge = "k6t-" + p.pod_iface, mtu = std::to_string(p.mtu);
+  // The DHCP cache as json.MarshalIndent writes cache.DHCPConfig (netlink.Addr's embedded
+  // IPNet: "IP" text and "Mask" base64; MAC base64; Routes' Dst null = default).
+  const auto slash = pod.cidr.find('/');
+  const int prefix = std::stoi(pod.cidr.substr(slash + 1));
+  std::string mask_bytes(4, '\0'), mac_bytes;
+  for (int b = 0; b < prefix; ++b) mask_bytes[b / 8] = static_cast<char>(mask_bytes[b / 8] | (0x80 >> (b % 8)));
+  for (std::size_t i = 0; i + 1 < pod.mac.size(); i += 3) mac_bytes += static_cast<char>(std::stoi(pod.mac.substr(i, 2), nullptr, 16));
+  const auto b64 = [](const std::string& in) {
+    static const char* k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string out;
+    for (std::size_t i = 0; i < in.size(); i += 3) {
+      std::uint32_t v = static_cast<std::uint8_t>(in[i]) << 16;
+      if (i + 1 < in.size()) v |= static_cast<std::uint8_t>(in[i + 1]) << 8;
+      if (i + 2 < in.size()) v |= static_cast<std::uint8_t>(in[i + 2]);
+      out += k[(v >> 18) & 63];
+      out += k[(v >> 12) & 63];
+      out += i + 1 < in.size() ? k[(v >> 6) & 63] : '=';
+      out += i + 2 < in.size() ? k[v & 63] : '=';
+    }
+    return out;
+  };
+  const std::string addr = pod.cidr.substr(0, slash);
+  const std::string cache = "{\n  \"Name\": \"" + p.pod_iface + "\",\n  \"IP\": {\n    \"IP\": \"" + addr +
+                            "\",\n    \"Mask\": \"" + b64(mask_bytes) +
+                            "\",\n    \"Label\": \"" + p.pod_iface + "\",\n    \"Flags\": 128,\n    \"Scope\": 0,\n"
+                            "    \"Peer\": null,\n    \"Broadcast\": \"\",\n    \"PreferedLft\": 0,\n    \"ValidLft\": 0,\n"
+                            "    \"LinkIndex\": 0\n  },\n  \"IPv6\": {\n    \"Label\": \"\",\n    \"Flags\": 0,\n    \"Scope\": 0,\n"
+                            "    \"Peer\": null,\n    \"Broadcast\": \"\",\n    \"PreferedLft\": 0,\n    \"ValidLft\": 0,\n"
+                            "    \"LinkIndex\": 0\n  },\n  \"MAC\": \"" + b64(mac_bytes) +
+                            "\",\n  \"AdvertisingIPAddr\": \"\",\n  \"AdvertisingIPv6Addr\": \"\",\n  \"Routes\": [\n"
+                            "    {\n      \"LinkIndex\": 2,\n      \"ILinkIndex\": 0,\n      \"Scope\": 0,\n      \"Dst\": null,\n"
+                            "      \"Src\": \"\",\n      \"Gw\": \"" + pod.gateway + "\",\n      \"MultiPath\": null,\n"
+                            "      \"Protocol\": 3,\n      \"Priority\": 0,\n      \"Family\": 2,\n      \"Table\": 254,\n"
+                            "      \"Type\": 1,\n      \"Tos\": 0,\n      \"Flags\": 0\n    }\n  ],\n  \"Mtu\": " + mtu +
+                            ",\n  \"IPAMDisabled\": false,\n  \"Gateway\": \"" + pod.gateway + "\",\n  \"Subdomain\": \"\"\n}";
+  const auto path = private_dir + "/vif-cache-" + p.pod_iface + ".json";
+  write_file(path, cache);
+  ::chmod(path.c_str(), 0604);  // writeToCachedFile's mode
+  for (auto e : {ip(p.pod_ns, {"link", "set", p.pod_iface, "down"}), ip(p.pod_ns, {"addr", "flush", "dev", p.pod_iface}),
+                 ip(p.pod_ns, {"link", "set", p.pod_iface, "name", nic}),
+                 ip(p.pod_ns, {"link", "add", bridge, "mtu", mtu, "type", "bridge"}),
+                 ip(p.pod_ns, {"addr", "add", "169.254.75.10/32", "dev", bridge}),
+                 ip(p.pod_ns, {"link", "set", bridge, "up"}),
+                 ip(p.pod_ns, {"link", "set", nic, "master", bridge}),
+                 ip(p.pod_ns, {"link", "set", nic, "type", "bridge_slave", "learning", "off"}),
+                 ip(p.pod_ns, {"link", "set", nic, "up"}),
+                 // The `dummy` stand-in: the pod's MAC, MTU and address.
+                 ip(p.pod_ns, {"link", "add", p.pod_iface, "mtu", mtu, "address", pod.mac, "type", "bridge"}),
+                 ip(p.pod_ns, {"addr", "add", pod.cidr, "dev", p.pod_iface}),
+                 sysctl_in(p.pod_ns, "net/ipv4/ip_unprivileged_port_start", "0"), kubevirt_create_tap(p, "tap0")})
+    if (!e.empty()) return e;
+  return {};
 }
 
 void kubevirt_phase1_undo(const std::string& ns, const std::string& pod_iface) {

@@ -9,9 +9,13 @@
 //               netpod/masquerade/masquerade.go setupNATByFamily's `table ip nat` (prerouting,
 //               input, output, postrouting, KUBEVIRT_PREINBOUND, KUBEVIRT_POSTINBOUND, the
 //               legacy migration ports 49152/49153 excepted, everything DNATed to 10.0.2.2);
-//   bridge      not reproduced yet (netpod.go renames the pod interface <iface>-nic and puts a
-//               `dummy` in its place; these kernels have no dummy type): the tests reach the
-//               bridge-binding cache errors through masquerade's devices.
+//   bridge      netpod.go bridgeBindingSpec: virt-handler's DHCP cache vif-cache-<iface>.json
+//               written first (cache.WriteDHCPInterfaceCache: the pod interface's address,
+//               MAC, routes, MTU and gateway, in Go's JSON), the pod interface renamed
+//               <iface>-nic without addresses, port learning off, enslaved to k6t-<iface>
+//               (which has 169.254.75.1<index>/32: the fake server address), the tap, and a
+//               `dummy` <iface> carrying the pod's MAC, MTU and address. These kernels have no
+//               dummy link type: a bridge without ports (down) named <iface> stands in for it.
 // One difference, said here: KubeVirt's non-root compute container gets NET_BIND_SERVICE (and
 // /dev/net/tun from its device plugin); the tests run phase 2 with no capability at all, so
 // phase 1 here lowers net.ipv4.ip_unprivileged_port_start to 0 in the pod namespace instead.
@@ -33,6 +37,13 @@ struct Phase1 {
 
 // Each returns "" on success, else the failing step.
 std::string kubevirt_phase1_masquerade(const Phase1& p);
+// The pod interface's facts virt-handler records for bridge binding (the test made them).
+struct PodIface {
+  std::string mac;      // "02:00:00:aa:bb:cd"
+  std::string cidr;     // "192.168.77.2/24"
+  std::string gateway;  // "192.168.77.1"
+};
+std::string kubevirt_phase1_bridge(const Phase1& p, const PodIface& pod, const std::string& private_dir);
 // Remove what kubevirt_phase1_masquerade made (tap0, k6t-<iface>, table ip nat), errors ignored.
 void kubevirt_phase1_undo(const std::string& ns, const std::string& pod_iface = "eth0");
 // The tap alone (virt-chroot create-tap), enslaved to k6t-<iface>.

@@ -68,10 +68,10 @@ struct Pod {
     return {};
   }
 
-  std::string plug_guest() {
+  std::string plug_guest(const std::string& mac = kGuestMac) {
     for (auto e : {ip(pod.name(), {"link", "add", "gst0", "type", "veth", "peer", "name", "eth0", "netns", guest.name()}),
                    ip(pod.name(), {"link", "set", "gst0", "master", "k6t-eth0", "up"}),
-                   ip(guest.name(), {"link", "set", "eth0", "address", kGuestMac, "up"}),
+                   ip(guest.name(), {"link", "set", "eth0", "address", mac, "up"}),
                    ip(guest.name(), {"link", "set", "lo", "up"})})
       if (!e.empty()) return e;
     return {};
@@ -213,6 +213,39 @@ TEST_CASE("phase 2: as uid 107 without capabilities, the launcher attaches to vi
                                                                      {"hostname", "vm1"}})
     CHECK_MESSAGE(lease[key] == want, key);
   CHECK(c.finish() == "answers " + std::to_string(lease.empty() ? 0 : 2));  // OFFER and ACK
+  CHECK(netns_snapshot(t.pod.name()) == before);
+}
+
+TEST_CASE("phase 2: bridge binding — the guest gets the pod's address, gateway and MAC from virt-handler's DHCP cache, as uid 107") {
+  Pod t;
+  if (auto why = t.up(); !why.empty()) chl::test::skip(why);
+  if (!chl::test::tool("busybox") && ::access("/bin/busybox", X_OK) != 0) chl::test::skip("busybox not installed: no udhcpc");
+  const PodIface pod{"02:00:00:aa:bb:cd", "192.168.77.2/24", "192.168.77.1"};
+  REQUIRE(ip(t.pod.name(), {"link", "set", "eth0", "address", pod.mac}) == "");
+  Phase1 p1{t.pod.name()};
+  p1.mtu = 1400;
+  REQUIRE(ip(t.pod.name(), {"link", "set", "eth0", "mtu", "1400"}) == "");
+  auto e = kubevirt_phase1_bridge(p1, pod, t.dir.path().string());
+  REQUIRE_MESSAGE(e.empty(), e);
+  REQUIRE(t.plug_guest(pod.mac) == "");
+  const auto before = netns_snapshot(t.pod.name());
+  INFO("phase 1 left:\n", before);
+
+  Phase2Child c;
+  c.start(t, vmi_with("      - name: default\n        bridge: {}\n"));  // no macAddress: the pod's
+  REQUIRE_MESSAGE(c.first_line.rfind("ok tap0, cap=0000000000000000", 0) == 0, c.first_line);
+  std::string log;
+  auto lease = run_udhcpc(t.guest.name(), t.dir, log);
+  INFO(log);
+  for (const auto& [key, want] : std::map<std::string, std::string>{{"ip", "192.168.77.2"},
+                                                                     {"subnet", "255.255.255.0"},
+                                                                     {"router", "192.168.77.1"},
+                                                                     {"serverid", "169.254.75.10"},
+                                                                     {"mtu", "1400"}})
+    CHECK_MESSAGE(lease[key] == want, key);
+  CHECK(c.finish() == "answers " + std::to_string(lease.empty() ? 0 : 2));
+  // The guest stand-in's address came from udhcpc's script, in the guest namespace: the pod's
+  // namespace is as phase 1 left it.
   CHECK(netns_snapshot(t.pod.name()) == before);
 }
 
