@@ -18,7 +18,9 @@
  *   reboot:   Cloud Hypervisor's ACPI reset (byte 1 to 0x600), the reset control register
  *             0xcf9 (0x06), then the keyboard controller (0xfe to 0x64).
  * It also polls the ACPI power button (no interrupts): Cloud Hypervisor's GED notification
- * register (found in the DSDT) or QEMU's PM1a_STS.PWRBTN_STS, and when it is pressed prints
+ * register (found in the DSDT or an SSDT; CH puts it far above 4 GiB, so the guest then turns on
+ * paging, in IA-32e compatibility mode, to reach it) or QEMU's PM1a_STS.PWRBTN_STS, and when it
+ * is pressed prints
  * "guest: ACPI power button: powering off" and powers off -- unless the word "ignore-acpi"
  * (command line or typed) was seen: then it prints "guest: ignoring the power button".
  */

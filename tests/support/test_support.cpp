@@ -85,6 +85,11 @@ void skip(const std::string& reason) {
   MESSAGE("SKIPPED: " << reason);
 }
 
+void skip_part(const std::string& reason) {
+  std::cerr << "SKIPPED PART: " << reason << std::endl;
+  MESSAGE("SKIPPED PART: " << reason);
+}
+
 CommandResult run_command(const std::vector<std::string>& argv, const std::string& stdin_data) {
   CommandResult res;
   int out[2], in[2];

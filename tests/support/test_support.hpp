@@ -58,6 +58,9 @@ std::optional<std::string> tool(const std::string& name);
 // Print "SKIPPED: <current test>: <reason>" on stderr (and as a doctest MESSAGE).
 // Call it, then `return` from the test case.
 void skip(const std::string& reason);
+// Print "SKIPPED PART: <reason>": one part of a test cannot run, the rest of it does (the
+// real-ch lane's summary counts such a test as run; a test calling skip() as skipped).
+void skip_part(const std::string& reason);
 
 // Run a command (argv, no shell), capture stdout+stderr; returns exit code (or -1).
 struct CommandResult {

@@ -384,7 +384,7 @@ TEST_CASE("every VM endpoint, API socket bound by the test and passed as fd=N") 
     CHECK((*with_net->config.net)[0].mac == "52:54:00:12:34:56");
     REQUIRE(api.vm_remove_device(VmRemoveDevice{"net9", Json::object()}));
   } else {
-    chl::test::skip("vm.add-net part: cannot create a tap (/dev/net/tun, CAP_NET_ADMIN)");
+    chl::test::skip_part("vm.add-net: cannot create a tap (/dev/net/tun, CAP_NET_ADMIN)");
   }
   // Not a tap: CH refuses the fd.
   {
