@@ -218,7 +218,7 @@ TEST_CASE("VMM without a VM: state-machine violations surface CH's status and me
   // "thread 'vmm' panicked"; the process then exits with "Failed to join on VMM thread"), so
   // the call after it finds no VMM. Against a real CH a VMM that died on one of these two calls
   // is accepted (docs/vmm-double.md); the launcher never makes either call.
-  const auto died = [&](const char* call) {
+  const auto died = [&](const std::string& call) {
     if (!chl::test::using_real_vmm() || api.vmm_ping()) return false;
     auto st = vmm.proc().wait_for(10s);
     CHECK_MESSAGE((st && *st), "the VMM stopped answering after " << call << " but did not exit");
