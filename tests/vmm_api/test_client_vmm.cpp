@@ -272,6 +272,14 @@ TEST_CASE("cold adds to a created VM answer 204 and show up in vm.info") {
   share.tag = "share";
   share.socket = (vmm.dir() / "virtiofsd.sock").string();
   share.id = "coldfs";
+  // virtio-fs is vhost-user: CH's validation wants shared guest memory first.
+  auto unshared = api.vm_add_fs(share);
+  CHECK_CH_ERROR(unshared, 500, "Using vhost-user requires using shared memory or huge pages");
+  REQUIRE(api.vm_delete());
+  auto shared_cfg = boot_config(kernel.string());
+  shared_cfg.memory->shared = true;
+  REQUIRE(api.vm_create(shared_cfg));
+  REQUIRE(api.vm_add_disk(disk));
   auto f = api.vm_add_fs(share);
   REQUIRE_MESSAGE(f, (f ? "" : f.error().message()));
   CHECK_FALSE(f->has_value());

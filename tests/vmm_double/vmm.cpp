@@ -612,6 +612,26 @@ std::vector<std::string> Vmm::validate_config(const Json& cfg) {
       cfg["cpus"]["max_vcpus"].get<std::uint64_t>()) {
     return {"Failed to validate config", "Max CPUs lower than boot CPUs"};
   }
+  // vhost-user devices (virtio-fs always is one) need guest memory the backend can map:
+  // backed_by_shared_memory() is memory.shared or hugepages (or every zone's, with size 0).
+  const Json& mem = cfg["memory"];
+  bool shared = mem["shared"].is_boolean() && mem["shared"].get<bool>();
+  shared = shared || (mem["hugepages"].is_boolean() && mem["hugepages"].get<bool>());
+  if (!shared && mem["size"].is_number_unsigned() && mem["size"].get<std::uint64_t>() == 0 && mem["zones"].is_array()) {
+    shared = true;
+    for (const auto& z : mem["zones"]) {
+      const bool zs = z.contains("shared") && z["shared"].is_boolean() && z["shared"].get<bool>();
+      const bool zh = z.contains("hugepages") && z["hugepages"].is_boolean() && z["hugepages"].get<bool>();
+      shared = shared && (zs || zh);
+    }
+  }
+  bool vhost_user = cfg["fs"].is_array() && !cfg["fs"].empty();
+  for (const char* list : {"disks", "net"}) {
+    if (!cfg[list].is_array()) continue;
+    for (const auto& d : cfg[list]) vhost_user = vhost_user || (d["vhost_user"].is_boolean() && d["vhost_user"].get<bool>());
+  }
+  if (vhost_user && !shared)
+    return {"Failed to validate config", "Using vhost-user requires using shared memory or huge pages"};
   // Unique device ids across the device lists.
   std::set<std::string> ids;
   for (const char* list : kDeviceLists) {
