@@ -339,6 +339,8 @@ TEST_CASE("PVH guest polls a GED register above 4 GiB (as Cloud Hypervisor place
       {"just above 4 GiB, last bytes of a 2 MiB frame", "tcg", {}, 0x100000000ULL, 0x1001ffff8ULL, "1G"},
       {"above 2^40 (phys-bits 46, as on CH's hosts)", "tcg", {"-cpu", "max,phys-bits=46"}, 0x10000e00000ULL,
        0x10000fffff8ULL, "1000G"},
+      {"near the top of a 46-bit space (62 TiB; CH's is just below 64 TiB)", "tcg", {"-cpu", "max,phys-bits=46"},
+       0x3e0000e00000ULL, 0x3e0000fefff8ULL, "62T"},
   };
   if (::access("/dev/kvm", R_OK | W_OK) == 0)
     cases.push_back({"just above 4 GiB, under KVM", "kvm", {}, 0x100000000ULL, 0x1001ffff8ULL, "1G"});
