@@ -13,6 +13,7 @@
 #include "drivers/libvirt/accel_probe.hpp"
 #include "drivers/libvirt/domain_xml.hpp"
 #include "drivers/libvirt/module_loader.hpp"
+#include "network/host_namespace.hpp"
 #include "network/module_loader.hpp"
 #include "launcher/plan.hpp"
 #include "launcher/prepare.hpp"
@@ -183,6 +184,12 @@ int run_launcher(const launcher::LaunchOptions& opts, const LaunchHooks& hooks) 
   }
   boost::asio::io_context io;
   std::unique_ptr<network::WiredNetwork> wired;
+  if (!plan->nics.empty() && !opts.allow_host_network && network::in_host_network_namespace())
+    return launch_error(
+        "pod network: this is the host's own network namespace, not a pod's: wiring the VMI's interfaces here "
+        "would put a bridge, NAT rules and a DHCP server on the host for the VM's life. Run it in a pod or a "
+        "network namespace of its own (ip netns exec), give the VMI no interfaces "
+        "(spec.domain.devices.autoattachPodInterface: false and no interfaces), or pass --allow-host-network");
   if (!plan->nics.empty()) {
     const auto t0 = std::chrono::steady_clock::now();
     auto facts = network_module->api->discover_pod("/etc/resolv.conf");

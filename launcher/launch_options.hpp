@@ -29,6 +29,8 @@ struct LaunchOptions {
   std::string default_hypervisor = "cloud-hypervisor";
   std::optional<int> grace_period_seconds;           // default: the VMI's, else 30
   bool pod_layout = false;                           // KubeVirt's socket and volume paths
+  // Wire the pod network even in the host's own network namespace (--allow-host-network).
+  bool allow_host_network = false;
   // KubeVirt's pod directories (virt-launcher's flags), used with pod_layout.
   std::string container_disk_dir = "/var/run/kubevirt/container-disks";
   std::string private_dir = "/var/run/kubevirt-private";
