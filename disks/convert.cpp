@@ -29,8 +29,9 @@ namespace {
 
 using common::fail;
 
-constexpr std::uint64_t kChunk = 4ull << 20;  // unit of work handed to a filler thread
+constexpr std::uint64_t kChunk = 2ull << 20;  // unit of work handed to a filler thread
 constexpr std::uint64_t kBuffer = kChunk;     // one chunk's buffer (>= the largest cluster)
+constexpr std::uint64_t kWriteback = 16ull << 20;  // with sync: handed to writeback at a time
 constexpr auto kProgressInterval = std::chrono::milliseconds(250);
 
 std::filesystem::path dir_of(const std::filesystem::path& p) {
@@ -280,11 +281,10 @@ common::Status Pipeline::write_all() {
         return tl::unexpected(std::move(*slot.error).wrap("at guest offset " + std::to_string(k * kChunk)));
     }
     CHL_TRY_VOID(write(slot));
-    if (opts_.sync && (k + 1) % 4 == 0) {
+    if (opts_.sync && ((k + 1) * kChunk) % kWriteback == 0) {
       // Start writing these 16 MiB back now, so the final fdatasync has little left to wait for.
-      const std::uint64_t from = (k - 3) * kChunk;
-      ::sync_file_range(out_.fd, static_cast<off_t>(from), static_cast<off_t>(4 * kChunk),
-                        SYNC_FILE_RANGE_WRITE);
+      ::sync_file_range(out_.fd, static_cast<off_t>((k + 1) * kChunk - kWriteback),
+                        static_cast<off_t>(kWriteback), SYNC_FILE_RANGE_WRITE);
     }
     {
       std::lock_guard lock(mu_);

@@ -1,8 +1,8 @@
 #pragma once
 // qcow2 -> raw conversion (`ch-launcher disk convert`). The output is byte-identical to
 // `qemu-img convert -O raw` and sparse: zero clusters, unallocated clusters and all-zero 4 KiB
-// blocks of data become holes. Memory is bounded (4 MiB buffers in a small ring, small caches
-// per thread); the virtual disk is cut into 4 MiB chunks filled by worker threads (reading,
+// blocks of data become holes. Memory is bounded (2 MiB buffers in a small ring, small caches
+// per thread); the virtual disk is cut into 2 MiB chunks filled by worker threads (reading,
 // decompressing) and written in order by the calling thread. The output is
 // written to a temporary file next to the destination and renamed on success; an existing
 // destination is never overwritten.
