@@ -24,8 +24,9 @@
 // usage: qcow2_convert_bench [--work DIR] [--runs N] [--sizes 64M,512M,4G]
 //                            [--types none,zlib,zstd] [--ch-launcher PATH] [--keep]
 //                            [--ours-arg ARG]...   (ARG added to ch-launcher's arguments)
+//        qcow2_convert_bench WORKDIR [RUNS]       (as bench/run.sh calls it)
 // (DIR default /tmp; needs ~7 GiB free for the 4 GiB images; --keep leaves the images in
-// DIR/chl-qcow2-bench for profiling). Prints a table and RESULT lines for bench/run.sh.
+// DIR/chl-qcow2-bench-PID for profiling). Prints a table and RESULT lines for bench/run.sh.
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -220,6 +221,7 @@ int main(int argc, char** argv) {
   fs::path chl = default_ch_launcher();
   bool keep = false;
   std::vector<std::string> ours_args;  // extra arguments for ch-launcher (experiments)
+  int positional = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -237,6 +239,13 @@ int main(int argc, char** argv) {
       ours_args.push_back(value());
     } else if (a == "--keep") {
       keep = true;
+    } else if (a[0] != '-' && positional < 2) {
+      // bench/run.sh's form: WORKDIR [RUNS]
+      if (positional++ == 0) {
+        work_root = a;
+      } else {
+        runs = std::max(1, std::atoi(a.c_str()));
+      }
     } else {
       std::fprintf(stderr, "usage: qcow2_convert_bench [--work DIR] [--runs N] [--sizes 64M,512M,4G] "
                            "[--types none,zlib,zstd] [--ch-launcher PATH] [--keep] [--ours-arg ARG]...\n");
@@ -247,7 +256,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ch-launcher not found at %s (--ch-launcher PATH)\n", chl.c_str());
     return 1;
   }
-  const fs::path work = work_root / "chl-qcow2-bench";
+  // One directory per run: another bench in the same WORKDIR must not delete our images.
+  const fs::path work = work_root / ("chl-qcow2-bench-" + std::to_string(::getpid()));
   fs::remove_all(work);
   fs::create_directories(work);
   std::printf("%d timed runs per cell (+1 warm-up), tools alternating; wall s: median (min-max)\n\n",

@@ -21,15 +21,10 @@ namespace d = chl::disks;
 namespace q = chl::test::qcow2;
 using chl::test::skip;
 using chl::test::TempDir;
+using q::convert_ok;
 
 namespace {
 
-d::ConvertStats convert_ok(const fs::path& src, const fs::path& dst, d::ConvertOptions opts = {}) {
-  auto r = d::convert_qcow2_to_raw(src, dst, opts);
-  INFO("convert error: " << (r ? std::string() : r.error().message()));
-  REQUIRE(r.has_value());
-  return *r;
-}
 
 // A raw file of `mib` MiB: text-like and random extents (random clusters stay plain under
 // `qemu-img convert -c`), zero blocks inside data, and holes.
