@@ -7,11 +7,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -29,8 +29,8 @@ namespace {
 
 using common::fail;
 
-constexpr std::uint64_t kChunk = 2ull << 20;  // unit of work handed to a filler thread
-constexpr std::uint64_t kBuffer = kChunk;     // one chunk's buffer (>= the largest cluster)
+constexpr std::uint64_t kChunk = 2ull << 20;       // unit of work handed to a filler thread
+constexpr std::uint64_t kBuffer = kChunk;          // one chunk's buffer (>= the largest cluster)
 constexpr std::uint64_t kWriteback = 16ull << 20;  // with sync: handed to writeback at a time
 constexpr auto kProgressInterval = std::chrono::milliseconds(250);
 
@@ -94,7 +94,8 @@ constexpr std::uint64_t kParallelMin = 8ull << 20;
 
 unsigned filler_count(const ConvertOptions& opts, std::uint64_t data, std::uint64_t chunks) {
   unsigned n = opts.threads;
-  if (n == 0) n = data < kParallelMin ? 1u : std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
+  if (n == 0)
+    n = data < kParallelMin ? 1u : std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
   return static_cast<unsigned>(std::clamp<std::uint64_t>(chunks, 1, n));
 }
 
@@ -273,12 +274,14 @@ common::Status Pipeline::write_all() {
     Slot& slot = slots_[k % slots_.size()];
     if (fillers_ <= 1) {
       slot.chunk = k;
-      CHL_TRY_VOID(common::wrap(fill(ctx, k, slot), "at guest offset " + std::to_string(k * kChunk)));
+      CHL_TRY_VOID(
+          common::wrap(fill(ctx, k, slot), "at guest offset " + std::to_string(k * kChunk)));
     } else {
       std::unique_lock lock(mu_);
       ready_cv_.wait(lock, [&] { return slot.ready && slot.chunk == k; });
       if (slot.error)
-        return tl::unexpected(std::move(*slot.error).wrap("at guest offset " + std::to_string(k * kChunk)));
+        return tl::unexpected(
+            std::move(*slot.error).wrap("at guest offset " + std::to_string(k * kChunk)));
     }
     CHL_TRY_VOID(write(slot));
     if (opts_.sync && ((k + 1) * kChunk) % kWriteback == 0) {
@@ -345,7 +348,8 @@ common::Result<ConvertStats> convert_chain(const ImageLayer& top, const std::fil
   const OutputFile dest{out.fd(), direct ? direct.get() : -1};
   const bool copy = opts.copy == CopyMethod::CopyFileRange ||
                     (opts.copy == CopyMethod::Auto && clones_extents(top, out.fd()));
-  stats.threads = filler_count(opts, stats.allocated_bytes, (stats.virtual_size + kChunk - 1) / kChunk);
+  stats.threads =
+      filler_count(opts, stats.allocated_bytes, (stats.virtual_size + kChunk - 1) / kChunk);
   Pipeline pipeline(top, dest, opts, stats.threads, copy);
   CHL_TRY_VOID(pipeline.run());
   stats.bytes_written = pipeline.written();

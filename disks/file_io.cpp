@@ -130,13 +130,14 @@ common::Result<CopyOutcome> copy_range(int src_fd, std::uint64_t src_off, int ds
     if (data < 0) data = static_cast<off_t>(q);
     if (static_cast<std::uint64_t>(data) >= end) break;
     off_t hole = ::lseek(src_fd, data, SEEK_HOLE);
-    const std::uint64_t stop =
-        hole < 0 ? end : std::min(end, static_cast<std::uint64_t>(hole));
-    loff_t in = data, to = static_cast<loff_t>(dst_off + (static_cast<std::uint64_t>(data) - src_off));
+    const std::uint64_t stop = hole < 0 ? end : std::min(end, static_cast<std::uint64_t>(hole));
+    loff_t in = data,
+           to = static_cast<loff_t>(dst_off + (static_cast<std::uint64_t>(data) - src_off));
     while (static_cast<std::uint64_t>(in) < stop) {
       const ssize_t n = common::retry_eintr([&] {
         return ::copy_file_range(src_fd, &in, dst_fd, &to,
-                                 static_cast<std::size_t>(stop - static_cast<std::uint64_t>(in)), 0);
+                                 static_cast<std::size_t>(stop - static_cast<std::uint64_t>(in)),
+                                 0);
       });
       if (n < 0 && refusal(errno)) {
         out.refused = true;

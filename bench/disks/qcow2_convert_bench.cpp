@@ -110,7 +110,8 @@ void fill_binary(char* buf, std::size_t len, std::uint64_t& seed) {
     std::uint64_t v = xorshift(seed);
     const std::size_t rep = 1 + (v >> 60) % 3;
     for (int k = 0; k < 8 && i < len; ++k, v >>= 4) {
-      for (std::size_t r = 0; r < rep && i < len; ++r) buf[i++] = static_cast<char>(0x40 + (v & 15));
+      for (std::size_t r = 0; r < rep && i < len; ++r)
+        buf[i++] = static_cast<char>(0x40 + (v & 15));
     }
   }
 }
@@ -145,7 +146,8 @@ bool make_raw_source(const fs::path& p, const Size& s) {
       fill_random(buf.data(), len, seed);
     }
     for (std::uint64_t b = 0; b < len; b += 4096) {
-      if (xorshift(seed) % 32 == 0) std::memset(buf.data() + b, 0, std::min<std::uint64_t>(4096, len - b));
+      if (xorshift(seed) % 32 == 0)
+        std::memset(buf.data() + b, 0, std::min<std::uint64_t>(4096, len - b));
     }
     if (::pwrite(fd, buf.data(), len, static_cast<off_t>(off)) != static_cast<ssize_t>(len))
       return false;
@@ -180,8 +182,8 @@ double median(std::vector<double> v) {
 
 std::string spread(const std::vector<double>& v) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.3f (%.3f-%.3f)", median(v), *std::min_element(v.begin(), v.end()),
-                *std::max_element(v.begin(), v.end()));
+  std::snprintf(buf, sizeof buf, "%.3f (%.3f-%.3f)", median(v),
+                *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end()));
   return buf;
 }
 
@@ -247,8 +249,9 @@ int main(int argc, char** argv) {
         runs = std::max(1, std::atoi(a.c_str()));
       }
     } else {
-      std::fprintf(stderr, "usage: qcow2_convert_bench [--work DIR] [--runs N] [--sizes 64M,512M,4G] "
-                           "[--types none,zlib,zstd] [--ch-launcher PATH] [--keep] [--ours-arg ARG]...\n");
+      std::fprintf(stderr,
+                   "usage: qcow2_convert_bench [--work DIR] [--runs N] [--sizes 64M,512M,4G] "
+                   "[--types none,zlib,zstd] [--ch-launcher PATH] [--keep] [--ours-arg ARG]...\n");
       return 2;
     }
   }
@@ -260,15 +263,17 @@ int main(int argc, char** argv) {
   const fs::path work = work_root / ("chl-qcow2-bench-" + std::to_string(::getpid()));
   fs::remove_all(work);
   fs::create_directories(work);
-  std::printf("%d timed runs per cell (+1 warm-up), tools alternating; wall s: median (min-max)\n\n",
-              runs);
-  std::printf("| image | clusters | mode | qemu-img wall s | ours wall s | ours faster by | "
-              "CPU s qemu-img / ours |\n|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "%d timed runs per cell (+1 warm-up), tools alternating; wall s: median (min-max)\n\n", runs);
+  std::printf(
+      "| image | clusters | mode | qemu-img wall s | ours wall s | ours faster by | "
+      "CPU s qemu-img / ours |\n|---|---|---|---|---|---|---|\n");
   std::fflush(stdout);
   std::vector<std::string> results;
   int status = 0;
   for (const auto& size_name : sizes) {
-    auto it = std::find_if(kSizes.begin(), kSizes.end(), [&](const Size& s) { return s.name == size_name; });
+    auto it = std::find_if(kSizes.begin(), kSizes.end(),
+                           [&](const Size& s) { return s.name == size_name; });
     if (it == kSizes.end()) {
       std::fprintf(stderr, "unknown size %s (64M, 512M, 4G)\n", size_name.c_str());
       return 2;
@@ -338,12 +343,13 @@ int main(int argc, char** argv) {
                     mq / mo, median(q.cpu), median(o.cpu));
         std::fflush(stdout);
         char line[256];
-        std::snprintf(line, sizeof line,
-                      "RESULT\tqcow2_%s_%s%s\tqcow2->raw %s (%s)%s\t%.3f\tqemu-img convert%s\t%.3f\ts\t"
-                      "faster_ge\t%s\n",
-                      size.name.c_str(), type.c_str(), sync ? "_sync" : "", size.name.c_str(),
-                      clusters.c_str(), sync ? ", synced" : "", mo, sync ? " + fdatasync" : "", mq,
-                      sync ? "1.0" : "1.5");
+        std::snprintf(
+            line, sizeof line,
+            "RESULT\tqcow2_%s_%s%s\tqcow2->raw %s (%s)%s\t%.3f\tqemu-img convert%s\t%.3f\ts\t"
+            "faster_ge\t%s\n",
+            size.name.c_str(), type.c_str(), sync ? "_sync" : "", size.name.c_str(),
+            clusters.c_str(), sync ? ", synced" : "", mo, sync ? " + fdatasync" : "", mq,
+            sync ? "1.0" : "1.5");
         results.push_back(line);
       }
       fs::remove(q_out);

@@ -25,7 +25,6 @@ using q::convert_ok;
 
 namespace {
 
-
 // A raw file of `mib` MiB: text-like and random extents (random clusters stay plain under
 // `qemu-img convert -c`), zero blocks inside data, and holes.
 fs::path mixed_raw(const TempDir& tmp, const std::string& name, std::uint64_t mib) {
@@ -52,7 +51,8 @@ fs::path mixed_raw(const TempDir& tmp, const std::string& name, std::uint64_t mi
 
 fs::path qcow2_of(const fs::path& raw, const fs::path& img, const std::string& compression) {
   std::vector<std::string> argv{"qemu-img", "convert", "-f", "raw", "-O", "qcow2"};
-  if (compression != "none") argv.insert(argv.end(), {"-c", "-o", "compression_type=" + compression});
+  if (compression != "none")
+    argv.insert(argv.end(), {"-c", "-o", "compression_type=" + compression});
   argv.insert(argv.end(), {raw.string(), img.string()});
   q::must(argv);
   return img;
@@ -111,7 +111,8 @@ TEST_CASE("plain clusters copied with copy_file_range: identical, source holes s
 TEST_CASE("copy_file_range refused (EXDEV: another filesystem) falls back to read and write") {
   if (!q::have_qemu_tools()) return skip("qemu-img/qemu-io not installed");
   TempDir tmp("chl-qcopy");
-  struct stat here {}, shm {};
+  struct stat here {
+  }, shm{};
   if (::stat(tmp.path().c_str(), &here) != 0 || ::stat("/dev/shm", &shm) != 0 ||
       here.st_dev == shm.st_dev || ::access("/dev/shm", W_OK) != 0)
     return skip("/dev/shm is not another writable filesystem");
@@ -212,8 +213,8 @@ TEST_CASE("a corrupt compressed cluster far into a threaded conversion: error, n
   {
     // 40 MiB of compressible text: every cluster compressed.
     std::string text;
-    while (text.size() < (40u << 20)) text += "a disk image for a virtual machine, line " +
-                                              std::to_string(text.size()) + "\n";
+    while (text.size() < (40u << 20))
+      text += "a disk image for a virtual machine, line " + std::to_string(text.size()) + "\n";
     text.resize(40u << 20);
     chl::test::write_file(raw, text);
   }
