@@ -89,12 +89,12 @@ class Routes {
   std::map<std::string, RpcMethod> build() {
     routes_["/kubevirt.cmd.info.CmdInfo/Info"] =
         method<info::CmdInfoRequest, info::CmdInfoResponse>(
-            false, [](const auto&, info::CmdInfoResponse& out) { out.add_supportedcmdversions(1); });
+            false,
+            [](const auto&, info::CmdInfoResponse& out) { out.add_supportedcmdversions(1); });
     CmdHandler& h = handler_;
     add<v1::VMIRequest, v1::Response>("SyncVirtualMachine", [&h](const auto& req, auto& out) {
-      answer(&out, "SyncVirtualMachine", [&] {
-        return h.sync(req.vmi().vmijson(), to_sync_options(req.options()));
-      });
+      answer(&out, "SyncVirtualMachine",
+             [&] { return h.sync(req.vmi().vmijson(), to_sync_options(req.options())); });
     });
     vmi("PauseVirtualMachine", &CmdHandler::pause);
     vmi("UnpauseVirtualMachine", &CmdHandler::unpause);
@@ -105,9 +105,8 @@ class Routes {
     vmi("ResetVirtualMachine", &CmdHandler::reset);
     vmi("SyncVirtualMachineCPUs", &CmdHandler::sync_cpus);
     vmi("SyncVirtualMachineMemory", &CmdHandler::sync_memory);
-    add<v1::EmptyRequest, v1::Response>("Ping", [&h](const auto&, auto& out) {
-      answer(&out, "Ping", [&] { return h.ping(); });
-    });
+    add<v1::EmptyRequest, v1::Response>(
+        "Ping", [&h](const auto&, auto& out) { answer(&out, "Ping", [&] { return h.ping(); }); });
     add<v1::EmptyRequest, v1::DomainResponse>("GetDomain", [&h](const auto&, auto& out) {
       answer(out.mutable_response(), "GetDomain", [&] {
         return h.get_domain().map([&](std::string json) { out.set_domain(std::move(json)); });
@@ -166,8 +165,8 @@ class Routes {
   }
   template <typename Request, typename Answer>
   void refuse(const char* rpc) {
-    routes_[std::string(kCmd) + rpc] = method<Request, Answer>(
-        false, [rpc, message = not_supported_](const auto&, Answer& out) {
+    routes_[std::string(kCmd) + rpc] =
+        method<Request, Answer>(false, [rpc, message = not_supported_](const auto&, Answer& out) {
           fail(response_of(&out), rpc, message);
         });
   }

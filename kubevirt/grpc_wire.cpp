@@ -36,9 +36,9 @@ bool MessageReader::append(std::string_view bytes) {
     const std::size_t n = (std::size_t{p[1]} << 24) | (std::size_t{p[2]} << 16) |
                           (std::size_t{p[3]} << 8) | std::size_t{p[4]};
     if (n > kMaxGrpcMessage)
-      return fail(GrpcCode::ResourceExhausted,
-                  "message of " + std::to_string(n) + " bytes is larger than the limit of " +
-                      std::to_string(kMaxGrpcMessage));
+      return fail(GrpcCode::ResourceExhausted, "message of " + std::to_string(n) +
+                                                   " bytes is larger than the limit of " +
+                                                   std::to_string(kMaxGrpcMessage));
     if (buf_.size() > 5 + n) return fail(GrpcCode::Unimplemented, "more than one message");
   }
   return true;
@@ -74,13 +74,20 @@ std::optional<std::chrono::milliseconds> parse_grpc_timeout(std::string_view v) 
   if (ec != std::errc() || end != digits.data() + digits.size() || n < 0) return std::nullopt;
   using namespace std::chrono;
   switch (v.back()) {
-    case 'H': return duration_cast<milliseconds>(hours(n));
-    case 'M': return duration_cast<milliseconds>(minutes(n));
-    case 'S': return duration_cast<milliseconds>(seconds(n));
-    case 'm': return milliseconds(n);
-    case 'u': return duration_cast<milliseconds>(microseconds(n));
-    case 'n': return duration_cast<milliseconds>(nanoseconds(n));
-    default: return std::nullopt;
+    case 'H':
+      return duration_cast<milliseconds>(hours(n));
+    case 'M':
+      return duration_cast<milliseconds>(minutes(n));
+    case 'S':
+      return duration_cast<milliseconds>(seconds(n));
+    case 'm':
+      return milliseconds(n);
+    case 'u':
+      return duration_cast<milliseconds>(microseconds(n));
+    case 'n':
+      return duration_cast<milliseconds>(nanoseconds(n));
+    default:
+      return std::nullopt;
   }
 }
 
@@ -120,13 +127,17 @@ std::string percent_decode(std::string_view s) {
 
 GrpcCode code_of_http_status(int status) {
   switch (status) {
-    case 400: return GrpcCode::Internal;
-    case 404: return GrpcCode::Unimplemented;
+    case 400:
+      return GrpcCode::Internal;
+    case 404:
+      return GrpcCode::Unimplemented;
     case 429:
     case 502:
     case 503:
-    case 504: return GrpcCode::Unavailable;
-    default: return GrpcCode::Unknown;
+    case 504:
+      return GrpcCode::Unavailable;
+    default:
+      return GrpcCode::Unknown;
   }
 }
 

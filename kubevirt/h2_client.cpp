@@ -67,8 +67,10 @@ struct RpcChannel::Connection {
     if (n == ":status" || n == "grpc-status") {
       auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), number);
       if (ec != std::errc() || end != v.data() + v.size()) number = -1;
-      if (n == ":status") c->http_status = number;
-      else c->grpc_status = number < 0 ? static_cast<int>(GrpcCode::Unknown) : number;
+      if (n == ":status")
+        c->http_status = number;
+      else
+        c->grpc_status = number < 0 ? static_cast<int>(GrpcCode::Unknown) : number;
     }
     if (n == "grpc-message") c->grpc_message = percent_decode(v);
     return 0;
@@ -95,8 +97,7 @@ struct RpcChannel::Connection {
 };
 
 RpcChannel::RpcChannel(std::string socket_path)
-    : socket_path_(std::move(socket_path)),
-      cancel_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+    : socket_path_(std::move(socket_path)), cancel_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
 
 RpcChannel::~RpcChannel() = default;
 
@@ -147,11 +148,14 @@ GrpcReply RpcChannel::call(std::string_view path, std::string_view request,
   const auto now = std::chrono::steady_clock::now();
   const std::string timeout = format_grpc_timeout(
       std::chrono::ceil<std::chrono::milliseconds>(std::max(deadline - now, now - now)));
-  const nghttp2_nv headers[] = {
-      h2_header(":method", "POST"),      h2_header(":scheme", "http"),
-      h2_header(":path", path),          h2_header(":authority", "localhost"),
-      h2_header("content-type", "application/grpc"), h2_header("te", "trailers"),
-      h2_header("grpc-timeout", timeout), h2_header("user-agent", "ch-launcher")};
+  const nghttp2_nv headers[] = {h2_header(":method", "POST"),
+                                h2_header(":scheme", "http"),
+                                h2_header(":path", path),
+                                h2_header(":authority", "localhost"),
+                                h2_header("content-type", "application/grpc"),
+                                h2_header("te", "trailers"),
+                                h2_header("grpc-timeout", timeout),
+                                h2_header("user-agent", "ch-launcher")};
   nghttp2_data_provider body{};
   body.source.ptr = &call;
   body.read_callback = read_request;
@@ -210,11 +214,13 @@ GrpcReply RpcChannel::call(std::string_view path, std::string_view request,
   if (call.reset_code == NGHTTP2_REFUSED_STREAM) return unavailable("stream refused");
   if (call.reset_code == NGHTTP2_CANCEL) return {GrpcCode::Cancelled, "stream cancelled", {}};
   if (call.reset_code != 0)
-    return {GrpcCode::Internal, "stream reset (HTTP/2 error " + std::to_string(call.reset_code) + ")",
+    return {GrpcCode::Internal,
+            "stream reset (HTTP/2 error " + std::to_string(call.reset_code) + ")",
             {}};
   if (call.http_status != 200)
     return {code_of_http_status(call.http_status),
-            "HTTP status " + std::to_string(call.http_status), {}};
+            "HTTP status " + std::to_string(call.http_status),
+            {}};
   return {GrpcCode::Internal, "answer without grpc-status", {}};
 }
 

@@ -154,10 +154,9 @@ struct RpcServer::Impl {
     // Trailers-Only: one HEADERS frame ending the stream.
     const std::string status = std::to_string(static_cast<int>(s.reply.code));
     const std::string message = percent_encode(s.reply.message);
-    const nghttp2_nv headers[] = {h2_header(":status", "200"),
-                                  h2_header("content-type", "application/grpc"),
-                                  h2_header("grpc-status", status),
-                                  h2_header("grpc-message", message)};
+    const nghttp2_nv headers[] = {
+        h2_header(":status", "200"), h2_header("content-type", "application/grpc"),
+        h2_header("grpc-status", status), h2_header("grpc-message", message)};
     nghttp2_submit_response(c.session, id, headers, 4, nullptr);
   }
 
@@ -315,8 +314,8 @@ struct RpcServer::Impl {
       fds.push_back({wake.get(), POLLIN, 0});
       if (listener) fds.push_back({listener.get(), POLLIN, 0});
       for (auto& [id, c] : conns) {
-        fds.push_back({c->fd.get(), static_cast<short>(POLLIN | (c->io.blocked() ? POLLOUT : 0)),
-                       0});
+        fds.push_back(
+            {c->fd.get(), static_cast<short>(POLLIN | (c->io.blocked() ? POLLOUT : 0)), 0});
         ids.push_back(id);
       }
       int timeout = -1;  // idle: no wake-up at all

@@ -154,11 +154,10 @@ TEST_CASE("rpc interop: many concurrent calls on several connections all get the
         v1::DomainResponse d;
         v1::VMIRequest req;
         req.mutable_vmi()->set_vmijson(std::to_string(t));
-        const bool good = (i == 0) ? stub->SyncVirtualMachine(ctx().get(), req, &r).ok() &&
-                                         r.success()
-                          : (i % 2) ? stub->Ping(ctx().get(), {}, &r).ok() && r.success()
-                                    : stub->GetDomain(ctx().get(), {}, &d).ok() &&
-                                          d.domain() == "{}";
+        const bool good =
+            (i == 0)  ? stub->SyncVirtualMachine(ctx().get(), req, &r).ok() && r.success()
+            : (i % 2) ? stub->Ping(ctx().get(), {}, &r).ok() && r.success()
+                      : stub->GetDomain(ctx().get(), {}, &d).ok() && d.domain() == "{}";
         ok += good ? 1 : 0;
       }
     });
@@ -262,9 +261,12 @@ void send_and_leave(const std::filesystem::path& socket, const std::string& path
                       reinterpret_cast<std::uint8_t*>(const_cast<char*>(v.data())), n.size(),
                       v.size(), NGHTTP2_NV_FLAG_NONE};
   };
-  const nghttp2_nv headers[] = {nv(":method", "POST"), nv(":scheme", "http"), nv(":path", path),
+  const nghttp2_nv headers[] = {nv(":method", "POST"),
+                                nv(":scheme", "http"),
+                                nv(":path", path),
                                 nv(":authority", "localhost"),
-                                nv("content-type", "application/grpc"), nv("te", "trailers")};
+                                nv("content-type", "application/grpc"),
+                                nv("te", "trailers")};
   REQUIRE(nghttp2_submit_request(session, nullptr, headers, 6, &provider, nullptr) > 0);
   const std::uint8_t* data = nullptr;
   for (ssize_t n; (n = nghttp2_session_mem_send(session, &data)) > 0;)
