@@ -99,7 +99,9 @@ struct RpcServer::Impl {
   void enqueue(Job job) {
     std::lock_guard lock(mu);
     jobs.push_back(std::move(job));
-    if (idle_workers == 0 && workers.size() < options.max_workers)
+    // A worker counted idle may be about to take an earlier job: spawn unless every queued job
+    // has an idle worker, so that no call waits behind a slow one while below max_workers.
+    if (jobs.size() > idle_workers && workers.size() < options.max_workers)
       workers.emplace_back([this] { work(); });
     work_cv.notify_one();
   }
