@@ -360,3 +360,44 @@ TEST_CASE("grpc wire: grpc-timeout and grpc-message encodings") {
   CHECK(reader.append(std::string("\0\2a", 3)));
   CHECK_FALSE(reader.finish().has_value());  // one byte short
 }
+
+TEST_CASE(
+    "rpc interop: stopping gives a held call its grace, then closes; the handler is waited for") {
+  auto f = std::make_unique<Served>();
+  f->handler.hold_sync = true;
+  auto stub = v1::Cmd::NewStub(f->channel());
+  auto call = std::async(std::launch::async, [&] {
+    v1::VMIRequest req;
+    req.mutable_vmi()->set_vmijson("{}");
+    v1::Response r;
+    return stub->SyncVirtualMachine(ctx(30s).get(), req, &r).error_code();
+  });
+  REQUIRE(f->handler.wait([&] { return f->handler.syncs_waiting == 1; }));
+  auto stopping = std::async(std::launch::async, [&] { f->server.reset(); });
+  // After its grace the server closes the connection: the caller hears so while the handler
+  // is still held, and the destructor then waits for the handler.
+  REQUIRE(call.wait_for(10s) == std::future_status::ready);
+  CHECK(call.get() == grpc::StatusCode::UNAVAILABLE);
+  CHECK(stopping.wait_for(0s) == std::future_status::timeout);
+  f->handler.release();
+  REQUIRE(stopping.wait_for(10s) == std::future_status::ready);
+  CHECK_FALSE(std::filesystem::exists(ready_socket_path(f->dir.path())));
+}
+
+TEST_CASE("rpc interop: a notify connection the server closed while idle is dialled again") {
+  chl::test::TempDir dir("kvi");
+  const auto socket = dir / "domain-notify-pipe.sock";
+  NotifyClient client({.socket_path = socket.string()});
+  auto first = std::make_unique<chl::test::TestNotifyServer>(socket);
+  client.send_k8s_event(R"({"reason":"Started"})");
+  REQUIRE(client.flush(std::chrono::steady_clock::now() + 10s));
+  first->stop();  // GOAWAY and close, while the client is idle
+  chl::test::TestNotifyServer second(socket);
+  client.send_k8s_event(R"({"reason":"Stopped"})");
+  REQUIRE(client.flush(std::chrono::steady_clock::now() + 10s));
+  REQUIRE(second.received().size() == 1);
+  CHECK(second.received()[0].json["reason"] == "Stopped");
+  // Noticed before the call, not by a failed call: no retry was needed.
+  CHECK(client.counters().failed_attempts == 0);
+  CHECK(client.counters().connects == 2);
+}
