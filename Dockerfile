@@ -46,9 +46,9 @@ FROM debian:bookworm-slim
 # BEGIN runtime-libraries
 RUN apt-get update \
  && apt-get install -y -t bookworm --no-install-recommends \
-      libabsl20220623 libc-ares2 libc6 libdeflate0 libfmt9 libgcc-s1 libgmp10 libgrpc++1.51 libgrpc29 \
-      libjansson4 libmnl0 libnftables1 libnftnl11 libnl-3-200 libnl-route-3-200 libprotobuf32 libre2-9 \
-      libseccomp2 libspdlog1.10 libssl3 libstdc++6 libxtables12 libyaml-cpp0.7 libzstd1 zlib1g \
+      libc6 libdeflate0 libfmt9 libgcc-s1 libgmp10 libjansson4 libmnl0 libnftables1 libnftnl11 \
+      libnghttp2-14 libnl-3-200 libnl-route-3-200 libprotobuf-lite32 libseccomp2 libspdlog1.10 libstdc++6 \
+      libxtables12 libyaml-cpp0.7 libzstd1 zlib1g \
  && rm -rf /var/lib/apt/lists/*
 # END runtime-libraries
 COPY --from=build /ch-launcher /usr/bin/ch-launcher

@@ -58,7 +58,8 @@ class ProgressLine {
 
 int run_convert(const std::vector<std::string>& argv) {
   const std::string cmd = "disk convert";
-  chl::cli::Args args({"--threads"}, {"--allow-backing", "--copy-raw", "--quiet", "--no-sync", "--buffered"});
+  chl::cli::Args args({"--threads"}, {"--allow-backing", "--copy-raw", "--quiet", "--sync",
+                                        "--no-sync", "--direct", "--buffered"});
   if (!args.parse(argv)) return chl::cli::usage_error(cmd, args.error());
   if (args.positionals().size() != 2)
     return chl::cli::usage_error(cmd, "expected SRC and DST (see --help)");
@@ -66,8 +67,8 @@ int run_convert(const std::vector<std::string>& argv) {
   chl::disks::ConvertOptions opts;
   opts.allow_backing = args.has("--allow-backing");
   opts.copy_raw = args.has("--copy-raw");
-  opts.sync = !args.has("--no-sync");
-  opts.direct = !args.has("--buffered");
+  opts.sync = args.has("--sync");      // --no-sync and --buffered: the defaults, still accepted
+  opts.direct = args.has("--direct");
   if (auto t = args.get("--threads")) {
     char* end = nullptr;
     unsigned long n = std::strtoul(t->c_str(), &end, 10);
@@ -126,16 +127,16 @@ chl::cli::Registrar convert_reg({
     "disk convert",
     "convert a qcow2 image to a sparse raw image (like qemu-img convert -O raw)",
     "usage: ch-launcher disk convert SRC DST [--allow-backing] [--copy-raw] [--threads N] "
-    "[--no-sync]\n"
-    "                                 [--buffered] [--quiet]\n\n"
+    "[--sync]\n"
+    "                                 [--direct] [--quiet]\n\n"
     "Converts SRC (format detected by content) to a raw image at DST. DST must not exist: it is\n"
     "written under a temporary name in its directory and renamed when complete.\n"
     "  --allow-backing  resolve SRC's backing chain (refused by default)\n"
     "  --copy-raw       when SRC is already raw, copy it (sparse); by default nothing is written\n"
-    "  --threads N      worker threads (default: two per core, at most 8; --buffered: one per core,\n"
-    "                   at most 4)\n"
-    "  --no-sync        skip the fdatasync before the rename (as qemu-img does)\n"
-    "  --buffered       write through the page cache only (default: aligned data with O_DIRECT)\n"
+    "  --threads N      decompression threads (default: one per core, at most 4, for images with\n"
+    "                   enough compressed data to pay for them)\n"
+    "  --sync           fdatasync the output before the rename (default: no flush, as qemu-img)\n"
+    "  --direct         write aligned data with O_DIRECT (default: through the page cache)\n"
     "  --quiet          no progress line, no summary\n"
     "Exit status: 0 done (or SRC already raw), 1 conversion failed, 2 usage error.",
     run_convert,

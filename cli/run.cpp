@@ -15,7 +15,8 @@ const char* kUsage =
     "                       [--hypervisor cloud-hypervisor|qemu-kvm] [--grace-period SECONDS] [--pod-layout]\n"
     "                       [--firmware-dir DIR] [--console-take-over] [--log-level LEVEL] [--log-file PATH]\n"
     "                       [--vmm-verbose N] [--vmm-seccomp true|false] [--accel auto|kvm|tcg]\n"
-    "                       [--restore SNAPSHOT-DIR] [--seccomp enforce|log|off] [--api-timeout SECONDS]\n\n"
+    "                       [--restore SNAPSHOT-DIR] [--seccomp enforce|log|off] [--api-timeout SECONDS]\n"
+    "                       [--allow-host-network]\n\n"
     "Run the VMI until it ends. SIGTERM/SIGINT press the ACPI power button and force the VM off after\n"
     "the grace period (default: the VMI's terminationGracePeriodSeconds, else 30).\n"
     "qemu-kvm (spec.hypervisor or --hypervisor) runs QEMU through libvirt (qemu:///system; a libvirtd is started\n"
@@ -25,14 +26,15 @@ const char* kUsage =
     "--seccomp: the launcher's own filter once the VMM runs (docs/security.md). --api-timeout bounds each\n"
     "VMM API call (default 5 s, 30 s for create/boot/shutdown).\n"
     "Interfaces joined to the pod network are wired (bridge, tap, nftables, DHCP: docs/network.md); that\n"
-    "needs CAP_NET_ADMIN in the pod's network namespace.\n"
+    "needs CAP_NET_ADMIN in the pod's network namespace. In the host's own network namespace (no pod, no\n"
+    "`ip netns exec`) it is refused unless --allow-host-network: it would rewire the host.\n"
     "Exit codes: 0 guest shut down cleanly, 1 could not start, 2 bad input, 3 crashed, 4 forced off.";
 
 int run(const std::vector<std::string>& argv) {
   Args a({"--vmi", "--state-dir", "--volume", "--vmm-binary", "--hypervisor", "--grace-period", "--firmware-dir",
           "--log-level", "--log-file", "--vmm-verbose", "--vmm-seccomp", "--accel", "--restore", "--seccomp",
           "--api-timeout"},
-         {"--pod-layout", "--console-take-over"});
+         {"--pod-layout", "--console-take-over", "--allow-host-network"});
   if (!a.parse(argv)) return usage_error("run", a.error());
   if (!a.positionals().empty()) return usage_error("run", "unexpected argument " + a.positionals()[0]);
   auto vmi = a.get("--vmi");
@@ -65,6 +67,7 @@ int run(const std::vector<std::string>& argv) {
   }
   o.pod_layout = a.has("--pod-layout");
   o.console_take_over = a.has("--console-take-over");
+  o.allow_host_network = a.has("--allow-host-network");
   if (auto f = a.get("--firmware-dir")) o.firmware_dir = *f;
   if (auto v = a.get("--vmm-verbose")) o.vmm_verbosity = std::atoi(v->c_str());
   if (auto s = a.get("--vmm-seccomp")) {

@@ -13,6 +13,7 @@
 #include "drivers/libvirt/accel_probe.hpp"
 #include "drivers/libvirt/domain_xml.hpp"
 #include "drivers/libvirt/module_loader.hpp"
+#include "network/host_namespace.hpp"
 #include "network/module_loader.hpp"
 #include "network/phase2.hpp"
 #include "launcher/plan.hpp"
@@ -187,6 +188,13 @@ int run_launcher(const launcher::LaunchOptions& opts, const LaunchHooks& hooks) 
   }
   boost::asio::io_context io;
   std::unique_ptr<network::WiredNetwork> wired;
+  // (Phase 2 alone changes nothing in the namespace: no refusal needed in virt-launcher mode.)
+  if (!plan->nics.empty() && opts.network_phase1 && !opts.allow_host_network && network::in_host_network_namespace())
+    return launch_error(
+        "pod network: this is the host's own network namespace, not a pod's: wiring the VMI's interfaces here "
+        "would put a bridge, NAT rules and a DHCP server on the host for the VM's life. Run it in a pod or a "
+        "network namespace of its own (ip netns exec), give the VMI no interfaces "
+        "(spec.domain.devices.autoattachPodInterface: false and no interfaces), or pass --allow-host-network");
   if (!plan->nics.empty()) {
     const auto t0 = std::chrono::steady_clock::now();
     auto facts = opts.network_phase1 ? network_module->api->discover_pod("/etc/resolv.conf")

@@ -1,8 +1,9 @@
 #pragma once
 // qcow2 -> raw conversion (`ch-launcher disk convert`). The output is byte-identical to
 // `qemu-img convert -O raw` and sparse: zero clusters, unallocated clusters and all-zero 4 KiB
-// blocks of data become holes. Memory is bounded (a 4 MiB buffer and small caches per worker
-// thread); the virtual disk is split into 16 MiB chunks taken by worker threads. The output is
+// blocks of data become holes. Memory is bounded (2 MiB buffers in a small ring, small caches
+// per thread); the virtual disk is cut into 2 MiB chunks filled by worker threads (reading,
+// decompressing) and written in order by the calling thread. The output is
 // written to a temporary file next to the destination and renamed on success; an existing
 // destination is never overwritten.
 #include <cstdint>
@@ -19,16 +20,31 @@ struct ConvertProgress {
   std::uint64_t total = 0;  // virtual size
 };
 
+// How plain (uncompressed) data clusters reach the output.
+enum class CopyMethod {
+  // copy_file_range where the filesystem shares extents (a reflink, probed with FICLONERANGE on
+  // the first data cluster: XFS, btrfs, ...); read and write elsewhere, where copy_file_range is
+  // an in-kernel copy measured slower than our read+write on ext4 (docs/disks.md).
+  Auto,
+  CopyFileRange,  // always copy_file_range (read and write where the kernel refuses it)
+  ReadWrite,      // always read into a buffer and write (all-zero 4 KiB blocks left as holes)
+};
+
 struct ConvertOptions {
   bool allow_backing = false;       // resolve backing chains instead of refusing them
   unsigned max_backing_depth = 16;  // layers below the top image
   bool copy_raw = false;            // raw input: copy it (sparse) instead of passing it through
-  unsigned threads = 0;             // worker threads; 0: two per core (at most 8) with direct,
-                                    // else one per core (at most 4)
-  bool sync = true;                 // fdatasync the output before the rename
+  // Threads filling buffers (reading, decompressing) while the calling thread writes them in
+  // order; 1: the calling thread does everything. 0: one per core (at most 4) when the image
+  // holds enough data to pay for them, else 1.
+  unsigned threads = 0;
+  // Durability: fdatasync the output (and fsync its directory) before it gets its name. Off by
+  // default, as qemu-img: the launcher re-makes a container disk from its image after a crash.
+  bool sync = false;
   // Write 4 KiB-aligned data through an O_DIRECT descriptor (no page-cache fill; falls back to
-  // buffered writes where the filesystem refuses O_DIRECT).
-  bool direct = true;
+  // buffered writes where the filesystem refuses O_DIRECT). Off by default.
+  bool direct = false;
+  CopyMethod copy = CopyMethod::Auto;
   bool check_free_space = true;
   // Called on the calling thread about four times a second while converting, and at the end.
   std::function<void(const ConvertProgress&)> progress;
@@ -39,6 +55,7 @@ struct ConvertStats {
   std::uint64_t virtual_size = 0;
   std::uint64_t allocated_bytes = 0;  // data the source (chain) may hold: the free space needed
   std::uint64_t bytes_written = 0;    // non-zero bytes written to the destination
+  std::uint64_t bytes_copied = 0;     // of those, copied file to file with copy_file_range
   std::size_t chain_length = 0;       // 1: no backing file
   unsigned threads = 0;
   bool passthrough = false;  // raw source and !copy_raw: nothing was written

@@ -1,5 +1,6 @@
 #include "disks/file_io.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -105,6 +106,52 @@ common::Result<std::uint64_t> write_sparse(const OutputFile& out, std::uint64_t 
     written += len - run_start;
   }
   return written;
+}
+
+namespace {
+
+// copy_file_range errors that mean "not between these two files": the caller reads and writes.
+bool refusal(int err) {
+  return err == EXDEV || err == EINVAL || err == ENOSYS || err == EOPNOTSUPP || err == EBADF ||
+         err == EPERM || err == ETXTBSY;
+}
+
+}  // namespace
+
+common::Result<CopyOutcome> copy_range(int src_fd, std::uint64_t src_off, int dst_fd,
+                                       std::uint64_t dst_off, std::uint64_t len) {
+  CopyOutcome out;
+  const std::uint64_t end = src_off + len;
+  std::uint64_t q = src_off;
+  while (q < end) {
+    // The next data extent of the source; without SEEK_DATA support, everything is data.
+    off_t data = ::lseek(src_fd, static_cast<off_t>(q), SEEK_DATA);
+    if (data < 0 && errno == ENXIO) break;  // only a hole (or the end of the file) is left
+    if (data < 0) data = static_cast<off_t>(q);
+    if (static_cast<std::uint64_t>(data) >= end) break;
+    off_t hole = ::lseek(src_fd, data, SEEK_HOLE);
+    const std::uint64_t stop = hole < 0 ? end : std::min(end, static_cast<std::uint64_t>(hole));
+    loff_t in = data,
+           to = static_cast<loff_t>(dst_off + (static_cast<std::uint64_t>(data) - src_off));
+    while (static_cast<std::uint64_t>(in) < stop) {
+      const ssize_t n = common::retry_eintr([&] {
+        return ::copy_file_range(src_fd, &in, dst_fd, &to,
+                                 static_cast<std::size_t>(stop - static_cast<std::uint64_t>(in)),
+                                 0);
+      });
+      if (n < 0 && refusal(errno)) {
+        out.refused = true;
+        return out;
+      }
+      if (n < 0)
+        return common::fail_errno("writing " + std::to_string(len) + " bytes at offset " +
+                                  std::to_string(dst_off) + " (copy_file_range)");
+      if (n == 0) return out;  // the source ended: the rest reads as zeros, a hole
+      out.copied += static_cast<std::uint64_t>(n);
+    }
+    q = stop;
+  }
+  return out;
 }
 
 }  // namespace chl::disks

@@ -35,6 +35,17 @@ struct OutputFile {
 // kSparseBlock in the file. Returns the bytes actually written.
 common::Result<std::uint64_t> write_sparse(const OutputFile& out, std::uint64_t offset,
                                            const std::uint8_t* buf, std::size_t len);
+// Copy `len` bytes at `src_off` of `src_fd` to `dst_off` of `dst_fd` with copy_file_range(2):
+// kernel-side, a reflink where the filesystem shares extents. The source's holes stay holes
+// (only its SEEK_DATA extents are copied), and so does anything past its end.
+struct CopyOutcome {
+  std::uint64_t copied = 0;  // bytes copied (holes not counted)
+  bool refused = false;      // the kernel will not copy between these files (EXDEV, EINVAL,
+                             // ENOSYS, EOPNOTSUPP, ...): read and write the range instead
+};
+common::Result<CopyOutcome> copy_range(int src_fd, std::uint64_t src_off, int dst_fd,
+                                       std::uint64_t dst_off, std::uint64_t len);
+
 inline common::Result<std::uint64_t> write_sparse(int fd, std::uint64_t offset,
                                                   const std::uint8_t* buf, std::size_t len) {
   return write_sparse(OutputFile{fd, -1}, offset, buf, len);

@@ -124,6 +124,10 @@ common::Status RawLayer::read(ReadContext&, std::uint64_t off, std::uint64_t len
   return {};
 }
 
+common::Result<Mapping> RawLayer::map(ReadContext&, std::uint64_t off, std::uint64_t len) const {
+  return Mapping{len, fd_.get(), off};
+}
+
 common::Result<std::uint64_t> RawLayer::allocated_bytes(ReadContext&) const { return size_; }
 
 }  // namespace chl::disks

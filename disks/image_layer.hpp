@@ -32,6 +32,14 @@ struct ReadContext {
   Decompressor decompressor;
 };
 
+// Where the bytes of a range of the virtual disk are stored as they are (a plain data cluster,
+// a raw backing file), so that they can be copied file to file without being read.
+struct Mapping {
+  std::uint64_t length = 0;  // bytes from the queried offset with this answer (>= 1)
+  int fd = -1;               // the file holding them; -1: they must be read (decompressed, ...)
+  std::uint64_t host = 0;    // their offset in `fd`
+};
+
 // What a range of the virtual disk holds.
 struct Extent {
   bool zero = false;         // true: reads as zeros for sure; false: may hold data
@@ -55,6 +63,10 @@ class ImageLayer {
   // Read [off, off+len) of the virtual disk into buf (within the virtual size).
   virtual common::Status read(ReadContext& ctx, std::uint64_t off, std::uint64_t len,
                               std::uint8_t* buf) const = 0;
+  // Where [off, off+len) starts to be stored (len > 0, within the virtual size, not known to
+  // read as zeros): the answer holds for the returned length, at least 1 byte and at most len.
+  virtual common::Result<Mapping> map(ReadContext& ctx, std::uint64_t off,
+                                      std::uint64_t len) const = 0;
   // Bytes this chain may hold data for (an upper bound of what a conversion writes); walking
   // all metadata also checks every table entry against the file.
   virtual common::Result<std::uint64_t> allocated_bytes(ReadContext& ctx) const = 0;
@@ -73,6 +85,8 @@ class RawLayer final : public ImageLayer {
                                 std::uint64_t len) const override;
   common::Status read(ReadContext& ctx, std::uint64_t off, std::uint64_t len,
                       std::uint8_t* buf) const override;
+  common::Result<Mapping> map(ReadContext& ctx, std::uint64_t off,
+                              std::uint64_t len) const override;
   common::Result<std::uint64_t> allocated_bytes(ReadContext& ctx) const override;
   [[nodiscard]] int fd() const { return fd_.get(); }
 

@@ -322,6 +322,15 @@ common::Status Qcow2Layer::read(ReadContext& ctx, std::uint64_t off, std::uint64
   return flush();
 }
 
+common::Result<Mapping> Qcow2Layer::map(ReadContext& ctx, std::uint64_t off,
+                                         std::uint64_t len) const {
+  CHL_TRY(Piece p, piece(ctx, off, len));
+  if (p.kind == Kind::Data) return Mapping{p.length, fd_.get(), p.host};
+  if (p.kind == Kind::Unallocated && backing_ && off < backing_->virtual_size())
+    return backing_->map(ctx, off, std::min(p.length, backing_->virtual_size() - off));
+  return Mapping{p.length, -1, 0};
+}
+
 common::Result<std::uint64_t> Qcow2Layer::allocated_bytes(ReadContext& ctx) const {
   std::uint64_t total = 0, off = 0;
   while (off < h_.size) {

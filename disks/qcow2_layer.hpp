@@ -28,6 +28,8 @@ class Qcow2Layer final : public ImageLayer {
                                 std::uint64_t len) const override;
   common::Status read(ReadContext& ctx, std::uint64_t off, std::uint64_t len,
                       std::uint8_t* buf) const override;
+  common::Result<Mapping> map(ReadContext& ctx, std::uint64_t off,
+                              std::uint64_t len) const override;
   common::Result<std::uint64_t> allocated_bytes(ReadContext& ctx) const override;
 
  private:

@@ -1,20 +1,19 @@
 #include "kubevirt/cmd_server.hpp"
 
-#include <grpcpp/grpcpp.h>
-
-#include <chrono>
 #include <exception>
 #include <system_error>
 
 #include "common/log.hpp"
 #include "common/unix_socket.hpp"
-#include "kubevirt/proto/cmd.grpc.pb.h"
-#include "kubevirt/proto/cmd_info.grpc.pb.h"
+#include "kubevirt/h2_server.hpp"
+#include "kubevirt/proto_lite/cmd.pb.h"
+#include "kubevirt/proto_lite/cmd_info.pb.h"
 
 namespace chl::kubevirt {
 
-namespace v1 = ::kubevirt::cmd::v1;
-namespace info = ::kubevirt::cmd::info;
+// Lite messages of the same wire contract (kubevirt/lite_proto.cmake).
+namespace v1 = ::kubevirt_lite::cmd::v1;
+namespace info = ::kubevirt_lite::cmd::info;
 
 std::filesystem::path init_socket_path(const std::filesystem::path& share_dir) {
   return share_dir / "sockets" / "launcher-init-sock";
@@ -40,7 +39,7 @@ void fail(v1::Response* out, const char* rpc, const std::string& message) {
 
 // Run one handler call; its error (or an exception escaping it) is the Response's message.
 template <typename F>
-grpc::Status answer(v1::Response* out, const char* rpc, F&& call) {
+void answer(v1::Response* out, const char* rpc, F&& call) {
   try {
     auto result = call();
     out->set_success(result.has_value());
@@ -48,7 +47,6 @@ grpc::Status answer(v1::Response* out, const char* rpc, F&& call) {
   } catch (const std::exception& e) {
     fail(out, rpc, std::string("internal error: ") + e.what());
   }
-  return grpc::Status::OK;
 }
 
 SyncOptions to_sync_options(const v1::VirtualMachineOptions& o) {
@@ -67,111 +65,121 @@ SyncOptions to_sync_options(const v1::VirtualMachineOptions& o) {
   return s;
 }
 
-class InfoService final : public info::CmdInfo::Service {
-  grpc::Status Info(grpc::ServerContext*, const info::CmdInfoRequest*,
-                    info::CmdInfoResponse* out) override {
-    out->add_supportedcmdversions(1);
-    return grpc::Status::OK;
-  }
-};
+// A method taking a Request and answering an Answer through `body(request, answer)`.
+template <typename Request, typename Answer, typename F>
+RpcMethod method(bool may_block, F body) {
+  return {[body = std::move(body)](const std::string& bytes) -> GrpcReply {
+            Request request;
+            if (!request.ParseFromString(bytes))
+              return {GrpcCode::Internal, "cannot parse the request", {}};
+            Answer out;
+            body(request, out);
+            return {GrpcCode::Ok, {}, out.SerializeAsString()};
+          },
+          may_block};
+}
 
-// An RPC the launcher does not implement: an immediate, clear refusal.
-#define CHL_CMD_NOT_SUPPORTED(Rpc, Request, Answer)                                      \
-  grpc::Status Rpc(grpc::ServerContext*, const v1::Request*, v1::Answer* out) override { \
-    fail(response_of(out), #Rpc, not_supported_);                                        \
-    return grpc::Status::OK;                                                             \
-  }
+constexpr const char* kCmd = "/kubevirt.cmd.v1.Cmd/";
 
-// An RPC taking the VMI and answering a plain Response through handler.<method>(vmi_json).
-#define CHL_CMD_VMI(Rpc, method)                                                                  \
-  grpc::Status Rpc(grpc::ServerContext*, const v1::VMIRequest* req, v1::Response* out) override { \
-    return answer(out, #Rpc, [&] { return handler_.method(req->vmi().vmijson()); });              \
-  }
-
-class CmdService final : public v1::Cmd::Service {
+class Routes {
  public:
-  CmdService(CmdHandler& handler, std::string not_supported)
+  Routes(CmdHandler& handler, std::string not_supported)
       : handler_(handler), not_supported_(std::move(not_supported)) {}
 
-  grpc::Status SyncVirtualMachine(grpc::ServerContext*, const v1::VMIRequest* req,
-                                  v1::Response* out) override {
-    return answer(out, "SyncVirtualMachine", [&] {
-      return handler_.sync(req->vmi().vmijson(), to_sync_options(req->options()));
+  std::map<std::string, RpcMethod> build() {
+    routes_["/kubevirt.cmd.info.CmdInfo/Info"] =
+        method<info::CmdInfoRequest, info::CmdInfoResponse>(
+            false,
+            [](const auto&, info::CmdInfoResponse& out) { out.add_supportedcmdversions(1); });
+    CmdHandler& h = handler_;
+    add<v1::VMIRequest, v1::Response>("SyncVirtualMachine", [&h](const auto& req, auto& out) {
+      answer(&out, "SyncVirtualMachine",
+             [&] { return h.sync(req.vmi().vmijson(), to_sync_options(req.options())); });
     });
-  }
-  CHL_CMD_VMI(PauseVirtualMachine, pause)
-  CHL_CMD_VMI(UnpauseVirtualMachine, unpause)
-  CHL_CMD_VMI(ShutdownVirtualMachine, shutdown)
-  CHL_CMD_VMI(KillVirtualMachine, kill)
-  CHL_CMD_VMI(DeleteVirtualMachine, delete_domain)
-  CHL_CMD_VMI(SoftRebootVirtualMachine, soft_reboot)
-  CHL_CMD_VMI(ResetVirtualMachine, reset)
-  CHL_CMD_VMI(SyncVirtualMachineCPUs, sync_cpus)
-  CHL_CMD_VMI(SyncVirtualMachineMemory, sync_memory)
+    vmi("PauseVirtualMachine", &CmdHandler::pause);
+    vmi("UnpauseVirtualMachine", &CmdHandler::unpause);
+    vmi("ShutdownVirtualMachine", &CmdHandler::shutdown);
+    vmi("KillVirtualMachine", &CmdHandler::kill);
+    vmi("DeleteVirtualMachine", &CmdHandler::delete_domain);
+    vmi("SoftRebootVirtualMachine", &CmdHandler::soft_reboot);
+    vmi("ResetVirtualMachine", &CmdHandler::reset);
+    vmi("SyncVirtualMachineCPUs", &CmdHandler::sync_cpus);
+    vmi("SyncVirtualMachineMemory", &CmdHandler::sync_memory);
+    add<v1::EmptyRequest, v1::Response>(
+        "Ping", [&h](const auto&, auto& out) { answer(&out, "Ping", [&] { return h.ping(); }); });
+    add<v1::EmptyRequest, v1::DomainResponse>("GetDomain", [&h](const auto&, auto& out) {
+      answer(out.mutable_response(), "GetDomain", [&] {
+        return h.get_domain().map([&](std::string json) { out.set_domain(std::move(json)); });
+      });
+    });
+    add<v1::EmptyRequest, v1::DomainStatsResponse>("GetDomainStats", [&h](const auto&, auto& out) {
+      answer(out.mutable_response(), "GetDomainStats", [&] {
+        return h.get_domain_stats().map(
+            [&](std::string json) { out.set_domainstats(std::move(json)); });
+      });
+    });
+    add<v1::EmptyRequest, v1::QemuVersionResponse>("GetQemuVersion", [&h](const auto&, auto& out) {
+      answer(out.mutable_response(), "GetQemuVersion", [&] {
+        return h.get_qemu_version().map(
+            [&](std::string version) { out.set_version(std::move(version)); });
+      });
+    });
 
-  grpc::Status Ping(grpc::ServerContext*, const v1::EmptyRequest*, v1::Response* out) override {
-    return answer(out, "Ping", [&] { return handler_.ping(); });
+    // Everything else (docs/kubevirt.md lists why each is not supported): refused at once.
+    refuse<v1::FreezeRequest, v1::Response>("FreezeVirtualMachine");
+    refuse<v1::VMIRequest, v1::Response>("UnfreezeVirtualMachine");
+    refuse<v1::MigrationRequest, v1::Response>("MigrateVirtualMachine");
+    refuse<v1::VMIRequest, v1::Response>("SyncMigrationTarget");
+    refuse<v1::VMIRequest, v1::Response>("CancelVirtualMachineMigration");
+    refuse<v1::VMIRequest, v1::Response>("SignalTargetPodCleanup");
+    refuse<v1::VMIRequest, v1::Response>("FinalizeVirtualMachineMigration");
+    refuse<v1::VMIRequest, v1::Response>("HotplugHostDevices");
+    refuse<v1::EmptyRequest, v1::GuestInfoResponse>("GetGuestInfo");
+    refuse<v1::EmptyRequest, v1::GuestUserListResponse>("GetUsers");
+    refuse<v1::EmptyRequest, v1::GuestFilesystemsResponse>("GetFilesystems");
+    refuse<v1::ExecRequest, v1::ExecResponse>("Exec");
+    refuse<v1::GuestPingRequest, v1::GuestPingResponse>("GuestPing");
+    refuse<v1::MemoryDumpRequest, v1::Response>("VirtualMachineMemoryDump");
+    refuse<v1::EmptyRequest, v1::SEVInfoResponse>("GetSEVInfo");
+    refuse<v1::VMIRequest, v1::LaunchMeasurementResponse>("GetLaunchMeasurement");
+    refuse<v1::InjectLaunchSecretRequest, v1::Response>("InjectLaunchSecret");
+    refuse<v1::EmptyRequest, v1::DirtyRateStatsResponse>("GetDomainDirtyRateStats");
+    refuse<v1::VMIRequest, v1::ScreenshotResponse>("GetScreenshot");
+    refuse<v1::BackupRequest, v1::Response>("BackupVirtualMachine");
+    refuse<v1::RedefineCheckpointRequest, v1::RedefineCheckpointResponse>("RedefineCheckpoint");
+    refuse<v1::VMStatsRequest, v1::VMStatsResponse>("GetVMStats");
+    return std::move(routes_);
   }
-  grpc::Status GetDomain(grpc::ServerContext*, const v1::EmptyRequest*,
-                         v1::DomainResponse* out) override {
-    return answer(out->mutable_response(), "GetDomain", [&] {
-      return handler_.get_domain().map([&](std::string json) { out->set_domain(std::move(json)); });
-    });
-  }
-  grpc::Status GetDomainStats(grpc::ServerContext*, const v1::EmptyRequest*,
-                              v1::DomainStatsResponse* out) override {
-    return answer(out->mutable_response(), "GetDomainStats", [&] {
-      return handler_.get_domain_stats().map(
-          [&](std::string json) { out->set_domainstats(std::move(json)); });
-    });
-  }
-  grpc::Status GetQemuVersion(grpc::ServerContext*, const v1::EmptyRequest*,
-                              v1::QemuVersionResponse* out) override {
-    return answer(out->mutable_response(), "GetQemuVersion", [&] {
-      return handler_.get_qemu_version().map(
-          [&](std::string version) { out->set_version(std::move(version)); });
-    });
-  }
-
-  // Everything else (docs/kubevirt.md lists why each is not supported).
-  CHL_CMD_NOT_SUPPORTED(FreezeVirtualMachine, FreezeRequest, Response)
-  CHL_CMD_NOT_SUPPORTED(UnfreezeVirtualMachine, VMIRequest, Response)
-  CHL_CMD_NOT_SUPPORTED(MigrateVirtualMachine, MigrationRequest, Response)
-  CHL_CMD_NOT_SUPPORTED(SyncMigrationTarget, VMIRequest, Response)
-  CHL_CMD_NOT_SUPPORTED(CancelVirtualMachineMigration, VMIRequest, Response)
-  CHL_CMD_NOT_SUPPORTED(SignalTargetPodCleanup, VMIRequest, Response)
-  CHL_CMD_NOT_SUPPORTED(FinalizeVirtualMachineMigration, VMIRequest, Response)
-  CHL_CMD_NOT_SUPPORTED(HotplugHostDevices, VMIRequest, Response)
-  CHL_CMD_NOT_SUPPORTED(GetGuestInfo, EmptyRequest, GuestInfoResponse)
-  CHL_CMD_NOT_SUPPORTED(GetUsers, EmptyRequest, GuestUserListResponse)
-  CHL_CMD_NOT_SUPPORTED(GetFilesystems, EmptyRequest, GuestFilesystemsResponse)
-  CHL_CMD_NOT_SUPPORTED(Exec, ExecRequest, ExecResponse)
-  CHL_CMD_NOT_SUPPORTED(GuestPing, GuestPingRequest, GuestPingResponse)
-  CHL_CMD_NOT_SUPPORTED(VirtualMachineMemoryDump, MemoryDumpRequest, Response)
-  CHL_CMD_NOT_SUPPORTED(GetSEVInfo, EmptyRequest, SEVInfoResponse)
-  CHL_CMD_NOT_SUPPORTED(GetLaunchMeasurement, VMIRequest, LaunchMeasurementResponse)
-  CHL_CMD_NOT_SUPPORTED(InjectLaunchSecret, InjectLaunchSecretRequest, Response)
-  CHL_CMD_NOT_SUPPORTED(GetDomainDirtyRateStats, EmptyRequest, DirtyRateStatsResponse)
-  CHL_CMD_NOT_SUPPORTED(GetScreenshot, VMIRequest, ScreenshotResponse)
-  CHL_CMD_NOT_SUPPORTED(BackupVirtualMachine, BackupRequest, Response)
-  CHL_CMD_NOT_SUPPORTED(RedefineCheckpoint, RedefineCheckpointRequest, RedefineCheckpointResponse)
-  CHL_CMD_NOT_SUPPORTED(GetVMStats, VMStatsRequest, VMStatsResponse)
 
  private:
+  template <typename Request, typename Answer, typename F>
+  void add(const char* rpc, F body) {
+    routes_[std::string(kCmd) + rpc] = method<Request, Answer>(true, std::move(body));
+  }
+  // An RPC taking the VMI and answering a plain Response through handler.<fn>(vmi_json).
+  void vmi(const char* rpc, common::Status (CmdHandler::*fn)(std::string_view)) {
+    CmdHandler& h = handler_;
+    add<v1::VMIRequest, v1::Response>(rpc, [&h, rpc, fn](const v1::VMIRequest& req, auto& out) {
+      answer(&out, rpc, [&] { return (h.*fn)(req.vmi().vmijson()); });
+    });
+  }
+  template <typename Request, typename Answer>
+  void refuse(const char* rpc) {
+    routes_[std::string(kCmd) + rpc] =
+        method<Request, Answer>(false, [rpc, message = not_supported_](const auto&, Answer& out) {
+          fail(response_of(&out), rpc, message);
+        });
+  }
+
   CmdHandler& handler_;
   std::string not_supported_;
+  std::map<std::string, RpcMethod> routes_;
 };
-
-#undef CHL_CMD_VMI
-#undef CHL_CMD_NOT_SUPPORTED
 
 }  // namespace
 
 struct CmdServer::Impl {
-  CmdService cmd;
-  InfoService info;
-  std::unique_ptr<grpc::Server> server;
-  Impl(CmdHandler& handler, std::string not_supported) : cmd(handler, std::move(not_supported)) {}
+  std::unique_ptr<RpcServer> server;
 };
 
 CmdServer::CmdServer(std::unique_ptr<Impl> impl, std::filesystem::path socket_path)
@@ -181,7 +189,6 @@ common::Result<std::unique_ptr<CmdServer>> CmdServer::start(CmdServerOptions opt
                                                             CmdHandler& handler) {
   const auto init = init_socket_path(options.share_dir);
   const auto ready = ready_socket_path(options.share_dir);
-  // Checked here so that a path gRPC cannot bind is our clear error, not gRPC's log line.
   if (auto address = common::unix_address(init); !address)  // the longer of the two names
     return tl::unexpected(std::move(address.error()).wrap("command server"));
   std::error_code ec;
@@ -189,25 +196,22 @@ common::Result<std::unique_ptr<CmdServer>> CmdServer::start(CmdServerOptions opt
   if (ec) return common::fail(ec, "creating " + init.parent_path().string());
   std::filesystem::remove(ready, ec);  // a previous launcher's socket: not ready yet
 
-  auto impl = std::make_unique<Impl>(handler, std::move(options.not_supported));
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix:" + init.string(), grpc::InsecureServerCredentials());
-  builder.RegisterService(&impl->cmd);
-  builder.RegisterService(&impl->info);
-  impl->server = builder.BuildAndStart();
-  if (!impl->server)
-    return common::fail(std::errc::address_not_available,
-                        "command server: cannot listen on " + init.string());
+  auto listener = common::listen_unix(init, 64);
+  if (!listener) return tl::unexpected(std::move(listener.error()).wrap("command server"));
+  auto server = RpcServer::start(std::move(*listener),
+                                 Routes(handler, std::move(options.not_supported)).build());
+  if (!server) return tl::unexpected(std::move(server.error()).wrap("command server"));
   if (::rename(init.c_str(), ready.c_str()) != 0)
     return common::fail_errno("command server: renaming " + init.string() + " to " +
                               ready.string());
   CHL_LOG_INFO("cmd: serving kubevirt.cmd.v1 on {}", ready.string());
+  auto impl = std::make_unique<Impl>();
+  impl->server = std::move(*server);
   return std::unique_ptr<CmdServer>(new CmdServer(std::move(impl), ready));
 }
 
 CmdServer::~CmdServer() {
-  impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-  impl_->server->Wait();
+  impl_->server->stop(std::chrono::seconds(1));
   std::error_code ec;
   std::filesystem::remove(socket_path_, ec);
 }

@@ -1,61 +1,53 @@
 #include "kubevirt/notify_client.hpp"
 
-#include <grpcpp/grpcpp.h>
-
 #include <algorithm>
 #include <filesystem>
 
 #include "common/log.hpp"
-#include "kubevirt/proto/notify.grpc.pb.h"
-#include "kubevirt/proto/notify_info.grpc.pb.h"
+#include "kubevirt/h2_client.hpp"
+#include "kubevirt/proto_lite/notify.pb.h"
+#include "kubevirt/proto_lite/notify_info.pb.h"
 
 namespace chl::kubevirt {
 
-namespace notify = ::kubevirt::notify;
+// Lite messages of the same wire contract (kubevirt/lite_proto.cmake).
+namespace notify = ::kubevirt_lite::notify;
 
 std::string_view to_string(DomainEventType t) {
   return t == DomainEventType::Added ? "ADDED" : "MODIFIED";
 }
 
-// The gRPC side: one channel and its stubs, made lazily and dropped on a transient failure
-// (so that a restarted virt-handler is reached through a fresh connection).
+// One HTTP/2 connection, made lazily and dropped on a transient failure (so that a restarted
+// virt-handler is reached through a fresh connection); cancel() is the destructor's.
 struct NotifyClient::Channel {
-  std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<notify::v1::Notify::Stub> notify;
+  explicit Channel(const std::string& socket) : rpc(socket) {}
+  RpcChannel rpc;
   bool negotiated = false;
+  void drop() {
+    rpc.disconnect();
+    negotiated = false;
+  }
 };
 
 namespace {
 
 // What virt-launcher retries on: the connection, not the answer.
-bool transient(const grpc::Status& s) {
-  switch (s.error_code()) {
-    case grpc::StatusCode::UNAVAILABLE:
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-    case grpc::StatusCode::ABORTED:
-    case grpc::StatusCode::CANCELLED:
+bool transient(GrpcCode c) {
+  switch (c) {
+    case GrpcCode::Unavailable:
+    case GrpcCode::DeadlineExceeded:
+    case GrpcCode::Aborted:
+    case GrpcCode::Cancelled:
       return true;
     default:
       return false;
   }
 }
 
-std::shared_ptr<grpc::Channel> make_channel(const NotifyClientOptions& o) {
-  grpc::ChannelArguments args;
-  // A channel of our own (not gRPC's process-wide subchannel pool), whose reconnect backoff
-  // is no longer than ours: a virt-handler that comes back is reached within max_backoff.
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, static_cast<int>(o.initial_backoff.count()));
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(o.initial_backoff.count()));
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(o.max_backoff.count()));
-  return grpc::CreateCustomChannel("unix:" + o.socket_path, grpc::InsecureChannelCredentials(),
-                                   args);
-}
-
 }  // namespace
 
 NotifyClient::NotifyClient(NotifyClientOptions options)
-    : options_(std::move(options)), channel_(std::make_unique<Channel>()) {
+    : options_(std::move(options)), channel_(std::make_unique<Channel>(options_.socket_path)) {
   worker_ = std::thread([this] { run(); });
 }
 
@@ -63,7 +55,7 @@ NotifyClient::~NotifyClient() {
   {
     std::lock_guard lock(mu_);
     stop_ = true;
-    if (active_) active_->TryCancel();
+    channel_->rpc.cancel();  // the RPC in flight ends at once
   }
   cv_.notify_all();
   done_cv_.notify_all();
@@ -175,75 +167,63 @@ NotifyClient::Outcome NotifyClient::deliver(const Item& item) {
   Channel& ch = *channel_;
   std::error_code ec;
   if (!std::filesystem::exists(options_.socket_path, ec)) {
-    ch = Channel{};  // virt-handler is not there (yet): nothing to dial
+    ch.drop();  // virt-handler is not there (yet): nothing to dial
     return Outcome::Retry;
   }
-  if (!ch.channel) {
-    ch.channel = make_channel(options_);
-    ch.notify = notify::v1::Notify::NewStub(ch.channel);
-    ch.negotiated = false;
-    std::lock_guard lock(mu_);
-    ++counters_.connects;
-  }
-
   // One RPC with its own deadline, cancellable by the destructor.
-  auto call = [&](auto&& rpc) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + options_.send_timeout);
-    {
+  auto call = [&](std::string_view path, const auto& request) {
+    const auto connects = ch.rpc.connects();
+    GrpcReply r = ch.rpc.call(path, request.SerializeAsString(),
+                              std::chrono::steady_clock::now() + options_.send_timeout);
+    if (ch.rpc.connects() != connects) {
+      ch.negotiated = false;
       std::lock_guard lock(mu_);
-      if (stop_) return grpc::Status(grpc::StatusCode::CANCELLED, "notify client stopping");
-      active_ = &ctx;
+      ++counters_.connects;
     }
-    grpc::Status s = rpc(ctx);
-    std::lock_guard lock(mu_);
-    active_ = nullptr;
-    return s;
+    return r;
   };
 
   if (!ch.negotiated) {
-    auto info = notify::info::NotifyInfo::NewStub(ch.channel);
     notify::info::NotifyInfoResponse versions;
-    grpc::Status s = call([&](grpc::ClientContext& ctx) {
-      return info->Info(&ctx, notify::info::NotifyInfoRequest{}, &versions);
-    });
-    if (!s.ok() && s.error_code() != grpc::StatusCode::UNIMPLEMENTED) {
-      CHL_LOG_DEBUG("notify: version check on {}: {}", options_.socket_path, s.error_message());
-      ch = Channel{};
+    GrpcReply r = call("/kubevirt.notify.info.NotifyInfo/Info", notify::info::NotifyInfoRequest{});
+    if (r.code == GrpcCode::Ok && !versions.ParseFromString(r.body))
+      r = {GrpcCode::Internal, "cannot parse NotifyInfoResponse", {}};
+    if (r.code != GrpcCode::Ok && r.code != GrpcCode::Unimplemented) {
+      CHL_LOG_DEBUG("notify: version check on {}: {}", options_.socket_path, r.message);
+      ch.drop();
       return Outcome::Retry;
     }
     const auto& v = versions.supportednotifyversions();
-    if (s.ok() && std::find(v.begin(), v.end(), 1U) == v.end()) {
+    if (r.code == GrpcCode::Ok && std::find(v.begin(), v.end(), 1U) == v.end()) {
       CHL_LOG_ERROR("notify: {} does not speak notify version 1", options_.socket_path);
-      ch = Channel{};
+      ch.drop();
       return Outcome::Retry;
     }
     ch.negotiated = true;
   }
 
-  notify::v1::Response response;
-  grpc::Status s;
+  GrpcReply r;
   if (item.domain) {
     notify::v1::DomainEventRequest req;
     req.set_domainjson(item.json);
     req.set_eventtype(std::string(to_string(item.type)));
-    s = call([&](grpc::ClientContext& ctx) {
-      return ch.notify->HandleDomainEvent(&ctx, req, &response);
-    });
+    r = call("/kubevirt.notify.v1.Notify/HandleDomainEvent", req);
   } else {
     notify::v1::K8sEventRequest req;
     req.set_eventjson(item.json);
-    s = call(
-        [&](grpc::ClientContext& ctx) { return ch.notify->HandleK8sEvent(&ctx, req, &response); });
+    r = call("/kubevirt.notify.v1.Notify/HandleK8sEvent", req);
   }
-  if (!s.ok()) {
-    if (transient(s)) {
-      CHL_LOG_DEBUG("notify: {} failed, reconnecting: {}", options_.socket_path, s.error_message());
-      ch = Channel{};
+  notify::v1::Response response;
+  if (r.code == GrpcCode::Ok && !response.ParseFromString(r.body))
+    r = {GrpcCode::Internal, "cannot parse the answer", {}};
+  if (r.code != GrpcCode::Ok) {
+    if (transient(r.code)) {
+      CHL_LOG_DEBUG("notify: {} failed, reconnecting: {}", options_.socket_path, r.message);
+      ch.drop();
       return Outcome::Retry;
     }
     CHL_LOG_ERROR("notify: {} refused a {} event: {}", options_.socket_path,
-                  item.domain ? "domain" : "Kubernetes", s.error_message());
+                  item.domain ? "domain" : "Kubernetes", r.message);
     return Outcome::GiveUp;
   }
   if (!response.success() && !response.message().empty()) {

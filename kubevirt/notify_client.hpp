@@ -17,10 +17,6 @@
 #include <string>
 #include <thread>
 
-namespace grpc {
-class ClientContext;
-}
-
 namespace chl::kubevirt {
 
 enum class DomainEventType { Added, Modified };
@@ -68,7 +64,7 @@ class NotifyClient {
     std::string json;
     std::uint64_t seq = 0;  // enqueue order; flush waits for its own
   };
-  struct Channel;  // the gRPC side, kept out of this header
+  struct Channel;  // the HTTP/2 side (h2_client.hpp), kept out of this header
 
   void run();
   enum class Outcome { Delivered, GiveUp, Retry };
@@ -87,8 +83,7 @@ class NotifyClient {
   bool hurry_ = false;
   bool stop_ = false;
   NotifyCounters counters_;
-  grpc::ClientContext* active_ = nullptr;  // the RPC in flight, for cancellation
-  std::unique_ptr<Channel> channel_;       // the worker's only
+  std::unique_ptr<Channel> channel_;  // the worker's, but for cancel() by the destructor
   std::thread worker_;
 };
 

@@ -33,6 +33,8 @@ struct LaunchOptions {
   // launcher's own (`run`); false in virt-launcher mode, where virt-handler did it and the
   // launcher does phase 2 only (network/phase2.hpp), reading its caches under private_dir.
   bool network_phase1 = true;
+  // Wire the pod network even in the host's own network namespace (--allow-host-network).
+  bool allow_host_network = false;
   // KubeVirt's pod directories (virt-launcher's flags), used with pod_layout.
   std::string container_disk_dir = "/var/run/kubevirt/container-disks";
   std::string private_dir = "/var/run/kubevirt-private";

@@ -16,7 +16,8 @@ PACKAGES=(
   libvirt-daemon-system libvirt-clients ovmf  # the qemu-kvm path (libvirtd, virt-xml-validate, EFI)
   libnl-route-3-dev libnftables-dev dnsmasq-base iperf3 iproute2  # pod networking (network/), its tests and bench
   isc-dhcp-client  # dhclient -6: the DHCPv6 client of the IPv6 masquerade netns test
-  libgrpc++-dev libprotobuf-dev protobuf-compiler-grpc  # kubevirt/: KubeVirt's gRPC launcher protocol
+  libnghttp2-dev libprotobuf-dev protobuf-compiler  # kubevirt/: KubeVirt's launcher protocol (HTTP/2 + protobuf-lite)
+  libgrpc++-dev protobuf-compiler-grpc  # tests/kubevirt, bench/kubevirt: the real gRPC our transport is checked against
 )
 
 missing=()

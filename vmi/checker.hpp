@@ -16,6 +16,13 @@
 
 namespace chl::vmi {
 
+// The refusal of KubeVirt's Dynamic Resource Allocation form of GPUs and host devices, on
+// both hypervisors: the launcher cannot yet read the device a claim allocated.
+inline constexpr const char* kDraNotSupported =
+    "DRA devices (claimName/requestName with spec.resourceClaims) are not supported by ch-launcher yet: "
+    "the launcher does not read which device a resource claim allocated; use deviceName (a device "
+    "plugin's resource) on qemu-kvm";
+
 // a-z or 0-9.
 bool is_alnum_lower(char c);
 // A path with a ".." component.

@@ -178,6 +178,8 @@ void parse_devices(Reader& r, const YAML::Node& n, const std::string& p, Devices
       HostDevice h;
       h.name = r.str(hds[i], "name", ip).value_or("");
       h.device_name = r.str(hds[i], "deviceName", ip).value_or("");
+      h.claim_name = r.str(hds[i], "claimName", ip).value_or("");
+      h.request_name = r.str(hds[i], "requestName", ip).value_or("");
       h.gpu = std::string_view(key) == "gpus";
       dev.host_devices.push_back(std::move(h));
     }

@@ -59,7 +59,8 @@ void parse_spec(Reader& r, const YAML::Node& n, VmiSpec& s) {
                   "priorityClassName",
                   "schedulerName",
                   "startStrategy",
-                  "topologySpreadConstraints"});
+                  "topologySpreadConstraints",
+                  "resourceClaims"});
   bool present = false;
   YAML::Node d = r.object(n, "domain", p, present);
   if (present) {
@@ -82,6 +83,14 @@ void parse_spec(Reader& r, const YAML::Node& n, VmiSpec& s) {
       Network net;
       if (r.expect_map(nets[i], np)) parse_network(r, nets[i], np, net);
       s.networks.push_back(std::move(net));
+    }
+  }
+  YAML::Node claims = Reader::child(n, "resourceClaims");
+  if (claims.IsDefined() && r.expect_list(claims, p + ".resourceClaims")) {
+    for (std::size_t i = 0; i < claims.size(); ++i) {
+      const std::string cp = Reader::index(p + ".resourceClaims", i);
+      if (!r.expect_map(claims[i], cp)) continue;
+      s.resource_claims.push_back(r.str(claims[i], "name", cp).value_or(""));
     }
   }
   s.hypervisor = r.str(n, "hypervisor", p).value_or("");

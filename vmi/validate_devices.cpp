@@ -163,8 +163,14 @@ void Checker::check_devices() {
                         [](const HostDevice& x) { return x.gpu; }));
     }
     const std::string hp = p + (h.gpu ? ".gpus[" : ".hostDevices[") + std::to_string(idx) + "]";
-    require(h.gpu ? Feature::Gpus : Feature::HostDevices, hp);
-    if (h.device_name.empty()) add(hp + ".deviceName", "required");
+    if (!h.claim_name.empty() || !h.request_name.empty()) {
+      // KubeVirt's DRA form: one reason that points at the real limit, not at deviceName.
+      add(hp + ".claimName", kDraNotSupported);
+    } else {
+      require(h.gpu ? Feature::Gpus : Feature::HostDevices, hp);
+      if (h.device_name.empty())
+        add(hp + ".deviceName", "required (or claimName and requestName for a DRA device, which is not supported yet)");
+    }
     check_label(h.name, hp + ".name");
   }
   if (!dev.inputs.empty()) require(Feature::InputDevices, p + ".inputs");

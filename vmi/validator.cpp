@@ -57,6 +57,7 @@ Violations Checker::run() {
   }
   check_volumes();
   check_networks();
+  if (!s.resource_claims.empty()) add("spec.resourceClaims", kDraNotSupported);
   if (s.termination_grace_period_seconds && *s.termination_grace_period_seconds < 0) {
     add("spec.terminationGracePeriodSeconds", "must not be negative");
   }

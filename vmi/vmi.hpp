@@ -189,6 +189,10 @@ struct HostDevice {
   std::string name;
   std::string device_name;
   bool gpu = false;  // from devices.gpus
+  // Dynamic Resource Allocation: the device comes from spec.resourceClaims[claimName] (its
+  // request requestName) instead of a device plugin's deviceName.
+  std::string claim_name;
+  std::string request_name;
 };
 
 struct Input {
@@ -262,6 +266,8 @@ struct VmiSpec {
   std::string architecture;  // spec.architecture; "" = host
   std::string hostname;
   std::string subdomain;
+  // spec.resourceClaims (DRA): the claims' names, as given.
+  std::vector<std::string> resource_claims;
   std::optional<std::int64_t> termination_grace_period_seconds;
 };
 

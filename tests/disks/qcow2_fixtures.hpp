@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "disks/convert.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace chl::test::qcow2 {
@@ -96,6 +97,15 @@ inline void check_same_as_qemu(const fs::path& src, const fs::path& ours,
   CHECK(size_of(ours) == size_of(ref));
   CHECK(allocated(ours) <= allocated(ref) + 64 * 1024);
   fs::remove(ref);
+}
+
+// convert_qcow2_to_raw that must succeed (the error shown otherwise).
+inline disks::ConvertStats convert_ok(const fs::path& src, const fs::path& dst,
+                                      const disks::ConvertOptions& opts = {}) {
+  auto r = disks::convert_qcow2_to_raw(src, dst, opts);
+  INFO("convert error: " << (r ? std::string() : r.error().message()));
+  REQUIRE(r.has_value());
+  return *r;
 }
 
 // Big-endian field access for patching images.

@@ -21,17 +21,7 @@ namespace d = chl::disks;
 namespace q = chl::test::qcow2;
 using chl::test::skip;
 using chl::test::TempDir;
-
-namespace {
-
-d::ConvertStats convert_ok(const fs::path& src, const fs::path& dst, d::ConvertOptions opts = {}) {
-  auto r = d::convert_qcow2_to_raw(src, dst, opts);
-  INFO("convert error: " << (r ? std::string() : r.error().message()));
-  REQUIRE(r.has_value());
-  return *r;
-}
-
-}  // namespace
+using q::convert_ok;
 
 TEST_CASE(
     "qcow2 v2 and v3 at cluster sizes 512 B to 2 MiB convert byte-identical to qemu-img and "

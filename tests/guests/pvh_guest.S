@@ -18,7 +18,9 @@
  *   reboot:   Cloud Hypervisor's ACPI reset (byte 1 to 0x600), the reset control register
  *             0xcf9 (0x06), then the keyboard controller (0xfe to 0x64).
  * It also polls the ACPI power button (no interrupts): Cloud Hypervisor's GED notification
- * register (found in the DSDT) or QEMU's PM1a_STS.PWRBTN_STS, and when it is pressed prints
+ * register (found in the DSDT or an SSDT; CH puts it far above 4 GiB, so the guest then turns on
+ * paging, in IA-32e compatibility mode, to reach it) or QEMU's PM1a_STS.PWRBTN_STS, and when it
+ * is pressed prints
  * "guest: ACPI power button: powering off" and powers off -- unless the word "ignore-acpi"
  * (command line or typed) was seen: then it prints "guest: ignoring the power button".
  */
@@ -298,13 +300,15 @@ do_ignore_acpi:
 /* pwrbtn_setup: Cloud Hypervisor or QEMU?  CH's DSDT declares its GED notification register
    as an OperationRegion named GDST in SystemMemory (devices/src/acpi.rs, AcpiGedDevice); the
    guest finds it like an ACPI OS would: hvm_start_info.rsdp_paddr -> RSDP -> XSDT/RSDT ->
-   FACP -> DSDT, then scans the DSDT for the AML bytes 5b 80 "GDST" 00 <address>.  Found:
-   ged_addr = that address (poll its byte, bit 3 = power button).  Not found: QEMU's PM1
-   event block at 0x600: set PWRBTN_EN (bit 8 of PM1a_EN, 0x602) so system_powerdown sets
-   PWRBTN_STS (bit 8 of PM1a_STS, 0x600) -- QEMU sets it only when enabled (hw/acpi/core.c,
-   acpi_pm1_evt_power_down).  CH's 0x600 device accepts only 1-byte accesses (it logs a
-   warning for others), so the 16-bit QEMU path is never used when a GDST region was found,
-   even one above 4 GiB (then the button is not polled at all). */
+   FACP -> DSDT, and every SSDT, scanning their AML for the bytes 5b 80 "GDST" 00 <address>.
+   Found: poll that byte (bit 3 = power button).  CH allocates it from its platform MMIO area
+   at the top of the guest physical address space (vmm/src/memory_manager.rs: the last MiB
+   below 2^phys_bits - 64 KiB), far above 4 GiB, so the guest turns on PAE paging to reach it
+   (map_ged).  Not found: QEMU's PM1 event block at 0x600: set PWRBTN_EN (bit 8 of PM1a_EN,
+   0x602) so system_powerdown sets PWRBTN_STS (bit 8 of PM1a_STS, 0x600) -- QEMU sets it only
+   when enabled (hw/acpi/core.c, acpi_pm1_evt_power_down).  CH's 0x600 device accepts only
+   1-byte accesses (it logs a warning for others), so the 16-bit QEMU path is never used when
+   a GDST region was found, even one the guest cannot map (then the button is not polled). */
 pwrbtn_setup:
         pushl   %ebx
         pushl   %ebp
@@ -352,7 +356,7 @@ pwrbtn_setup:
         addl    4(%edi), %edx           /* end of the table */
 42:     leal    (%ecx,%ebp), %eax
         cmpl    %edx, %eax
-        ja      40f
+        ja      40f                     /* every table seen, no GDST: QEMU */
         movl    (%ecx), %esi
         cmpl    $8, %ebp
         jne     43f
@@ -360,11 +364,12 @@ pwrbtn_setup:
         jne     44f
 43:     testl   %esi, %esi
         jz      44f
-        cmpl    $0x50434146, (%esi)     /* "FACP" */
-        je      45f
-44:     addl    %ebp, %ecx
-        jmp     42b
-45:     movl    40(%esi), %edi          /* DSDT (32-bit) */
+        movl    %esi, %edi
+        cmpl    $0x54445353, (%esi)     /* "SSDT": scan it */
+        je      48f
+        cmpl    $0x50434146, (%esi)     /* "FACP": scan its DSDT */
+        jne     44f
+        movl    40(%esi), %edi          /* DSDT (32-bit) */
         cmpl    $148, 4(%esi)           /* X_DSDT (64-bit at 140) when the FADT has it */
         jb      46f
         cmpl    $0, 144(%esi)
@@ -374,34 +379,31 @@ pwrbtn_setup:
         jz      46f
         movl    %eax, %edi
 46:     testl   %edi, %edi
-        jz      40f
+        jz      44f
         cmpl    $0x54445344, (%edi)     /* "DSDT" */
-        jne     40f
-        movl    %edi, %edx
-        addl    4(%edi), %edx
-        subl    $16, %edx               /* room for the opcode, name, space and a qword */
-        leal    36(%edi), %ecx
-47:     cmpl    %edx, %ecx
-        ja      40f
-        cmpw    $0x805b, (%ecx)         /* OperationRegion */
-        jne     48f
-        cmpl    $0x54534447, 2(%ecx)    /* "GDST" */
-        jne     48f
-        cmpb    $0, 6(%ecx)             /* SystemMemory */
-        jne     48f
-        movb    7(%ecx), %al
-        cmpb    $0x0c, %al              /* DWordPrefix */
-        je      49f
-        cmpb    $0x0e, %al              /* QWordPrefix: only below 4 GiB */
-        jne     48f
-        cmpl    $0, 12(%ecx)
-        jne     50f                     /* CH's GED out of reach: no polling at all */
-49:     movl    8(%ecx), %eax
+        jne     44f
+48:     call    aml_find_gdst
+        jnc     49f
+44:     addl    %ebp, %ecx
+        jmp     42b
+49:     /* Found: ged_hi:ged_lo. Below 4 GiB a flat access reaches it; above, map it. */
+        cmpl    $0, ged_hi
+        jne     47f
+        movl    ged_lo, %eax
         movl    %eax, ged_addr
-        movl    $2, pwrbtn_mode
+        jmp     45f
+47:     call    map_ged
+        jc      50f                     /* out of reach: no polling at all */
+45:     movl    $2, pwrbtn_mode
+        movl    $msg_ged, %esi
+        call    puts
+        movl    ged_hi, %eax
+        call    put_hex
+        movl    ged_lo, %eax
+        call    put_hex
+        movl    $msg_crlf, %esi
+        call    puts
         jmp     50f
-48:     incl    %ecx
-        jmp     47b
 40:     /* QEMU: PM1a_EN |= PWRBTN_EN */
         movw    $0x602, %dx
         inw     %dx, %ax
@@ -410,6 +412,145 @@ pwrbtn_setup:
         movl    $1, pwrbtn_mode
 50:     popl    %ebp
         popl    %ebx
+        ret
+
+/* aml_find_gdst: %edi = a DSDT or SSDT. Scans its AML for OperationRegion (GDST, SystemMemory,
+   <DWord or QWord address>, ...): CF=0 and ged_hi:ged_lo = the address when found, else CF=1.
+   Keeps %ecx, %edx, %ebp, %esi. */
+aml_find_gdst:
+        pushl   %ecx
+        pushl   %edx
+        movl    %edi, %edx
+        addl    4(%edi), %edx
+        subl    $16, %edx               /* room for the opcode, name, space and a qword */
+        leal    36(%edi), %ecx
+60:     cmpl    %edx, %ecx
+        ja      63f
+        cmpw    $0x805b, (%ecx)         /* OperationRegion */
+        jne     62f
+        cmpl    $0x54534447, 2(%ecx)    /* "GDST" */
+        jne     62f
+        cmpb    $0, 6(%ecx)             /* SystemMemory */
+        jne     62f
+        movl    $0, ged_hi
+        movb    7(%ecx), %al
+        cmpb    $0x0c, %al              /* DWordPrefix */
+        je      61f
+        cmpb    $0x0e, %al              /* QWordPrefix */
+        jne     62f
+        movl    12(%ecx), %eax
+        movl    %eax, ged_hi
+61:     movl    8(%ecx), %eax
+        movl    %eax, ged_lo
+        popl    %edx
+        popl    %ecx
+        clc
+        ret
+62:     incl    %ecx
+        jmp     60b
+63:     popl    %edx
+        popl    %ecx
+        stc
+        ret
+
+/* map_ged: reach the GED register at ged_hi:ged_lo (above 4 GiB) by turning on paging.  The
+   guest goes on running its 32-bit code in IA-32e compatibility mode (EFER.LME, 4-level
+   paging, the same 32-bit code segment): 32-bit PAE paging would do as well on bare KVM, but
+   the nested kvm_pvm of our test machines only runs paged guests in long mode (a PAE-paged
+   guest triple-faults there as soon as CR0.PG is set; tested).  The low 4 GiB stay
+   identity-mapped with 2 MiB pages (code, data, ACPI tables, COM1, PCI BARs all where they
+   were), except the 2 MiB window at GED_WINDOW -- guest RAM the guest never uses (CH: just
+   below its 32-bit device area at 3 GiB) -- which maps the 2 MiB frame holding the register,
+   uncached.  ged_addr = its address in the window.  CF=1 (paging left off) when the CPU has
+   no long mode or the address is past its physical address width. */
+#define GED_WINDOW 0xbfe00000
+map_ged:
+        pushl   %ebx
+        pushl   %ecx
+        pushl   %edx
+        pushl   %edi
+        movl    $0x80000000, %eax
+        cpuid
+        cmpl    $0x80000008, %eax
+        jb      66f
+        movl    $0x80000001, %eax
+        cpuid
+        testl   $0x20000000, %edx       /* CPUID.80000001H:EDX.LM */
+        jz      66f
+        movl    $0x80000008, %eax
+        cpuid
+        movzbl  %al, %ecx               /* MAXPHYADDR */
+        subl    $32, %ecx
+        jbe     66f
+        movl    ged_hi, %eax
+        shrl    %cl, %eax               /* address bits at or above MAXPHYADDR must be 0 */
+        cmpl    $32, %ecx
+        jae     67f
+        testl   %eax, %eax
+        jnz     66f
+67:     /* 2048 PDEs: entry i maps i * 2 MiB, P | RW | PS. */
+        movl    $page_dirs, %edi
+        xorl    %ecx, %ecx
+64:     movl    %ecx, %eax
+        shll    $21, %eax
+        orl     $0x83, %eax
+        movl    %eax, (%edi,%ecx,8)
+        movl    $0, 4(%edi,%ecx,8)
+        incl    %ecx
+        cmpl    $2048, %ecx
+        jb      64b
+        movl    ged_lo, %eax            /* the window: P | RW | PWT | PCD | PS */
+        andl    $0xffe00000, %eax
+        orl     $0x9b, %eax
+        movl    %eax, page_dirs + (GED_WINDOW >> 21) * 8
+        movl    ged_hi, %eax
+        movl    %eax, page_dirs + (GED_WINDOW >> 21) * 8 + 4
+        /* 4 PDPTEs, one per page directory, and the PML4's first entry (P | RW). */
+        movl    $pdpt, %edi
+        xorl    %ecx, %ecx
+65:     movl    %ecx, %eax
+        shll    $12, %eax
+        addl    $page_dirs, %eax
+        orl     $3, %eax
+        movl    %eax, (%edi,%ecx,8)
+        movl    $0, 4(%edi,%ecx,8)
+        incl    %ecx
+        cmpl    $4, %ecx
+        jb      65b
+        movl    $pdpt, %eax
+        orl     $3, %eax
+        movl    %eax, pml4
+        movl    $0, pml4+4
+        movl    %cr4, %eax
+        orl     $0x20, %eax             /* CR4.PAE */
+        movl    %eax, %cr4
+        movl    $pml4, %eax
+        movl    %eax, %cr3
+        movl    $0xc0000080, %ecx       /* EFER.LME */
+        rdmsr
+        orl     $0x100, %eax
+        wrmsr
+        movl    %cr0, %eax
+        orl     $0x80000000, %eax       /* CR0.PG: now in compatibility mode */
+        movl    %eax, %cr0
+        jmp     68f
+68:     movl    ged_lo, %eax
+        andl    $0x1fffff, %eax
+        addl    $GED_WINDOW, %eax
+        movl    %eax, ged_addr
+        popl    %edi
+        popl    %edx
+        popl    %ecx
+        popl    %ebx
+        clc
+        ret
+66:     movl    $msg_ged_unreachable, %esi
+        call    puts
+        popl    %edi
+        popl    %edx
+        popl    %ecx
+        popl    %ebx
+        stc
         ret
 
 /* pwrbtn_poll: the button pressed? Power off, unless ignore-acpi. */
@@ -601,6 +742,19 @@ uart_drain:
         loop    30b
 31:     ret
 
+/* put_hex: print %eax as 8 hex digits. Keeps %ebx, %esi, %edi, %ebp. */
+put_hex:
+        movl    $8, %ecx
+35:     roll    $4, %eax
+        movl    %eax, %edx
+        andl    $0xf, %edx
+        pushl   %eax
+        movb    hex_digits(%edx), %al
+        call    putc
+        popl    %eax
+        loop    35b
+        ret
+
 /* put_dec: print %eax in decimal. */
 put_dec:
         pushl   %ebx
@@ -634,6 +788,9 @@ msg_panicked:   .asciz  "guest: panic signalled, halting\r\n"
 msg_still_here: .asciz  "guest: still running after the request, halting\r\n"
 msg_pwrbtn:     .asciz  "guest: ACPI power button: powering off\r\n"
 msg_pwrbtn_ignored: .asciz "guest: ignoring the power button\r\n"
+msg_ged:        .asciz  "guest: ACPI power button: Cloud Hypervisor GED register at 0x"
+msg_ged_unreachable: .asciz "guest: ACPI power button: the GED register is out of reach, not polled\r\n"
+hex_digits:     .ascii  "0123456789abcdef"
 word_ignore_acpi: .asciz "ignore-acpi"
 word_poweroff:  .asciz  "poweroff"
 word_reboot:    .asciz  "reboot"
@@ -655,7 +812,9 @@ cmdline:        .skip 4
 line_len:       .skip 4
 beat_count:     .skip 4
 tsc_mhz:        .skip 4
-ged_addr:       .skip 4
+ged_addr:       .skip 4                 /* where the guest reads it (a paged window above 4 GiB) */
+ged_lo:         .skip 4                 /* its physical address, from the AML */
+ged_hi:         .skip 4
 pwrbtn_mode:    .skip 4                 /* 0 none, 1 QEMU PM1 at 0x600, 2 CH GED at ged_addr */
 ignore_acpi:    .skip 4
         .balign 8
@@ -663,6 +822,10 @@ beat_ticks:     .skip 8
 next_beat:      .skip 8
 dec_buf:        .skip 12
 line_buf:       .skip 260
+        .balign 4096                    /* page tables, only when the GED is above 4 GiB */
+pml4:           .skip 4096
+pdpt:           .skip 4096
+page_dirs:      .skip 4 * 4096
         .balign 16
 stack:          .skip 16384
 stack_top:

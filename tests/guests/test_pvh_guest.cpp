@@ -1,6 +1,7 @@
 // The minimal PVH guest: its ELF note, and its behaviour under real QEMU (TCG always; KVM when
 // /dev/kvm boots it): banner and command line on COM1, echo, typed commands, ACPI power-off,
-// pvpanic (ISA and PCI), reset, the ACPI power button (QMP system_powerdown).
+// pvpanic (ISA and PCI), reset, the ACPI power button (QMP system_powerdown, and a GED register
+// above 4 GiB declared as Cloud Hypervisor declares it).
 #include <doctest/doctest.h>
 
 #include <elf.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -278,4 +280,113 @@ TEST_CASE("PVH guest with ignore-acpi keeps running after the power button") {
   REQUIRE(st.has_value());
   CHECK(st->success());
   CHECK(q.output().find("guest: powering off", ready) != std::string::npos);
+}
+
+namespace {
+
+// An SSDT holding only `OperationRegion (GDST, SystemMemory, <address>, 1)`, the AML Cloud
+// Hypervisor's DSDT declares for its GED notification register (QWordPrefix: above 4 GiB).
+std::string gdst_ssdt(std::uint64_t address) {
+  std::string aml = std::string("\x5b\x80GDST\x00\x0e", 8);
+  for (int i = 0; i < 8; ++i) aml.push_back(static_cast<char>((address >> (8 * i)) & 0xff));
+  aml.push_back('\x01');  // length: OneOp
+  std::string t = "SSDT";
+  const auto len = static_cast<std::uint32_t>(36 + aml.size());
+  for (int i = 0; i < 4; ++i) t.push_back(static_cast<char>((len >> (8 * i)) & 0xff));
+  t += std::string("\x02\x00", 2) + "CHLTSTGEDTEST " + std::string("\x01\x00\x00\x00", 4) + "CHL " +
+       std::string("\x01\x00\x00\x00", 4);
+  t += aml;
+  unsigned sum = 0;
+  for (char c : t) sum += static_cast<unsigned char>(c);
+  t[9] = static_cast<char>((0x100 - (sum & 0xff)) & 0xff);
+  return t;
+}
+
+// QEMU arguments giving the guest a Cloud-Hypervisor-like GED register: a 2 MiB RAM DIMM at
+// `dimm` (above 4 GiB), the SSDT naming `reg` inside it, and, when `pressed`, the power-button
+// bit (0x08) already set there. (RAM, so the read does not clear it as CH's register does.)
+std::vector<std::string> ged_args(const fs::path& ssdt, std::uint64_t dimm, std::uint64_t reg, bool pressed,
+                                  const std::string& maxmem) {
+  char dimm_hex[32], reg_hex[32];
+  std::snprintf(dimm_hex, sizeof dimm_hex, "0x%llx", static_cast<unsigned long long>(dimm));
+  std::snprintf(reg_hex, sizeof reg_hex, "0x%llx", static_cast<unsigned long long>(reg));
+  chl::test::write_file(ssdt, gdst_ssdt(reg));
+  std::vector<std::string> a = {"-m", "64M,slots=1,maxmem=" + maxmem, "-object", "memory-backend-ram,id=ged,size=2M",
+                                "-device", std::string("pc-dimm,id=d0,memdev=ged,addr=") + dimm_hex,
+                                "-acpitable", "file=" + ssdt.string()};
+  if (pressed) {
+    a.push_back("-device");
+    a.push_back(std::string("loader,addr=") + reg_hex + ",data=0x08,data-len=1");
+  }
+  return a;
+}
+
+}  // namespace
+
+// Cloud Hypervisor puts its GED register at the top of the guest physical address space (near
+// 2^phys_bits), out of reach of the guest's unpaged 32-bit code: the guest turns on paging to
+// poll it. No CH here, so QEMU plays the part with RAM where CH has the register.
+TEST_CASE("PVH guest polls a GED register above 4 GiB (as Cloud Hypervisor places it) and powers off on its bit") {
+  if (!have_qemu()) return;
+  struct Case {
+    const char* what;
+    std::string accel;
+    std::vector<std::string> cpu;
+    std::uint64_t dimm, reg;
+    std::string maxmem;
+  };
+  std::vector<Case> cases = {
+      {"just above 4 GiB, last bytes of a 2 MiB frame", "tcg", {}, 0x100000000ULL, 0x1001ffff8ULL, "1G"},
+      {"above 2^40 (phys-bits 46, as on CH's hosts)", "tcg", {"-cpu", "max,phys-bits=46"}, 0x10000e00000ULL,
+       0x10000fffff8ULL, "1000G"},
+      {"near the top of a 46-bit space (62 TiB; CH's is just below 64 TiB)", "tcg", {"-cpu", "max,phys-bits=46"},
+       0x3e0000e00000ULL, 0x3e0000fefff8ULL, "62T"},
+  };
+  if (::access("/dev/kvm", R_OK | W_OK) == 0)
+    cases.push_back({"just above 4 GiB, under KVM", "kvm", {}, 0x100000000ULL, 0x1001ffff8ULL, "1G"});
+  for (const auto& c : cases) {
+    CAPTURE(c.what);
+    chl::test::TempDir dir("chl-pvh-ged");
+    auto args = ged_args(dir / "ssdt.aml", c.dimm, c.reg, true, c.maxmem);
+    args.insert(args.end(), c.cpu.begin(), c.cpu.end());
+    Qemu q;
+    REQUIRE(q.start(c.accel, "stay-up", args));
+    auto st = q.wait_exit(c.accel == "kvm" ? 120s : 60s);
+    INFO("output: " << q.output());
+    if (c.accel == "kvm" && (!st || (!st->success() && q.output().find(kBanner) == std::string::npos))) {
+      chl::test::skip_part(st ? "QEMU could not run a KVM guest here: " + q.output()
+                              : std::string("QEMU/KVM did not finish within 120 s (nested KVM)"));
+      continue;
+    }
+    REQUIRE(st.has_value());
+    CHECK(st->success());
+    char reg_hex[32];
+    std::snprintf(reg_hex, sizeof reg_hex, "%016llx", static_cast<unsigned long long>(c.reg));
+    CHECK(q.output().find(std::string("Cloud Hypervisor GED register at 0x") + reg_hex + "\r\n") != std::string::npos);
+    const auto pressed = q.output().find("guest: ACPI power button: powering off\r\n");
+    REQUIRE(pressed != std::string::npos);
+    CHECK(q.output().find("guest ready") < pressed);
+    CHECK(q.output().find("guest: powering off") != std::string::npos);
+    CHECK(q.output().find("still running") == std::string::npos);
+  }
+}
+
+TEST_CASE("PVH guest with a GED register above 4 GiB and no press keeps running and obeys typed commands") {
+  if (!have_qemu()) return;
+  chl::test::TempDir dir("chl-pvh-ged");
+  Qemu q;
+  REQUIRE(q.start("tcg", "stay-up", ged_args(dir / "ssdt.aml", 0x100000000ULL, 0x100001000ULL, false, "1G")));
+  INFO("output: " << q.output());
+  REQUIRE(q.wait_output("guest ready", 60s));
+  CHECK(q.output().find("GED register at 0x0000000100001000") != std::string::npos);
+  const std::size_t ready = q.output().size();
+  // Paging is on now: the console, the heartbeat and the QEMU power-off ports still work.
+  q.send("ping\r");
+  REQUIRE(q.wait_output("ping\r\npong\r\n", 30s, ready));
+  REQUIRE(q.wait_output("heartbeat 1\r\n", 60s));
+  CHECK(q.output().find("ACPI power button: powering off") == std::string::npos);
+  q.send("poweroff\r");
+  auto st = q.wait_exit(60s);
+  REQUIRE(st.has_value());
+  CHECK(st->success());
 }

@@ -2,8 +2,13 @@
 // the built binary started with virt-launcher's flags (unknown ones included), our gRPC client
 // on <share>/sockets/launcher-sock and our notify server behind domain-notify-pipe.sock, the
 // VMI as virt-handler sends it (defaulted, with status), KubeVirt's pod paths (the kernel-boot
-// artifacts under <container-disk-dir>/kernel-boot/). On the VMM double, or a real
-// cloud-hypervisor with CLOUD_HYPERVISOR_BIN (lane vmm).
+// artifacts under <container-disk-dir>/kernel-boot/). Built twice: test_virt_launcher drives
+// Cloud Hypervisor (the VMM double, or a real cloud-hypervisor with CLOUD_HYPERVISOR_BIN; lane
+// vmm), test_virt_launcher_qemu the libvirt path with --hypervisor kvm (real libvirtd and QEMU,
+// the PVH guest; lane qemu).
+#ifndef CHL_VL_HYPERVISOR
+#define CHL_VL_HYPERVISOR "cloud-hypervisor"
+#endif
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
@@ -22,6 +27,7 @@
 #include "tests/kubevirt/test_notify_server.hpp"
 #include "tests/network/kubevirt_phase1.hpp"
 #include "tests/support/launcher_harness.hpp"
+#include "tests/support/qemu_harness.hpp"
 #include "tests/support/test_support.hpp"
 
 extern char** environ;
@@ -34,10 +40,11 @@ namespace fs = std::filesystem;
 using chl::test::TempDir;
 
 constexpr const char* kUid = "7d2c9a10-1111-4222-8333-444455556666";
+constexpr bool kQemu = std::string_view(CHL_VL_HYPERVISOR) == "kvm";
 
 // The VMI as virt-handler marshals it: defaulted by virt-api (cpu.model host-model, maxSockets,
 // machine q35, features.acpi, firmware.uuid, architecture), with a status.
-std::string vmi_json(bool with_sound = false) {
+std::string vmi_json(bool with_dra_gpu = false) {
   nlohmann::json j = nlohmann::json::parse(R"({
     "kind": "VirtualMachineInstance", "apiVersion": "kubevirt.io/v1",
     "metadata": {"name": "testvm", "namespace": "default", "uid": "", "resourceVersion": "4711",
@@ -64,7 +71,8 @@ std::string vmi_json(bool with_sound = false) {
                "memory": {"guestAtBoot": "64Mi", "guestCurrent": "64Mi", "guestRequested": "64Mi"}}
   })");
   j["metadata"]["uid"] = kUid;
-  if (with_sound) j["spec"]["domain"]["devices"]["sound"] = {{"name", "audio"}};
+  if (with_dra_gpu)  // refused on both hypervisors
+    j["spec"]["domain"]["devices"]["gpus"] = nlohmann::json::array({{{"name", "gpu1"}, {"claimName", "c"}, {"requestName", "g"}}});
   return j.dump();
 }
 
@@ -93,9 +101,14 @@ struct Pod {
                                      "--grace-period-seconds", "10", "--hook-sidecars", "0",
                                      "--ovmf-path", "/usr/share/OVMF", "--keep-after-failure",
                                      "--a-flag-from-a-newer-kubevirt", "value",
-                                     "--hypervisor", "cloud-hypervisor",
-                                     "--private-dir", priv().string(),
-                                     "--vmm-binary", chl::test::vmm_binary(), "--log-level", "debug"};
+                                     "--hypervisor", CHL_VL_HYPERVISOR,
+                                     "--private-dir", priv().string(), "--log-level", "debug"};
+    if (kQemu) {
+      argv.push_back("--allow-emulation");  // TCG where KVM is not usable (as KubeVirt's flag says)
+    } else {
+      argv.push_back("--vmm-binary");
+      argv.push_back(chl::test::vmm_binary());
+    }
     argv.insert(argv.begin(), prefix.begin(), prefix.end());
     chl::common::SpawnOptions so;
     so.argv = argv;
@@ -136,11 +149,12 @@ bool has_state(const chl::test::TestNotifyServer& server, const std::string& wan
 
 }  // namespace
 
-TEST_CASE("virt-launcher mode: Info, Sync, ADDED then Running, GetDomain/Stats, pause, console, shutdown, final NoState, exit 0") {
+TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): Info, Sync, ADDED then Running, GetDomain/Stats, pause, console, shutdown, final NoState, exit 0") {
   if (!fs::exists(chl::test::guest_kernel())) {
     chl::test::skip("the PVH test guest is not built");
     return;
   }
+  if (kQemu && !chl::test::libvirt_runnable()) return;  // says why
   Pod pod;
   chl::test::TestNotifyServer notify(pod.share() / "domain-notify-pipe.sock");
   pod.start();
@@ -165,13 +179,13 @@ TEST_CASE("virt-launcher mode: Info, Sync, ADDED then Running, GetDomain/Stats, 
   REQUIRE(call([&](auto& c) { return cmd->GetDomain(&c, empty, &dom); }).ok());
   CHECK(dom.domain().empty());
 
-  // A VMI Cloud Hypervisor cannot serve: refused, naming the field; the launcher keeps serving.
+  // A VMI the hypervisor cannot serve: refused, naming the field; the launcher keeps serving.
   v1::VMIRequest bad;
   bad.mutable_vmi()->set_vmijson(vmi_json(true));
   v1::Response r;
   REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, bad, &r); }).ok());
   CHECK_FALSE(r.success());
-  CHECK_MESSAGE(r.message().find("spec.domain.devices.sound") != std::string::npos, r.message());
+  CHECK_MESSAGE(r.message().find("spec.domain.devices.gpus[0].claimName") != std::string::npos, r.message());
 
   // The VMI for another pod: refused.
   v1::VMIRequest other;
@@ -189,7 +203,7 @@ TEST_CASE("virt-launcher mode: Info, Sync, ADDED then Running, GetDomain/Stats, 
   const auto sync_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
   REQUIRE_MESSAGE(r.success(), r.message() << "\n" << pod.output());
   MESSAGE("Sync -> success in " << sync_ms.count() << " ms");
-  REQUIRE_MESSAGE(chl::test::wait_until(10s, [&] { return has_state(notify, "MODIFIED Running/Unknown"); }),
+  REQUIRE_MESSAGE(chl::test::wait_until(kQemu ? 60s : 10s, [&] { return has_state(notify, "MODIFIED Running/Unknown"); }),
                   pod.output());
   auto seq = states(notify.received());
   REQUIRE_FALSE(seq.empty());
@@ -198,6 +212,13 @@ TEST_CASE("virt-launcher mode: Info, Sync, ADDED then Running, GetDomain/Stats, 
   REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, vmi, &r); }).ok());
   CHECK(r.success());
 
+  // The launcher confined itself once the VMM ran, gRPC transport and all (its own command socket
+  // moved into the state directory under the ephemeral-disk dir).
+  {
+    auto st = chl::test::run_command({chl::test::launcher_binary(), "status", "--json", "--state-dir",
+                                      (pod.ephemeral() / "ch-launcher").string()});
+    CHECK_MESSAGE(st.output.find("\"seccomp\":\"enforce\"") != std::string::npos, st.output);
+  }
   REQUIRE(call([&](auto& c) { return cmd->GetDomain(&c, empty, &dom); }).ok());
   auto d = nlohmann::json::parse(dom.domain());
   CHECK(d["Status"]["Status"] == "Running");
@@ -251,11 +272,11 @@ TEST_CASE("virt-launcher mode: Info, Sync, ADDED then Running, GetDomain/Stats, 
   // Shutdown: the ACPI power button; the guest powers off; the launcher ends.
   REQUIRE(call([&](auto& c) { return cmd->ShutdownVirtualMachine(&c, vmi, &r); }).ok());
   CHECK_MESSAGE(r.success(), r.message());
-  auto st = pod.child.wait_for(60s);
+  auto st = pod.child.wait_for(kQemu ? 120s : 60s);
   REQUIRE(st);
   REQUIRE(*st);
   const bool clean = (*st)->exited && (*st)->code == 0;
-  const bool cooperative = !chl::test::using_real_vmm();
+  const bool cooperative = kQemu || !chl::test::using_real_vmm();
   if (cooperative) CHECK_MESSAGE(clean, pod.output());
   // The final notification: MODIFIED NoState/NonExistent with deletionTimestamp; never DELETED.
   auto got = notify.received();

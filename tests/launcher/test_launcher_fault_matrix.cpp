@@ -163,6 +163,29 @@ const std::vector<Row>& rows() {
          return std::string("`snapshot` fails, partial snapshot removed");
        },
        "Crashed", "Unknown", 3},
+      // The VMM dying inside an API call of a running VM (real CH v52 does so on
+      // vm.send-migration with no VM, a call the launcher never makes): Crashed, like any death.
+      {"VMM killed on vm.add-disk (no answer)",
+       {{"VMM_DOUBLE_CRASH_AT", "vm.add-disk"}},
+       [](LauncherRun& r) {
+         wait_running(r);
+         const auto img = r.dir.path() / "hot.img";
+         CHECK(chl::test::run_command({chl::test::launcher_binary(), "disk", "create-empty", img.string(), "1Mi"})
+                   .exit_code == 0);
+         auto add = chl::control::command_request(r.socket(), "PUT", "/v1/add-disk",
+                                               json{{"path", img.string()}, {"id", "hot"}}.dump());
+         CHECK((!add || add->status != 200));
+         return std::string("`PUT /v1/add-disk` fails");
+       },
+       "Crashed", "Unknown", 3},
+      {"VMM killed on vm.power-button (no answer)",
+       {{"VMM_DOUBLE_CRASH_AT", "vm.power-button"}},
+       [](LauncherRun& r) {
+         wait_running(r);
+         (void)r.cli({"stop", "--grace-period", "5"});
+         return std::string("`stop`");
+       },
+       "Crashed", "Unknown", 3},
       {"VMM exits with no event while running",
        {{"VMM_DOUBLE_EXIT_WITHOUT_EVENTS", "running"}, {"VMM_DOUBLE_PHASE_DELAY_MS", "300"}},
        nullptr, "Crashed", "Unknown", 3},

@@ -3,6 +3,7 @@
 // clearly when the module is missing or broken. Lane vmm: one case runs a VM on the double.
 #include <cstdlib>
 
+#include "network/host_namespace.hpp"
 #include "tests/support/launcher_harness.hpp"
 #include "tests/support/module_test_support.hpp"
 
@@ -41,6 +42,7 @@ TEST_CASE("ch-launcher links no libnl or libnftables, the module next to it does
 }
 
 TEST_CASE("a VMI without interfaces runs without the network module and never maps its libraries") {
+  if (!chl::test::needs_cooperative_guest()) return;  // ends with a graceful stop
   LauncherRun r;
   r.write_vmi("console=ttyS0");
   ScopedEnv env("CHL_NETWORK_MODULE", (r.dir.path() / "nowhere" / "libchl-network.so").string());
@@ -99,4 +101,25 @@ TEST_CASE("network plan loads the module beside the launcher") {
   CHECK_MESSAGE(out.output.find("pod networking support is") == std::string::npos, out.output);
   if (out.exit_code == 0) CHECK_MESSAGE(out.output.find("default: masquerade") != std::string::npos, out.output);
   else CHECK_MESSAGE(out.output.find("default") != std::string::npos, out.output);
+}
+
+TEST_CASE("run refuses to wire a VMI's interfaces in the host's own network namespace, naming the ways out") {
+  if (!chl::network::in_host_network_namespace()) {
+    chl::test::skip("this test runs in a network namespace of its own, not the host's");
+    return;
+  }
+  LauncherRun r;
+  write_vmi_with_interface(r);
+  auto links_before = chl::test::run_command({"ip", "-o", "link"});
+  r.start();
+  auto exit = r.wait_exit();
+  REQUIRE_MESSAGE(exit, "the launcher did not exit; output:\n" << r.output());
+  CHECK_MESSAGE(exit->code == 1, exit->describe() << "\n" << r.output());
+  CHECK_MESSAGE(r.output().find("this is the host's own network namespace") != std::string::npos, r.output());
+  CHECK(r.output().find("autoattachPodInterface: false") != std::string::npos);
+  CHECK(r.output().find("--allow-host-network") != std::string::npos);
+  // Nothing was wired or started.
+  auto links_after = chl::test::run_command({"ip", "-o", "link"});
+  CHECK(links_after.output.find("k6t-") == std::string::npos);
+  r.check_clean(0);
 }

@@ -33,6 +33,11 @@ inline std::filesystem::path guest_kernel() {
   return binary_dir() / "guests" / "pvh-guest.elf";
 }
 
+// A test whose launcher stops its VM gracefully (`stop` or SIGTERM: the power button, then
+// Shutoff (Shutdown), exit 0) needs a guest that powers off on the button: it says so with this
+// (test_support.hpp; the project's PVH guest does under real Cloud Hypervisor, docs/guests.md).
+inline bool needs_cooperative_guest() { return needs_cooperative_guest(guest_kernel()); }
+
 struct LauncherRun {
   TempDir dir{"chl-run"};
   // spec.hypervisor of the VMI write_vmi() writes: "cloud-hypervisor" (the VMM double or a real

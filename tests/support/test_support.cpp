@@ -50,6 +50,25 @@ std::string vmm_binary() {
 
 bool using_real_vmm() { return vmm_binary() != std::string(CHL_VMM_DOUBLE_PATH); }
 
+std::filesystem::path project_pvh_guest() { return binary_dir() / "guests" / "pvh-guest.elf"; }
+
+bool is_project_pvh_guest(const std::filesystem::path& kernel) {
+  std::error_code ec;
+  if (std::filesystem::equivalent(kernel, project_pvh_guest(), ec)) return true;
+  if (!std::filesystem::is_regular_file(kernel, ec) || !std::filesystem::is_regular_file(project_pvh_guest(), ec))
+    return false;
+  return read_file(kernel) == read_file(project_pvh_guest());
+}
+
+bool needs_cooperative_guest(const std::filesystem::path& kernel) {
+  if (!using_real_vmm() || is_project_pvh_guest(kernel)) return true;
+  if (const char* c = std::getenv("CHL_TEST_GUEST_COOPERATIVE"); c && std::string(c) == "1") return true;
+  skip("needs a guest that powers off on the ACPI power button; " + kernel.string() +
+       " is not the project's PVH guest (" + project_pvh_guest().string() +
+       "); set CHL_TEST_GUEST_COOPERATIVE=1 if it powers off on the button");
+  return false;
+}
+
 std::string launcher_binary() {
   if (const char* w = std::getenv("CHL_LAUNCHER_WRAPPER"); w && *w) return w;
   return CHL_LAUNCHER_PATH;
@@ -64,6 +83,11 @@ void skip(const std::string& reason) {
   (void)tc;
   std::cerr << "SKIPPED: " << reason << std::endl;
   MESSAGE("SKIPPED: " << reason);
+}
+
+void skip_part(const std::string& reason) {
+  std::cerr << "SKIPPED PART: " << reason << std::endl;
+  MESSAGE("SKIPPED PART: " << reason);
 }
 
 CommandResult run_command(const std::vector<std::string>& argv, const std::string& stdin_data) {

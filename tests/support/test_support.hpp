@@ -32,6 +32,18 @@ bool wait_until(std::chrono::milliseconds timeout, const std::function<bool()>& 
 std::string vmm_binary();
 // True when vmm_binary() is a real cloud-hypervisor (not the double).
 bool using_real_vmm();
+// The project's PVH test guest, as built: <build>/guests/pvh-guest.elf.
+std::filesystem::path project_pvh_guest();
+// True when `kernel` holds the same bytes as project_pvh_guest(): a guest known to power off on
+// the ACPI power button (Cloud Hypervisor's GED register, QEMU's PM1) and never to eject a
+// hot-removed device (docs/guests.md).
+bool is_project_pvh_guest(const std::filesystem::path& kernel);
+// A test that relies on the guest powering off when the ACPI power button is pressed (a
+// cooperative guest) says so by calling this first with the guest it boots. True under the VMM
+// double (its pretend guest models the PVH guest) and, against a real VMM, when `kernel` is the
+// project's PVH guest or CHL_TEST_GUEST_COOPERATIVE=1 vouches for it; otherwise it prints why
+// the test skips and returns false.
+bool needs_cooperative_guest(const std::filesystem::path& kernel);
 // Path of the built ch-launcher executable, the source tree and the build tree.
 // $CHL_LAUNCHER_WRAPPER, when set, is returned instead of the launcher: an executable that
 // execs the real one under a tool (scripts/sanitize.sh valgrind writes one running it under
@@ -46,6 +58,9 @@ std::optional<std::string> tool(const std::string& name);
 // Print "SKIPPED: <current test>: <reason>" on stderr (and as a doctest MESSAGE).
 // Call it, then `return` from the test case.
 void skip(const std::string& reason);
+// Print "SKIPPED PART: <reason>": one part of a test cannot run, the rest of it does (the
+// real-ch lane's summary counts such a test as run; a test calling skip() as skipped).
+void skip_part(const std::string& reason);
 
 // Run a command (argv, no shell), capture stdout+stderr; returns exit code (or -1).
 struct CommandResult {

@@ -658,3 +658,26 @@ TEST_CASE("docs/vmi-support.md carries the generated support matrix") {
   CHECK_MESSAGE(doc.find(support_matrix_markdown()) != std::string::npos,
                 "regenerate the table with `ch-launcher validate --support-matrix`");
 }
+
+TEST_CASE("DRA GPUs and host devices: parsed, refused on both hypervisors with a reason that says DRA") {
+  const std::string dra = vmi_with([](YAML::Node& n) {
+    n["spec"]["domain"]["devices"]["gpus"] = YAML::Load("[{name: gpu1, claimName: gpu-claim, requestName: gpu}]");
+    n["spec"]["domain"]["devices"]["hostDevices"] =
+        YAML::Load("[{name: nic1, claimName: nic-claim, requestName: vf}]");
+    n["spec"]["resourceClaims"] = YAML::Load("[{name: gpu-claim, resourceClaimName: my-gpu}, {name: nic-claim}]");
+  });
+  for (const char* hv : {"cloud-hypervisor", "qemu-kvm"}) {
+    CAPTURE(hv);
+    auto v = problems(dra, hv);
+    CHECK_MESSAGE(has(v, "spec.domain.devices.gpus[0].claimName", "DRA devices"), dump(v));
+    CHECK(has(v, "spec.domain.devices.hostDevices[0].claimName", "not supported by ch-launcher yet"));
+    CHECK(has(v, "spec.resourceClaims", "DRA devices"));
+    for (const auto& x : v) CHECK_MESSAGE(x.path.find("deviceName") == std::string::npos, dump(v));
+  }
+  // The device-plugin form without a deviceName still says what is missing.
+  auto plain = problems(vmi_with([](YAML::Node& n) {
+                          n["spec"]["domain"]["devices"]["gpus"] = YAML::Load("[{name: gpu1}]");
+                        }),
+                        "qemu-kvm");
+  CHECK(has(plain, "spec.domain.devices.gpus[0].deviceName", "required"));
+}

@@ -11,7 +11,8 @@
 //             boot (on vm.boot, before vm/booting), running (shortly after the VM is Running),
 //             paused (shortly after it is Paused), snapshot (vm.snapshot, after config.json is
 //             written and before state.json: a half-written snapshot), shutdown (on vm.shutdown),
-//             restore (on vm.restore, before reading the snapshot)
+//             restore (on vm.restore, before reading the snapshot); for CRASH_AT also any
+//             endpoint name (vm.add-disk, vm.send-migration, ...): on that request, unanswered
 //   VMM_DOUBLE_HANG=<endpoint>[,<endpoint>...]  take the request and never answer it; the API
 //                                          stays blocked behind it (as a hung CH VMM thread).
 //   VMM_DOUBLE_FAIL=<endpoint>[,<endpoint>...]  answer 500 with CH's error array for that

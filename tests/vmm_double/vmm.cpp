@@ -450,6 +450,9 @@ Reply Vmm::api_error(const std::string& endpoint, std::vector<std::string> chain
 Reply Vmm::dispatch(HttpRequest& req, const std::string& endpoint) {
   const Route* route = find_route(endpoint);
   if (!route) return {404, error_body({"Not Found"}), false};
+  // VMM_DOUBLE_CRASH_AT=<endpoint>: die on that request, unanswered (as real CH v52 does on
+  // vm.send-migration with no VM).
+  crash(endpoint);
   const bool put = req.method == "PUT";
   const bool get = req.method == "GET";
   const Reply bad_request{400, error_body({"Bad Request"}), false};
@@ -591,12 +594,12 @@ void Vmm::close_consoles() {
   console_.reset();
 }
 
-std::vector<std::string> Vmm::check_bootable() {
-  const auto& cfg = *config_;
+std::vector<std::string> Vmm::validate_config(const Json& cfg) {
+  // VmConfig::validate (vmm/src/config.rs), in its order: the payload first (a missing payload is
+  // MissingBootitem too), vCPU counts, then device ids unique across the lists.
   const Json& payload = cfg["payload"];
-  if (payload.is_null()) return {"Failed to validate config", "No kernel specified"};
-  const bool fw = payload["firmware"].is_string();
-  const bool kernel = payload["kernel"].is_string();
+  const bool fw = payload.is_object() && payload["firmware"].is_string();
+  const bool kernel = payload.is_object() && payload["kernel"].is_string();
   if (!fw && !kernel) {
     return {"Failed to validate config", "Payload configuration is not bootable",
             "No bootitem provided: neither firmware nor kernel"};
@@ -609,6 +612,26 @@ std::vector<std::string> Vmm::check_bootable() {
       cfg["cpus"]["max_vcpus"].get<std::uint64_t>()) {
     return {"Failed to validate config", "Max CPUs lower than boot CPUs"};
   }
+  // vhost-user devices (virtio-fs always is one) need guest memory the backend can map:
+  // backed_by_shared_memory() is memory.shared or hugepages (or every zone's, with size 0).
+  const Json& mem = cfg["memory"];
+  bool shared = mem["shared"].is_boolean() && mem["shared"].get<bool>();
+  shared = shared || (mem["hugepages"].is_boolean() && mem["hugepages"].get<bool>());
+  if (!shared && mem["size"].is_number_unsigned() && mem["size"].get<std::uint64_t>() == 0 && mem["zones"].is_array()) {
+    shared = true;
+    for (const auto& z : mem["zones"]) {
+      const bool zs = z.contains("shared") && z["shared"].is_boolean() && z["shared"].get<bool>();
+      const bool zh = z.contains("hugepages") && z["hugepages"].is_boolean() && z["hugepages"].get<bool>();
+      shared = shared && (zs || zh);
+    }
+  }
+  bool vhost_user = cfg["fs"].is_array() && !cfg["fs"].empty();
+  for (const char* list : {"disks", "net"}) {
+    if (!cfg[list].is_array()) continue;
+    for (const auto& d : cfg[list]) vhost_user = vhost_user || (d["vhost_user"].is_boolean() && d["vhost_user"].get<bool>());
+  }
+  if (vhost_user && !shared)
+    return {"Failed to validate config", "Using vhost-user requires using shared memory or huge pages"};
   // Unique device ids across the device lists.
   std::set<std::string> ids;
   for (const char* list : kDeviceLists) {
@@ -621,6 +644,18 @@ std::vector<std::string> Vmm::check_bootable() {
       }
     }
   }
+  if (cfg["vsock"].is_object() && cfg["vsock"]["id"].is_string() &&
+      !ids.insert(cfg["vsock"]["id"].get<std::string>()).second) {
+    return {"Failed to validate config",
+            "Identifier " + cfg["vsock"]["id"].get<std::string>() + " is not unique"};
+  }
+  return {};
+}
+
+std::vector<std::string> Vmm::check_bootable() {
+  const auto& cfg = *config_;
+  if (auto err = validate_config(cfg); !err.empty()) return err;
+  const Json& payload = cfg["payload"];
   // Vm::new creates the devices (disks opened) before the payload is loaded.
   if (cfg["disks"].is_array()) {
     for (const auto& d : cfg["disks"]) {
@@ -981,20 +1016,25 @@ Reply Vmm::vm_add(const std::string& endpoint, const Json& body,
   Json cfg = body;
   auto& config = *config_;
   const bool vsock = std::string(h->list) == "vsock";
-  // Validation on a copy of the config, as CH does.
   if (vsock && config["vsock"].is_object())
     return api_error(endpoint, {"Too many virtio-vsock devices"});
-  if (cfg["id"].is_string()) {
-    const std::string id = cfg["id"].get<std::string>();
-    bool dup = false;
-    for (const char* list : kDeviceLists) {
-      if (!config[list].is_array()) continue;
-      for (const auto& d : config[list]) dup = dup || d["id"] == id;
+  {
+    // VmConfig::validate on a copy of the config with the device added, as CH does before any
+    // add, cold or hot: a VM created without a bootable payload refuses them all.
+    Json candidate = config;
+    if (vsock) {
+      candidate["vsock"] = cfg;
+    } else {
+      if (!candidate[h->list].is_array()) candidate[h->list] = Json::array();
+      candidate[h->list].push_back(cfg);
     }
-    if (config["vsock"].is_object() && config["vsock"]["id"] == id) dup = true;
-    if (dup)
-      return api_error(endpoint,
-                       {"Failed to validate config", "Identifier " + id + " is not unique"});
+    if (auto err = validate_config(candidate); !err.empty()) return api_error(endpoint, err);
+  }
+  // A running VM's device manager also refuses an id still in its device tree (a device removed
+  // but not yet ejected by the guest keeps its node).
+  if (vm_ && cfg["id"].is_string() && bdfs_.count(cfg["id"].get<std::string>()) != 0) {
+    return api_error(endpoint, {"Error from device manager", "Invalid identifier as it is not unique: " +
+                                                                 cfg["id"].get<std::string>()});
   }
   std::vector<common::UniqueFd> taps;
   if (endpoint == "vm.add-net") {
@@ -1096,6 +1136,14 @@ Reply Vmm::vm_add(const std::string& endpoint, const Json& body,
 Reply Vmm::vm_remove_device(const Json& body) {
   const std::string id = body["id"].get<std::string>();
   if (!config_) return api_error("vm.remove-device", {"VM is not created"});
+  // A running VM (DeviceManager::remove_device): the id must be in the device tree. CH then
+  // takes the device out of the config and asks the guest to eject it; only the guest's eject
+  // (DeviceManager::eject_device) removes the node. The test guest never ejects, so the node
+  // stays and removing the same id again succeeds again (real CH v52 answered 204 twice).
+  if (vm_ && bdfs_.count(id) == 0) {
+    return api_error("vm.remove-device",
+                     {"Error from device manager", "Failed to find device corresponding to the given identifier"});
+  }
   auto& config = *config_;
   bool found = false;
   for (const char* list : kDeviceLists) {
@@ -1114,15 +1162,9 @@ Reply Vmm::vm_remove_device(const Json& body) {
     config["vsock"] = nullptr;
     found = true;
   }
-  if (!found) {
-    if (vm_) {
-      return api_error("vm.remove-device",
-                       {"Error from device manager",
-                        "Failed to find device corresponding to the given identifier"});
-    }
-    return api_error("vm.remove-device", {"No device with id \"" + id + "\" to remove"});
-  }
-  bdfs_.erase(id);
+  // A created VM (no device manager): only the config, and an id not in it is refused.
+  if (!vm_ && !found) return api_error("vm.remove-device", {"No device with id \"" + id + "\" to remove"});
+  // CH closes a removed net device's preserved fds at once.
   net_fds_.erase(id);
   return {204, "", false};
 }
@@ -1266,6 +1308,7 @@ void Vmm::guest_start(bool banner) {
   guest_running_ = true;
   guest_halted_ = false;
   power_button_pending_ = false;
+  ignore_acpi_ = cmdline_has("ignore-acpi");
   guest_line_.clear();
   heartbeat_ = 0;
   if (banner && serial_) {
@@ -1319,19 +1362,27 @@ void Vmm::guest_input(const std::string& bytes) {
 }
 
 void Vmm::guest_line(const std::string& raw) {
-  const auto words = split_words(raw);
-  if (words.size() != 1) return;
-  const std::string& cmd = words[0];
-  if (cmd == "poweroff") {
-    serial_->write("powering off\r\n");
-    schedule(
-        std::chrono::milliseconds(5), [this] { guest_poweroff(); }, true);
-  } else if (cmd == "reboot") {
-    serial_->write("rebooting\r\n");
-    schedule(
-        std::chrono::milliseconds(5), [this] { guest_reboot(); }, true);
-  } else if (cmd == "panic") {
-    guest_panic();
+  // As the PVH test guest's run_words: each known word of the line, in order; poweroff, reboot
+  // and panic never return to the line.
+  for (const auto& word : split_words(raw)) {
+    if (word == "poweroff") {
+      serial_->write("powering off\r\n");
+      schedule(
+          std::chrono::milliseconds(5), [this] { guest_poweroff(); }, true);
+      return;
+    }
+    if (word == "reboot") {
+      serial_->write("rebooting\r\n");
+      schedule(
+          std::chrono::milliseconds(5), [this] { guest_reboot(); }, true);
+      return;
+    }
+    if (word == "panic") {
+      guest_panic();
+      return;
+    }
+    if (word == "ping") serial_->write("pong\r\n");
+    if (word == "ignore-acpi") ignore_acpi_ = true;
   }
 }
 
@@ -1355,7 +1406,11 @@ void Vmm::guest_panic() {
 
 void Vmm::guest_power_button() {
   power_button_pending_ = false;
-  if (!guest_running_ || guest_halted_ || cmdline_has("ignore-acpi")) return;
+  if (!guest_running_ || guest_halted_) return;
+  if (ignore_acpi_) {
+    if (serial_) serial_->write("ignoring the power button\r\n");
+    return;
+  }
   if (serial_) serial_->write("ACPI power button: powering off\r\n");
   schedule(
       std::chrono::milliseconds(10), [this] { guest_poweroff(); }, true);

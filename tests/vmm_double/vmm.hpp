@@ -67,7 +67,11 @@ class Vmm {
   Reply vm_restore(const Json& body);
 
   // --- CH internals the endpoints share ---
-  // Vm::new + boot checks: config validation, disks, payload files. Empty when fine.
+  // VmConfig::validate: bootable payload, vCPU counts, unique ids. Empty when fine. CH runs it at
+  // boot and on every device add (on a copy with the device added, so a VM created without a
+  // payload refuses cold adds).
+  static std::vector<std::string> validate_config(const Json& cfg);
+  // Vm::new + boot checks: validate_config, disks, payload files. Empty when fine.
   std::vector<std::string> check_bootable();
   // pre_create_console_devices: open serial/console per config (a new PTY each time).
   std::vector<std::string> open_consoles();
@@ -111,7 +115,9 @@ class Vmm {
   VmState state_ = VmState::Created;
   std::optional<SerialPort> serial_;
   std::optional<SerialPort> console_;
-  std::map<std::string, std::string> bdfs_;  // device id -> bdf
+  // The device tree: device id -> bdf. vm.remove-device leaves its node in place (CH removes it
+  // when the guest ejects the device, which the test guest never does).
+  std::map<std::string, std::string> bdfs_;
   std::map<std::string, std::vector<common::UniqueFd>> net_fds_;
   unsigned device_counter_ = 0;
 
@@ -120,6 +126,7 @@ class Vmm {
   bool guest_running_ = false;
   bool guest_halted_ = false;
   bool power_button_pending_ = false;
+  bool ignore_acpi_ = false;  // the word ignore-acpi, on the command line or typed
   std::string guest_line_;
   unsigned heartbeat_ = 0;
 
