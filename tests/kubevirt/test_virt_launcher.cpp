@@ -294,7 +294,7 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): Info, Sync, ADDED then Ru
   CHECK_FALSE(fs::exists(sock));  // the server is gone with the launcher
 }
 
-TEST_CASE("virt-launcher mode: a pod network without virt-handler's phase 1 — Sync answers success:false naming it, the wiring module is never loaded, the launcher keeps serving") {
+TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a pod network without virt-handler's phase 1 — Sync answers success:false naming it, the wiring module is never loaded, the launcher keeps serving") {
   if (::geteuid() != 0) {
     chl::test::skip("needs root (a pod network namespace made with ip netns)");
     return;
@@ -351,7 +351,11 @@ TEST_CASE("virt-launcher mode: a pod network without virt-handler's phase 1 — 
   CHECK(*st);
 }
 
-TEST_CASE("virt-launcher mode: after virt-handler's phase 1 the launcher does phase 2 only — Sync succeeds with a masquerade NIC, the namespace is as phase 1 left it after shutdown") {
+TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): after virt-handler's phase 1 the launcher does phase 2 only — Sync succeeds with a masquerade NIC, the namespace is as phase 1 left it after shutdown") {
+  if (kQemu) {
+    chl::test::skip("run on the Cloud Hypervisor path (test_virt_launcher); the libvirt path names the same taps (managed='no') but is not driven with a pod network here");
+    return;
+  }
   if (::geteuid() != 0) {
     chl::test::skip("needs root (a pod network namespace made with ip netns, phase 1 as virt-handler)");
     return;
