@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "common/child_process.hpp"
@@ -352,10 +353,6 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a pod network without vir
 }
 
 TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): after virt-handler's phase 1 the launcher does phase 2 only — Sync succeeds with a masquerade NIC, the namespace is as phase 1 left it after shutdown") {
-  if (kQemu) {
-    chl::test::skip("run on the Cloud Hypervisor path (test_virt_launcher); the libvirt path names the same taps (managed='no') but is not driven with a pod network here");
-    return;
-  }
   if (::geteuid() != 0) {
     chl::test::skip("needs root (a pod network namespace made with ip netns, phase 1 as virt-handler)");
     return;
@@ -414,5 +411,10 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): after virt-handler's phas
   auto st = pod.child.wait_for(60s);
   REQUIRE(st);
   REQUIRE(*st);
-  CHECK(chl::test::net::netns_snapshot(ns) == before);
+  // On the libvirt path, libvirt sets the tap's root qdisc to noqueue when QEMU gets it (it
+  // does so under KubeVirt's own virt-launcher too): that one change is libvirt's, not ours.
+  const auto without_qdisc = [](const std::string& snap) {
+    return kQemu ? std::regex_replace(snap, std::regex(R"(qdisc \S+)"), "qdisc") : snap;
+  };
+  CHECK(without_qdisc(chl::test::net::netns_snapshot(ns)) == without_qdisc(before));
 }
