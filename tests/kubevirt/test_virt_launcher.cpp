@@ -27,6 +27,7 @@
 #include "kubevirt/proto/cmd_info.grpc.pb.h"
 #include "tests/kubevirt/test_notify_server.hpp"
 #include "tests/network/kubevirt_phase1.hpp"
+#include "tests/network/netns.hpp"
 #include "tests/support/launcher_harness.hpp"
 #include "tests/support/qemu_harness.hpp"
 #include "tests/support/test_support.hpp"
@@ -295,43 +296,59 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): Info, Sync, ADDED then Ru
   CHECK_FALSE(fs::exists(sock));  // the server is gone with the launcher
 }
 
-TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a pod network without virt-handler's phase 1 — Sync answers success:false naming it, the wiring module is never loaded, the launcher keeps serving") {
-  if (::geteuid() != 0) {
-    chl::test::skip("needs root (a pod network namespace made with ip netns)");
-    return;
-  }
-  if (!fs::exists(chl::test::guest_kernel())) {
-    chl::test::skip("the PVH test guest is not built");
-    return;
-  }
-  const std::string ns = "chlvl" + std::to_string(::getpid());
-  auto sh = [](const std::vector<std::string>& argv) { return chl::test::run_command(argv); };
-  REQUIRE(sh({"ip", "netns", "add", ns}).exit_code == 0);
-  struct Del {
-    std::string ns;
-    ~Del() { (void)chl::test::run_command({"ip", "netns", "del", ns}); }
-  } del{ns};
-  // The pod's eth0 with its address, and nothing of phase 1 (no k6t-eth0, no tap0).
-  REQUIRE(sh({"ip", "-n", ns, "link", "add", "eth0", "type", "veth", "peer", "name", "peer0"}).exit_code == 0);
-  REQUIRE(sh({"ip", "-n", ns, "addr", "add", "10.244.0.5/24", "dev", "eth0"}).exit_code == 0);
-  const std::string links_before = sh({"ip", "-n", ns, "-o", "link", "show"}).output;
+namespace {
 
-  Pod pod;
-  const auto ip_tool = chl::test::tool("ip");
-  REQUIRE(ip_tool);
-  pod.prefix = {*ip_tool, "netns", "exec", ns};
-  chl::test::TestNotifyServer notify(pod.share() / "domain-notify-pipe.sock");
-  pod.start();
-  const auto sock = chl::kubevirt::ready_socket_path(pod.share());
-  REQUIRE_MESSAGE(chl::test::wait_until(10s, [&] { return fs::exists(sock); }), pod.output());
-  auto channel = grpc::CreateChannel("unix:" + sock.string(), grpc::InsecureChannelCredentials());
-  auto cmd = v1::Cmd::NewStub(channel);
+// A pod's network namespace with its eth0 (10.244.0.5/24, up), and nothing of phase 1.
+// "" when ready, else why the test must skip.
+struct PodNetns {
+  chl::test::net::Netns ns{"chlvl" + std::to_string(::getpid())};
+  std::string up() {
+    if (::geteuid() != 0) return "needs root (a pod network namespace made with ip netns)";
+    if (!fs::exists(chl::test::guest_kernel())) return "the PVH test guest is not built";
+    if (auto e = ns.create(); !e.empty()) return e;
+    for (auto e : {chl::test::net::ip(ns.name(), {"link", "add", "eth0", "type", "veth", "peer", "name", "peer0"}),
+                   chl::test::net::ip(ns.name(), {"addr", "add", "10.244.0.5/24", "dev", "eth0"}),
+                   chl::test::net::ip(ns.name(), {"link", "set", "eth0", "up"})})
+      if (!e.empty()) return e;
+    return {};
+  }
+  // Start the launcher in this namespace (`ip netns exec`); its command stub once it serves.
+  std::unique_ptr<v1::Cmd::Stub> start(Pod& pod) {
+    const auto ip_tool = chl::test::tool("ip");
+    REQUIRE(ip_tool);
+    pod.prefix = {*ip_tool, "netns", "exec", ns.name()};
+    pod.start();
+    const auto sock = chl::kubevirt::ready_socket_path(pod.share());
+    REQUIRE_MESSAGE(chl::test::wait_until(10s, [&] { return fs::exists(sock); }), pod.output());
+    return v1::Cmd::NewStub(grpc::CreateChannel("unix:" + sock.string(), grpc::InsecureChannelCredentials()));
+  }
+};
 
+// The VMI with one masquerade interface on the pod network.
+v1::VMIRequest vmi_with_nic() {
   auto j = nlohmann::json::parse(vmi_json());
-  j["spec"]["domain"]["devices"]["interfaces"] = nlohmann::json::parse(R"([{"name": "default", "masquerade": {}}])");
+  j["spec"]["domain"]["devices"]["interfaces"] =
+      nlohmann::json::parse(R"([{"name": "default", "masquerade": {}, "macAddress": "02:00:00:aa:bb:cc"}])");
   j["spec"]["networks"] = nlohmann::json::parse(R"([{"name": "default", "pod": {}}])");
   v1::VMIRequest vmi;
   vmi.mutable_vmi()->set_vmijson(j.dump());
+  return vmi;
+}
+
+}  // namespace
+
+TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a pod network without virt-handler's phase 1 — Sync answers success:false naming it, the wiring module is never loaded, the launcher keeps serving") {
+  PodNetns pn;
+  if (auto why = pn.up(); !why.empty()) {
+    chl::test::skip(why);
+    return;
+  }
+  const std::string ns = pn.ns.name();
+  const std::string links_before = chl::test::run_command({"ip", "-n", ns, "-o", "link", "show"}).output;
+  Pod pod;
+  chl::test::TestNotifyServer notify(pod.share() / "domain-notify-pipe.sock");
+  auto cmd = pn.start(pod);
+  auto vmi = vmi_with_nic();
   v1::Response r;
   REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, vmi, &r); }).ok());
   CHECK_FALSE(r.success());
@@ -345,7 +362,7 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a pod network without vir
   CHECK_MESSAGE(maps.find("libchl-network") == std::string::npos, maps);
   CHECK_MESSAGE(maps.find("libnl-route") == std::string::npos, maps);
   CHECK_MESSAGE(maps.find("libnftables") == std::string::npos, maps);
-  CHECK(sh({"ip", "-n", ns, "-o", "link", "show"}).output == links_before);
+  CHECK(chl::test::run_command({"ip", "-n", ns, "-o", "link", "show"}).output == links_before);
   (void)pod.child.signal(SIGTERM);
   auto st = pod.child.wait_for(30s);
   REQUIRE(st);
@@ -353,45 +370,20 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a pod network without vir
 }
 
 TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): after virt-handler's phase 1 the launcher does phase 2 only — Sync succeeds with a masquerade NIC, the namespace is as phase 1 left it after shutdown") {
-  if (::geteuid() != 0) {
-    chl::test::skip("needs root (a pod network namespace made with ip netns, phase 1 as virt-handler)");
+  PodNetns pn;
+  if (auto why = pn.up(); !why.empty()) {
+    chl::test::skip(why);
     return;
   }
-  if (!fs::exists(chl::test::guest_kernel())) {
-    chl::test::skip("the PVH test guest is not built");
-    return;
-  }
-  const auto ip_tool = chl::test::tool("ip");
-  REQUIRE(ip_tool);
-  const std::string ns = "chlvm" + std::to_string(::getpid());
-  auto sh = [](const std::vector<std::string>& argv) { return chl::test::run_command(argv); };
-  REQUIRE(sh({"ip", "netns", "add", ns}).exit_code == 0);
-  struct Del {
-    std::string ns;
-    ~Del() { (void)chl::test::run_command({"ip", "netns", "del", ns}); }
-  } del{ns};
-  REQUIRE(sh({"ip", "-n", ns, "link", "add", "eth0", "type", "veth", "peer", "name", "peer0"}).exit_code == 0);
-  REQUIRE(sh({"ip", "-n", ns, "addr", "add", "10.244.0.5/24", "dev", "eth0"}).exit_code == 0);
-  REQUIRE(sh({"ip", "-n", ns, "link", "set", "eth0", "up"}).exit_code == 0);
+  const std::string ns = pn.ns.name();
   chl::test::net::Phase1 p1{ns};
   const auto e = chl::test::net::kubevirt_phase1_masquerade(p1);
   REQUIRE_MESSAGE(e.empty(), e);
   const auto before = chl::test::net::netns_snapshot(ns);
-
   Pod pod;
-  pod.prefix = {*ip_tool, "netns", "exec", ns};
   chl::test::TestNotifyServer notify(pod.share() / "domain-notify-pipe.sock");
-  pod.start();
-  const auto sock = chl::kubevirt::ready_socket_path(pod.share());
-  REQUIRE_MESSAGE(chl::test::wait_until(10s, [&] { return fs::exists(sock); }), pod.output());
-  auto channel = grpc::CreateChannel("unix:" + sock.string(), grpc::InsecureChannelCredentials());
-  auto cmd = v1::Cmd::NewStub(channel);
-  auto j = nlohmann::json::parse(vmi_json());
-  j["spec"]["domain"]["devices"]["interfaces"] =
-      nlohmann::json::parse(R"([{"name": "default", "masquerade": {}, "macAddress": "02:00:00:aa:bb:cc"}])");
-  j["spec"]["networks"] = nlohmann::json::parse(R"([{"name": "default", "pod": {}}])");
-  v1::VMIRequest vmi;
-  vmi.mutable_vmi()->set_vmijson(j.dump());
+  auto cmd = pn.start(pod);
+  auto vmi = vmi_with_nic();
   v1::Response r;
   REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, vmi, &r); }).ok());
   REQUIRE_MESSAGE(r.success(), r.message() << "\n" << pod.output());
