@@ -74,23 +74,33 @@ std::string kubevirt_phase1_masquerade(const Phase1& p) {
                  sysctl_in(p.pod_ns, "net/ipv4/ip_unprivileged_port_start", "0"),
                  kubevirt_create_tap(p, "tap0")})
     if (!e.empty()) return e;
-  // setupNATByFamily(IPv4) with WithLegacyMigrationPorts and a VMI without ports.
-  const std::string rules =
-      "add table ip nat\n"
-      "add chain ip nat prerouting { type nat hook prerouting priority -100; }\n"
-      "add chain ip nat input { type nat hook input priority 100; }\n"
-      "add chain ip nat output { type nat hook output priority -100; }\n"
-      "add chain ip nat postrouting { type nat hook postrouting priority 100; }\n"
-      "add chain ip nat KUBEVIRT_PREINBOUND\n"
-      "add chain ip nat KUBEVIRT_POSTINBOUND\n"
-      "add rule ip nat postrouting ip saddr 10.0.2.2 counter masquerade\n"
-      "add rule ip nat prerouting iifname " + p.pod_iface + " counter jump KUBEVIRT_PREINBOUND\n"
-      "add rule ip nat postrouting oifname " + bridge + " counter jump KUBEVIRT_POSTINBOUND\n"
-      "add rule ip nat output tcp dport { 49152, 49153 } ip saddr 127.0.0.1 counter return\n"
-      "add rule ip nat KUBEVIRT_POSTINBOUND tcp dport { 49152, 49153 } ip saddr 127.0.0.1 counter return\n"
-      "add rule ip nat KUBEVIRT_PREINBOUND counter dnat to 10.0.2.2\n"
-      "add rule ip nat KUBEVIRT_POSTINBOUND ip saddr { 127.0.0.1 } counter snat to 10.0.2.1\n"
-      "add rule ip nat output ip daddr { 127.0.0.1 } counter dnat to 10.0.2.2\n";
+  if (p.ipv6)
+    for (auto e : {ip(p.pod_ns, {"addr", "add", "fd10:0:2::1/120", "dev", bridge, "nodad"}),
+                   sysctl_in(p.pod_ns, "net/ipv6/conf/all/forwarding", "1")})
+      if (!e.empty()) return e;
+  // setupNATByFamily per family, with WithLegacyMigrationPorts and a VMI without ports.
+  const auto nat = [&](const std::string& family, const std::string& loopback, const std::string& gateway,
+                       const std::string& guest) {
+    const std::string t = family + " nat ";
+    const std::string addr = family == "ip" ? "ip" : "ip6";
+    return "add table " + family + " nat\n"
+           "add chain " + t + "prerouting { type nat hook prerouting priority -100; }\n"
+           "add chain " + t + "input { type nat hook input priority 100; }\n"
+           "add chain " + t + "output { type nat hook output priority -100; }\n"
+           "add chain " + t + "postrouting { type nat hook postrouting priority 100; }\n"
+           "add chain " + t + "KUBEVIRT_PREINBOUND\n"
+           "add chain " + t + "KUBEVIRT_POSTINBOUND\n"
+           "add rule " + t + "postrouting " + addr + " saddr " + guest + " counter masquerade\n"
+           "add rule " + t + "prerouting iifname " + p.pod_iface + " counter jump KUBEVIRT_PREINBOUND\n"
+           "add rule " + t + "postrouting oifname " + bridge + " counter jump KUBEVIRT_POSTINBOUND\n"
+           "add rule " + t + "output tcp dport { 49152, 49153 } " + addr + " saddr " + loopback + " counter return\n"
+           "add rule " + t + "KUBEVIRT_POSTINBOUND tcp dport { 49152, 49153 } " + addr + " saddr " + loopback + " counter return\n"
+           "add rule " + t + "KUBEVIRT_PREINBOUND counter dnat to " + guest + "\n"
+           "add rule " + t + "KUBEVIRT_POSTINBOUND " + addr + " saddr { " + loopback + " } counter snat to " + gateway + "\n"
+           "add rule " + t + "output " + addr + " daddr { " + loopback + " } counter dnat to " + guest + "\n";
+  };
+  std::string rules = nat("ip", "127.0.0.1", "10.0.2.1", "10.0.2.2");
+  if (p.ipv6) rules += nat("ip6", "::1", "fd10:0:2::1", "fd10:0:2::2");
   return nft_in(p.pod_ns, rules);
 }
 
@@ -156,6 +166,7 @@ void kubevirt_phase1_undo(const std::string& ns, const std::string& pod_iface) {
   std::string tables;
   (void)nft_in(ns, "list tables", &tables);
   if (tables.find("table ip nat\n") != std::string::npos) (void)nft_in(ns, "delete table ip nat");
+  if (tables.find("table ip6 nat\n") != std::string::npos) (void)nft_in(ns, "delete table ip6 nat");
 }
 
 std::string netns_snapshot(const std::string& ns) {

@@ -32,7 +32,8 @@ struct Phase1 {
   std::uint32_t uid = 107, gid = 107;  // the tap's owner
   std::uint32_t queues = 1;
   std::uint32_t mtu = 1500;
-  bool multi_queue_flag_override = false;  // tests of a bad phase 1: the flag disagrees with queues
+  bool multi_queue_flag_override = false;
+  bool ipv6 = false;  // masquerade: the pod has IPv6 (fd10:0:2::1/120 on the bridge, table ip6 nat)  // tests of a bad phase 1: the flag disagrees with queues
 };
 
 // Each returns "" on success, else the failing step.

@@ -15,6 +15,7 @@
 #include <exception>
 #include <stdexcept>
 
+#include "common/child_process.hpp"
 #include "tests/support/test_support.hpp"
 #include "vmi/parser.hpp"
 
@@ -167,6 +168,40 @@ std::map<std::string, std::string> run_udhcpc(const std::string& guest_ns, const
   while (std::getline(in, line))
     if (auto eq = line.find('='); eq != std::string::npos) out[line.substr(0, eq)] = line.substr(eq + 1);
   return out;
+}
+
+std::optional<std::string> run_dhclient6(const std::string& guest_ns, const chl::test::TempDir& dir,
+                                         std::chrono::seconds timeout, std::string& log) {
+  auto dhclient = chl::test::tool("dhclient");
+  if (!dhclient && ::access("/sbin/dhclient", X_OK) == 0) dhclient = "/sbin/dhclient";
+  if (!dhclient) return std::nullopt;
+  // dhclient binds to eth0's link-local address: wait for its duplicate address detection.
+  (void)chl::test::wait_until(timeout, [&] {
+    const auto a = chl::test::run_command({"ip", "-n", guest_ns, "-6", "addr", "show", "dev", "eth0", "scope", "link"}).output;
+    return a.find("fe80") != std::string::npos && a.find("tentative") == std::string::npos;
+  }, std::chrono::milliseconds(100));
+  const auto script = dir / "dhclient6.sh";
+  const auto lease = dir / "lease6.txt";
+  chl::test::write_file(script, "#!/bin/sh\ncase \"$reason\" in BOUND6|REBOOT6|RENEW6) ;; *) exit 0 ;; esac\n"
+                                "echo \"ip6=$new_ip6_address/$new_ip6_prefixlen search=$new_dhcp6_domain_search\" >> " +
+                                    lease.string() + "\n"
+                                "/usr/sbin/ip -6 addr add $new_ip6_address/$new_ip6_prefixlen dev $interface nodad\n");
+  ::chmod(script.c_str(), 0755);
+  chl::common::SpawnOptions so;
+  so.argv = {*chl::test::tool("ip"), "netns", "exec", guest_ns, *dhclient, "-6", "-d", "-v", "-sf",
+             script.string(), "-lf", (dir / "dhclient6.leases").string(), "-pf", (dir / "dhclient6.pid").string(),
+             "eth0"};
+  chl::common::UniqueFd out(::open((dir / "dhclient.log").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+  so.stdout_fd = so.stderr_fd = out.get();
+  auto client = chl::common::ChildProcess::spawn(so);
+  if (!client) {
+    log = "dhclient: " + client.error().message();
+    return std::string();
+  }
+  (void)chl::test::wait_until(timeout, [&] { return !chl::test::read_file(lease).empty(); }, std::chrono::milliseconds(100));
+  (void)client->kill_and_reap();
+  log = chl::test::read_file(dir / "dhclient.log");
+  return chl::test::read_file(lease);
 }
 
 chl::vmi::Vmi vmi_with(const std::string& iface_yaml, const std::string& devices_extra) {

@@ -368,33 +368,14 @@ TEST_CASE("netns: masquerade over IPv6 — router advertisements give the guest 
   CHECK(routes.find("dev eth0") != std::string::npos);
   CHECK(wired->router_adverts() >= 1);
 
-  auto dhclient = chl::test::tool("dhclient");
-  if (!dhclient && ::access("/sbin/dhclient", X_OK) == 0) dhclient = "/sbin/dhclient";
-  if (!dhclient) {
+  std::string dhclient_log;
+  auto lease6 = run_dhclient6(t.guest.name(), dir, 30s, dhclient_log);
+  if (!lease6) {
     chl::test::skip("no DHCPv6 client (dhclient from isc-dhcp-client): the DHCPv6 lease is not checked");
     in_netns(t.pod.name(), [&] { CHECK(wired->teardown()); });
     return;
   }
-  // dhclient -6 in the foreground; its script records the lease and applies the address.
-  const auto script = dir / "dhclient6.sh";
-  const auto lease = dir / "lease6.txt";
-  chl::test::write_file(script, "#!/bin/sh\ncase \"$reason\" in BOUND6|REBOOT6|RENEW6) ;; *) exit 0 ;; esac\n"
-                                "echo \"ip6=$new_ip6_address/$new_ip6_prefixlen search=$new_dhcp6_domain_search\" >> " +
-                                    lease.string() + "\n"
-                                "/usr/sbin/ip -6 addr add $new_ip6_address/$new_ip6_prefixlen dev $interface nodad\n");
-  ::chmod(script.c_str(), 0755);
-  chl::common::SpawnOptions so;
-  so.argv = {*chl::test::tool("ip"), "netns", "exec", t.guest.name(), *dhclient, "-6", "-d", "-v", "-sf",
-             script.string(), "-lf", (dir / "dhclient6.leases").string(), "-pf", (dir / "dhclient6.pid").string(),
-             "eth0"};
-  chl::common::UniqueFd log(::open((dir / "dhclient.log").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
-  so.stdout_fd = so.stderr_fd = log.get();
-  auto client = chl::common::ChildProcess::spawn(so);
-  REQUIRE(client);
-  const bool bound = chl::test::wait_until(30s, [&] { return !chl::test::read_file(lease).empty(); }, 100ms);
-  CHECK_MESSAGE(bound, chl::test::read_file(dir / "dhclient.log"));
-  CHECK_MESSAGE(chl::test::read_file(lease) == "ip6=fd10:0:2::2/128 search=ns1.svc.cluster.local. cluster.local.\n",
-                chl::test::read_file(lease));
+  CHECK_MESSAGE(*lease6 == "ip6=fd10:0:2::2/128 search=ns1.svc.cluster.local. cluster.local.\n", *lease6, "\n", dhclient_log);
   CHECK(wired->dhcp6_answers() >= 2);  // ADVERTISE and REPLY
 
   // With the address from DHCPv6 and the router from the advertisements, the guest leaves as the
@@ -413,7 +394,6 @@ TEST_CASE("netns: masquerade over IPv6 — router advertisements give the guest 
   CHECK(reply == "hello\n");
   CHECK(got == "fd00:77::1");
 
-  (void)client->kill_and_reap();
   in_netns(t.pod.name(), [&] {
     auto st = wired->teardown();
     CHECK_MESSAGE(st, (st ? "" : st.error().message()));

@@ -176,7 +176,8 @@ struct Phase2Child {
     say("ok " + taps + " cap=" + cap_eff);
     pollfd p{stop, POLLIN, 0};
     while (::poll(&p, 1, 0) == 0) io.run_for(50ms);
-    say("answers " + std::to_string((*net)->dhcp_answers()));
+    say("answers " + std::to_string((*net)->dhcp_answers()) + " dhcpv6 " + std::to_string((*net)->dhcp6_answers()) +
+        " ra " + std::to_string((*net)->router_adverts()));
     net->reset();
     ::_exit(0);
   }
@@ -216,7 +217,7 @@ TEST_CASE("phase 2: as uid 107 without capabilities, the launcher attaches to vi
                                                                      {"mtu", "1500"},
                                                                      {"hostname", "vm1"}})
     CHECK_MESSAGE(lease[key] == want, key);
-  CHECK(c.finish() == "answers " + std::to_string(lease.empty() ? 0 : 2));  // OFFER and ACK
+  CHECK(c.finish() == "answers " + std::to_string(lease.empty() ? 0 : 2) + " dhcpv6 0 ra 0");  // OFFER and ACK
   CHECK(netns_snapshot(t.pod.name()) == before);
 }
 
@@ -249,9 +250,43 @@ TEST_CASE("phase 2: bridge binding — the guest gets the pod's address, gateway
                                                                      {"serverid", "169.254.75.10"},
                                                                      {"mtu", "1400"}})
     CHECK_MESSAGE(lease[key] == want, key);
-  CHECK(c.finish() == "answers " + std::to_string(lease.empty() ? 0 : 2));
+  CHECK(c.finish() == "answers " + std::to_string(lease.empty() ? 0 : 2) + " dhcpv6 0 ra 0");
   // The guest stand-in's address came from udhcpc's script, in the guest namespace: the pod's
   // namespace is as phase 1 left it.
+  CHECK(netns_snapshot(t.pod.name()) == before);
+}
+
+TEST_CASE("phase 2: IPv6 masquerade — as uid 107 the guest gets fd10:0:2::2 by DHCPv6, as KubeVirt serves it (no router advertisements)") {
+  Pod t;
+  if (auto why = t.up(false); !why.empty()) {
+    chl::test::skip(why);
+    return;
+  }
+  REQUIRE(ip(t.pod.name(), {"addr", "add", "fd00:77::2/64", "dev", "eth0", "nodad"}) == "");
+  Phase1 p1{t.pod.name()};
+  p1.ipv6 = true;
+  auto e = kubevirt_phase1_masquerade(p1);
+  REQUIRE_MESSAGE(e.empty(), e);
+  REQUIRE(t.plug_guest() == "");
+  REQUIRE(ip(t.guest.name(), {"link", "set", "eth0", "up"}) == "");
+  const auto before = netns_snapshot(t.pod.name());
+  INFO("phase 1 left:\n", before);
+  REQUIRE(before.find("table ip6 nat") != std::string::npos);
+
+  Phase2Child c;
+  c.start(t, vmi_with(kMasq));
+  REQUIRE_MESSAGE(c.first_line.rfind("ok tap0, cap=0000000000000000", 0) == 0, c.first_line);
+  std::string log;
+  auto lease6 = run_dhclient6(t.guest.name(), t.dir, 30s, log);
+  if (!lease6) {
+    chl::test::skip("no DHCPv6 client (dhclient from isc-dhcp-client): the DHCPv6 lease is not checked");
+    return;
+  }
+  CHECK_MESSAGE(*lease6 == "ip6=fd10:0:2::2/128 search=ns1.svc.cluster.local. cluster.local.\n", *lease6, "\n", log);
+  const auto last = c.finish();
+  CHECK_MESSAGE(last.rfind("answers 0 dhcpv6 ", 0) == 0, last);
+  CHECK_MESSAGE(last.find(" dhcpv6 0 ") == std::string::npos, last);  // ADVERTISE and REPLY
+  CHECK_MESSAGE(last.find(" ra 0") != std::string::npos, last);      // KubeVirt sends none
   CHECK(netns_snapshot(t.pod.name()) == before);
 }
 
