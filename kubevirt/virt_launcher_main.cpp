@@ -9,7 +9,12 @@
 // <share>/domain-notify-pipe.sock (kubevirt/launcher_handler.hpp). The monitor's duties —
 // forwarding SIGTERM as the graceful stop, reaping the VMM, the final exit code — are the
 // launcher's own already.
+#include <fcntl.h>
 #include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <atomic>
 #include <cstdio>
@@ -35,8 +40,13 @@ namespace fs = std::filesystem;
 using chl::launcher::kExitInvalidInput;
 using chl::launcher::kExitLaunchFailed;
 
-std::atomic<bool> g_terminate{false};
-void on_terminate(int) { g_terminate = true; }
+// SIGTERM/SIGINT before the service runs (it installs its own handlers then): the handler
+// writes to a pipe (async-signal-safe) that a watcher thread blocks on, so nothing polls.
+int g_terminate_pipe[2] = {-1, -1};
+void on_terminate(int) {
+  const char b = 1;
+  (void)!::write(g_terminate_pipe[1], &b, 1);
+}
 
 struct Flags {
   std::map<std::string, std::string> values;
@@ -145,6 +155,10 @@ int virt_launcher_main(const std::vector<std::string>& argv, const launcher::Run
     }
   }
 
+  if (::pipe2(g_terminate_pipe, O_CLOEXEC) != 0) {
+    std::fprintf(stderr, "ch-launcher virt-launcher: pipe: %s\n", std::strerror(errno));
+    return kExitLaunchFailed;
+  }
   struct sigaction sa{};
   sa.sa_handler = on_terminate;
   ::sigemptyset(&sa.sa_mask);
@@ -176,7 +190,9 @@ int virt_launcher_main(const std::vector<std::string>& argv, const launcher::Run
   if (const char* s = std::getenv("STANDALONE_VMI"); s && *s) standalone = s;
 
   std::thread watcher([&handler] {
-    while (!g_terminate.load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    char b = 0;
+    while (::read(g_terminate_pipe[0], &b, 1) < 0 && errno == EINTR) {
+    }
     handler.stop();
   });
   int code = 0;
@@ -207,8 +223,10 @@ int virt_launcher_main(const std::vector<std::string>& argv, const launcher::Run
     code = run_launch(this_launch, hooks);
     if (!launched) CHL_LOG_WARN("virt-launcher: the launch failed (exit {}); waiting for the next Sync", code);
   }
-  g_terminate = true;
+  on_terminate(0);  // let the watcher go
   watcher.join();
+  ::close(g_terminate_pipe[0]);
+  ::close(g_terminate_pipe[1]);
   server->reset();
   return launched ? code : 0;
 }
