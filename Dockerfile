@@ -11,7 +11,8 @@ RUN bash scripts/setup.sh \
  && cmake -S . -B /build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHL_WERROR=ON \
  && cmake --build /build -j"$(nproc)" --target ch-launcher \
  && strip --strip-debug -o /ch-launcher /build/bin/ch-launcher \
- && strip --strip-debug -o /libchl-network.so /build/bin/libchl-network.so
+ && strip --strip-debug -o /libchl-network.so /build/bin/libchl-network.so \
+ && strip --strip-debug -o /libchl-kubevirt.so /build/bin/libchl-kubevirt.so
 
 # ---- fetch: Cloud Hypervisor and its firmware, pinned and checked ---------------------------
 FROM debian:bookworm-slim AS fetch
@@ -42,7 +43,8 @@ RUN for pin in CH_SHA256 HYPERVISOR_FW_SHA256 CLOUDHV_SHA256; do \
 FROM debian:bookworm-slim
 # Exactly the shared libraries ch-launcher and its pod-networking module libchl-network.so link
 # (tests/deploy checks this list against ldd). The module (libnl, libnftables…) is loaded only for
-# a VMI with interfaces; the qemu-kvm module libchl-libvirt.so is not in this image.
+# a VMI with interfaces, libchl-kubevirt.so (libnghttp2, libprotobuf-lite) only in virt-launcher
+# mode; the qemu-kvm module libchl-libvirt.so is not in this image.
 # BEGIN runtime-libraries
 RUN apt-get update \
  && apt-get install -y -t bookworm --no-install-recommends \
@@ -53,6 +55,7 @@ RUN apt-get update \
 # END runtime-libraries
 COPY --from=build /ch-launcher /usr/bin/ch-launcher
 COPY --from=build /libchl-network.so /usr/lib/ch-launcher/libchl-network.so
+COPY --from=build /libchl-kubevirt.so /usr/lib/ch-launcher/libchl-kubevirt.so
 COPY --from=fetch /fetch/cloud-hypervisor /usr/bin/cloud-hypervisor
 COPY --from=fetch /fetch/hypervisor-fw /fetch/CLOUDHV.fd /usr/share/cloud-hypervisor/
 # A non-root user for pods that grant /dev/kvm to it (the device plugin's group) and

@@ -71,4 +71,14 @@ int usage_error(const std::string& cmd, const std::string& msg, int code) {
   return code;
 }
 
+std::optional<vmi::CheckedVmi> checked_vmi_or_print(const std::string& file, const std::string& hypervisor) {
+  auto checked = vmi::check_vmi_file(file, hypervisor, vmi::current_host());
+  if (!checked) {
+    std::fputs(checked.error().c_str(), stderr);
+    return std::nullopt;
+  }
+  std::fputs(vmi::format_warnings(checked->warnings, file == "-" ? "<stdin>" : file).c_str(), stderr);
+  return std::move(*checked);
+}
+
 }  // namespace chl::cli

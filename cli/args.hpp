@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "vmi/validator.hpp"
+
 namespace chl::cli {
 
 class Args {
@@ -36,5 +38,10 @@ class Args {
 
 // Print "ch-launcher <cmd>: <msg>" to stderr, return `code`.
 int usage_error(const std::string& cmd, const std::string& msg, int code = 2);
+
+// check_vmi_file for the commands that read a VMI (validate, render, overhead): the checked VMI
+// with its warnings printed ("warning: FILE: spec.x: note"), or nullopt with every problem
+// printed (the caller exits 2).
+std::optional<vmi::CheckedVmi> checked_vmi_or_print(const std::string& file, const std::string& hypervisor);
 
 }  // namespace chl::cli

@@ -15,13 +15,8 @@ int run(const std::vector<std::string>& argv) {
   if (!args.parse(argv)) return chl::cli::usage_error("overhead", args.error());
   auto vmi = args.get("--vmi");
   if (!vmi) return chl::cli::usage_error("overhead", "--vmi FILE is required");
-  auto checked = chl::vmi::check_vmi_file(*vmi, args.get_or("--hypervisor", "cloud-hypervisor"),
-                                           chl::vmi::current_host());
-  if (!checked) {
-    std::fputs(checked.error().c_str(), stderr);
-    return 2;
-  }
-  std::fputs(chl::vmi::format_warnings(checked->warnings, *vmi == "-" ? "<stdin>" : *vmi).c_str(), stderr);
+  auto checked = chl::cli::checked_vmi_or_print(*vmi, args.get_or("--hypervisor", "cloud-hypervisor"));
+  if (!checked) return 2;
   auto o = chl::vmi::memory_overhead(checked->vmi, *checked->caps);
   if (args.has("--json")) {
     std::printf("%s\n", chl::vmi::overhead_json(o).dump(2).c_str());

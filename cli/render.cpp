@@ -36,13 +36,8 @@ int run(const std::vector<std::string>& argv) {
       return chl::cli::usage_error("render",
                                    "--cpu-set takes a CPU list such as 2-5,8, got \"" + *cs + "\"");
   }
-  auto checked = chl::vmi::check_vmi_file(*vmi, args.get_or("--hypervisor", "cloud-hypervisor"),
-                                           chl::vmi::current_host());
-  if (!checked) {
-    std::fputs(checked.error().c_str(), stderr);
-    return 2;
-  }
-  std::fputs(chl::vmi::format_warnings(checked->warnings, *vmi == "-" ? "<stdin>" : *vmi).c_str(), stderr);
+  auto checked = chl::cli::checked_vmi_or_print(*vmi, args.get_or("--hypervisor", "cloud-hypervisor"));
+  if (!checked) return 2;
   if (!in.cpu_set && checked->vmi.spec.domain.cpu.dedicated_cpu_placement) {
     if (auto cs = chl::launcher::read_cgroup_cpu_set()) in.cpu_set = std::move(*cs);
   }

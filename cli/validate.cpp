@@ -17,13 +17,8 @@ int run(const std::vector<std::string>& argv) {
   }
   auto vmi = args.get("--vmi");
   if (!vmi) return chl::cli::usage_error("validate", "--vmi FILE is required");
-  auto checked = chl::vmi::check_vmi_file(*vmi, args.get_or("--hypervisor", "cloud-hypervisor"),
-                                           chl::vmi::current_host());
-  if (!checked) {
-    std::fputs(checked.error().c_str(), stderr);
-    return 2;
-  }
-  std::fputs(chl::vmi::format_warnings(checked->warnings, *vmi == "-" ? "<stdin>" : *vmi).c_str(), stderr);
+  auto checked = chl::cli::checked_vmi_or_print(*vmi, args.get_or("--hypervisor", "cloud-hypervisor"));
+  if (!checked) return 2;
   std::printf("ok: %s\n", chl::vmi::vmi_summary(checked->vmi, *checked->caps).c_str());
   return 0;
 }

@@ -5,7 +5,7 @@
 // the list of what must be prepared before the VM is created (empty disks to create, container
 // disks to convert, cloud-init media to write, firmware to find). The plan only describes the
 // preparations; disks/ and firmware/ carry them out.
-// Hypervisor-neutral: ch_translate.hpp turns it into Cloud Hypervisor's VmConfig; the libvirt
+// Hypervisor-neutral: drivers/cloud_hypervisor/translate.hpp turns it into Cloud Hypervisor's VmConfig; the libvirt
 // driver will turn it into domain XML.
 #include <cstdint>
 #include <map>

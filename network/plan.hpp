@@ -99,7 +99,7 @@ struct PlanResult {
 // SR-IOV without a VF, slirp/passt/macvtap/plugin bindings, a network missing from
 // spec.networks or from the pod, masquerade off the pod network, a malformed/multicast MAC, two
 // interfaces with one MAC, a bad vmNetworkCIDR.
-// `vcpus` is vmi::cpu_topology(vmi).vcpus() (passed in: this library does not link chl_core).
+// `vcpus` is vmi::cpu_topology(vmi).vcpus() (passed in).
 PlanResult plan_networks(const vmi::Vmi& vmi, const PodFacts& pod, std::uint64_t vcpus);
 
 // The pod interface name KubeVirt gives the network at `index` of spec.networks.

@@ -208,10 +208,10 @@ std::vector<std::string> split(const std::string& s) {
 }
 
 fs::path default_ch_launcher() {
-  // build/bench/disks/qcow2_convert_bench -> build/ch_launcher/ch-launcher
+  // build/bench/disks/qcow2_convert_bench -> build/bin/ch-launcher
   std::error_code ec;
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  return self.parent_path().parent_path().parent_path() / "ch_launcher" / "ch-launcher";
+  return self.parent_path().parent_path().parent_path() / "bin" / "ch-launcher";
 }
 
 }  // namespace

@@ -193,7 +193,7 @@ int main(int argc, char** argv) {
               kRealVirtLauncherSyncMs);
   std::printf("RESULT\tvl_sync_vs_run\tvirt-launcher mode: Sync -> Running notification vs run -> Running (median)\t%.1f\tch-launcher run\t%.1f\tms\tdiff_le\t5\n",
               rn, ru);
-  std::printf("RESULT\tvl_rss\tvirt-launcher mode: launcher RSS, VM running (gRPC included)\t%.1f\treal virt-launcher pod processes\t141\tMiB\tabs_le\t12\n",
+  std::printf("RESULT\tvl_rss\tvirt-launcher mode: launcher RSS, VM running (KubeVirt transport included)\t%.1f\treal virt-launcher pod processes\t141\tMiB\tabs_le\t12\n",
               rss / 1024.0);
   std::printf("RESULT\tvl_idle\tvirt-launcher mode: context switches per second, idle (all threads)\t%.1f\t\t\t/s\tabs_le\t0\n",
               switches / 10.0);

@@ -1,5 +1,5 @@
 // The entry point of libchl-libvirt.so (libvirt_module.hpp). Built only into the module and the
-// chl_libvirt static library, never into chl_core.
+// chl_libvirt static library, never into chl_libvirt_domain.
 #include "drivers/libvirt/module.hpp"
 
 #include "drivers/libvirt/daemon.hpp"

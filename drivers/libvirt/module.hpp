@@ -1,7 +1,7 @@
 #pragma once
 // The QEMU/KVM path as a module: libchl-libvirt.so holds the libvirt driver, the libvirt daemon
 // handling and everything else that needs libvirt (libvirt_*.cpp), and is the only thing that
-// links libvirt0 (and its ~60 libraries). `ch-launcher` loads it (driver_module.hpp) only when
+// links libvirt0 (and its ~60 libraries). `ch-launcher` loads it (module_loader.hpp) only when
 // a VMI asks for `spec.hypervisor: qemu-kvm`; the Cloud Hypervisor path never maps it.
 //
 // This header is the contract between the two, included by both and free of libvirt headers.

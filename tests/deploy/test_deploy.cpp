@@ -45,7 +45,7 @@ std::set<std::string> dockerfile_runtime_packages(const std::string& dockerfile)
 
 }  // namespace
 
-TEST_CASE("the image installs exactly the Debian packages of the libraries ch-launcher and its network module link") {
+TEST_CASE("the image installs exactly the Debian packages of the libraries ch-launcher and its network and KubeVirt modules link") {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   chl::test::skip("a sanitizer build links the sanitizer runtimes (libasan, libubsan, libtsan), which the image rightly leaves out");
   return;
@@ -59,17 +59,21 @@ TEST_CASE("the image installs exactly the Debian packages of the libraries ch-la
   // library file (resolving /lib → /usr/lib links).
   const auto network_module = std::filesystem::path(chl::test::launcher_binary()).parent_path() / "libchl-network.so";
   REQUIRE_MESSAGE(std::filesystem::exists(network_module), network_module);
+  // And KubeVirt's protocol, libchl-kubevirt.so (loaded in virt-launcher mode).
+  const auto kubevirt_module = network_module.parent_path() / "libchl-kubevirt.so";
+  REQUIRE_MESSAGE(std::filesystem::exists(kubevirt_module), kubevirt_module);
   auto r = run_command({"bash", "-c",
                         "set -o pipefail; for f in \"$@\"; do ldd \"$f\"; done | awk '$2 == \"=>\" && $3 ~ /^\\// {print $3}' | "
                         "sort -u | while read -r lib; do dpkg -S \"$(readlink -f \"$lib\")\" 2>/dev/null || dpkg -S \"$lib\"; done | "
                         "cut -d: -f1 | sort -u",
-                        "ldd-packages", chl::test::launcher_binary(), network_module.string()});
+                        "ldd-packages", chl::test::launcher_binary(), network_module.string(),
+                        kubevirt_module.string()});
   REQUIRE_MESSAGE(r.exit_code == 0, r.output);
   auto linked = words(r.output);
   REQUIRE_FALSE(linked.empty());
   CHECK(linked.count("libc6") == 1);
   auto listed = dockerfile_runtime_packages(chl::test::read_file(chl::test::source_dir() / "Dockerfile"));
-  CHECK_MESSAGE(listed == linked, "Dockerfile lists: " << joined(listed) << "\nch-launcher and libchl-network.so link: " << joined(linked));
+  CHECK_MESSAGE(listed == linked, "Dockerfile lists: " << joined(listed) << "\nch-launcher, libchl-network.so and libchl-kubevirt.so link: " << joined(linked));
 }
 
 TEST_CASE("the Dockerfile passes the lint, and the lint catches what it is for") {

@@ -13,7 +13,7 @@
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <poll.h>
-#include <csignal>
+#include <signal.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -294,6 +294,24 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): Info, Sync, ADDED then Ru
   CHECK(last->json["Status"]["Reason"] == "NonExistent");
   CHECK(last->json["ObjectMeta"].contains("deletionTimestamp"));
   CHECK_FALSE(fs::exists(sock));  // the server is gone with the launcher
+}
+
+TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): SIGTERM before any Sync ends the launcher at once, exit 0, nothing left") {
+  if (kQemu && !chl::test::libvirt_runnable()) return;  // says why
+  if (!fs::exists(chl::test::guest_kernel())) {
+    chl::test::skip("the PVH test guest is not built");
+    return;
+  }
+  Pod pod;
+  pod.start();
+  const auto sock = chl::kubevirt::ready_socket_path(pod.share());
+  REQUIRE_MESSAGE(chl::test::wait_until(10s, [&] { return fs::exists(sock); }), pod.output());
+  REQUIRE(::kill(pod.child.pid(), SIGTERM) == 0);
+  auto st = pod.child.wait_for(10s);
+  REQUIRE(st);
+  REQUIRE(*st);
+  CHECK_MESSAGE(((*st)->exited && (*st)->code == 0), pod.output());
+  CHECK_FALSE(fs::exists(sock));
 }
 
 namespace {

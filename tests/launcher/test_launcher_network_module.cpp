@@ -25,10 +25,11 @@ void write_vmi_with_interface(LauncherRun& r) {
 
 }  // namespace
 
-TEST_CASE("ch-launcher links no libnl or libnftables, the module next to it does") {
+TEST_CASE("ch-launcher links no libnl, libnftables, libnghttp2 or libprotobuf; the modules next to it do") {
   auto launcher = ldd(chl::test::launcher_binary());
   if (!launcher) return;
-  for (const char* lib : {"libnl-", "libnftables", "libnftnl", "libmnl", "libgmp", "libjansson", "libxtables"}) {
+  for (const char* lib : {"libnl-", "libnftables", "libnftnl", "libmnl", "libgmp", "libjansson", "libxtables",
+                          "libnghttp2", "libprotobuf", "libgrpc"}) {
     CAPTURE(lib);
     CHECK_MESSAGE(launcher->find(lib) == std::string::npos, "ch-launcher links:\n" << *launcher);
   }
@@ -39,6 +40,14 @@ TEST_CASE("ch-launcher links no libnl or libnftables, the module next to it does
   CHECK_MESSAGE(module->find("libnftables.so") != std::string::npos, "libchl-network.so links:\n" << *module);
   // The module takes the launcher's own code from the executable: it must not carry a copy.
   CHECK_MESSAGE(module->find("libchl") == std::string::npos, *module);
+  // KubeVirt's protocol (virt-launcher mode) is libchl-kubevirt.so: HTTP/2 and protobuf-lite.
+  const auto kubevirt = fs::path(chl::test::launcher_binary()).parent_path() / "libchl-kubevirt.so";
+  REQUIRE_MESSAGE(fs::exists(kubevirt), "no " << kubevirt << " (target chl_kubevirt_module)");
+  auto kv = ldd(kubevirt);
+  REQUIRE(kv);
+  CHECK_MESSAGE(kv->find("libnghttp2.so") != std::string::npos, *kv);
+  CHECK_MESSAGE(kv->find("libprotobuf-lite.so") != std::string::npos, *kv);
+  CHECK_MESSAGE(kv->find("libgrpc") == std::string::npos, *kv);
 }
 
 TEST_CASE("a VMI without interfaces runs without the network module and never maps its libraries") {

@@ -1,0 +1,235 @@
+// virt-launcher mode, the body of `ch-launcher virt-launcher [flags]` (also run as
+// `virt-launcher` or `virt-launcher-monitor`: cli/main.cpp, cli/virt_launcher.cpp), in the
+// module libchl-kubevirt.so so that `run` never maps its libraries (libnghttp2,
+// libprotobuf-lite). KubeVirt's compute container entry point. It accepts virt-launcher's own
+// flags (pkg/virt-controller/services/template.go writes them), serves KubeVirt's command
+// protocol on <share>/sockets/launcher-init-sock → launcher-sock (kubevirt/cmd_server.hpp), and
+// on the first Sync that names a VMI it can run, launches it exactly as `run` does
+// (run_launcher.cpp) with KubeVirt's pod paths, telling virt-handler about the domain through
+// <share>/domain-notify-pipe.sock (kubevirt/launcher_handler.hpp). The monitor's duties —
+// forwarding SIGTERM as the graceful stop, reaping the VMM, the final exit code — are the
+// launcher's own already.
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <thread>
+#include <string>
+#include <vector>
+
+#include "kubevirt/virt_launcher_main.hpp"
+
+#include "common/log.hpp"
+#include "kubevirt/cmd_server.hpp"
+#include "kubevirt/launcher_handler.hpp"
+#include "kubevirt/notify_client.hpp"
+#include "launcher/launch_options.hpp"
+#include "vmi/parser.hpp"
+
+namespace chl::kubevirt {
+namespace {
+namespace fs = std::filesystem;
+using chl::launcher::kExitInvalidInput;
+using chl::launcher::kExitLaunchFailed;
+
+// SIGTERM/SIGINT before the service runs (it installs its own handlers then): the handler
+// writes to a pipe (async-signal-safe) that a watcher thread blocks on, so nothing polls.
+int g_terminate_pipe[2] = {-1, -1};
+void on_terminate(int) {
+  const char b = 1;
+  (void)!::write(g_terminate_pipe[1], &b, 1);
+}
+
+struct Flags {
+  std::map<std::string, std::string> values;
+  std::set<std::string> switches;
+  std::vector<std::string> ignored;
+};
+
+// virt-launcher's flags, and ours. Anything else is accepted and logged once (a newer
+// virt-handler's pod spec must not crash us): a following word that is not a flag is its value.
+const std::set<std::string> kValueFlags = {
+    "--name", "--uid", "--namespace", "--kubevirt-share-dir", "--ephemeral-disk-dir", "--container-disk-dir",
+    "--hotplug-disk-dir", "--grace-period-seconds", "--hypervisor", "--qemu-timeout", "--ovmf-path",
+    "--hook-sidecars", "--private-dir", "--vmm-binary", "--state-dir", "--log-level", "--log-file", "--seccomp",
+    "--accel", "--firmware-dir"};
+const std::set<std::string> kSwitches = {"--allow-emulation", "--keep-after-failure", "--no-fork",
+                                         "--simulate-crash", "--run-as-nonroot"};
+
+bool parse(const std::vector<std::string>& argv, Flags& f, std::string& error) {
+  for (std::size_t i = 0; i < argv.size(); ++i) {
+    std::string a = argv[i];
+    std::string value;
+    bool has_value = false;
+    if (auto eq = a.find('='); a.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = a.substr(eq + 1);
+      a = a.substr(0, eq);
+      has_value = true;
+    }
+    if (a.rfind("--", 0) != 0) {
+      error = "unexpected argument " + a;
+      return false;
+    }
+    if (kSwitches.count(a)) {
+      f.switches.insert(a);
+      continue;
+    }
+    if (!has_value && i + 1 < argv.size() && argv[i + 1].rfind("--", 0) != 0) {
+      value = argv[++i];
+      has_value = true;
+    }
+    if (kValueFlags.count(a)) {
+      if (!has_value) {
+        error = a + " needs a value";
+        return false;
+      }
+      f.values[a] = value;
+    } else {
+      f.ignored.push_back(a);
+    }
+  }
+  return true;
+}
+
+std::string get(const Flags& f, const std::string& k, const std::string& def) {
+  auto it = f.values.find(k);
+  return it == f.values.end() ? def : it->second;
+}
+
+int usage_error(const std::string& msg) {
+  std::fprintf(stderr, "ch-launcher virt-launcher: %s (see `ch-launcher help virt-launcher`)\n", msg.c_str());
+  return kExitInvalidInput;
+}
+
+}  // namespace
+
+int virt_launcher_main(const std::vector<std::string>& argv, const launcher::RunLaunch& run_launch) {
+  Flags f;
+  std::string error;
+  if (!parse(argv, f, error)) return usage_error(error);
+  spdlog::level::level_enum level = spdlog::level::info;
+  if (auto l = get(f, "--log-level", ""); !l.empty() && !chl::common::log::parse_level(l, level))
+    return usage_error("--log-level: unknown level " + l);
+  chl::common::log::init("virt-launcher", level, get(f, "--log-file", ""));
+  for (const auto& i : f.ignored) CHL_LOG_INFO("virt-launcher: flag {} accepted and ignored", i);
+
+  std::string hypervisor = get(f, "--hypervisor", "cloud-hypervisor");
+  if (hypervisor == "kvm" || hypervisor == "qemu" || hypervisor == "qemu-kvm") hypervisor = "qemu-kvm";
+  else if (hypervisor == "ch" || hypervisor == "cloud-hypervisor") hypervisor = "cloud-hypervisor";
+  else return usage_error("--hypervisor takes cloud-hypervisor, kvm or qemu-kvm, got " + hypervisor);
+  if (const std::string hooks = get(f, "--hook-sidecars", "0"); hooks != "0")
+    return usage_error("--hook-sidecars " + hooks +
+                                                      ": hook sidecars are not supported by ch-launcher (only 0)");
+
+  const fs::path share = get(f, "--kubevirt-share-dir", "/var/run/kubevirt");
+  const fs::path private_dir = get(f, "--private-dir", "/var/run/kubevirt-private");
+  const fs::path ephemeral = get(f, "--ephemeral-disk-dir", "/var/run/kubevirt-ephemeral-disks");
+  const std::string uid = get(f, "--uid", "");
+
+  chl::launcher::LaunchOptions lo;
+  lo.default_hypervisor = hypervisor;
+  lo.pod_layout = true;
+  lo.network_phase1 = false;  // virt-handler wired the pod (issue 22): phase 2 only
+  lo.container_disk_dir = get(f, "--container-disk-dir", "/var/run/kubevirt/container-disks");
+  lo.private_dir = private_dir.string();
+  lo.vmm_binary = get(f, "--vmm-binary", "");
+  lo.state_dir = fs::absolute(get(f, "--state-dir", (ephemeral / "ch-launcher").string()));
+  lo.command_socket = *lo.state_dir / "launcher.sock";  // launcher-sock is KubeVirt's gRPC server
+  lo.firmware_dir = get(f, "--firmware-dir", hypervisor == "qemu-kvm" ? get(f, "--ovmf-path", "") : "");
+  lo.accel = get(f, "--accel", f.switches.count("--allow-emulation") ? "auto" : "kvm");
+  // The launcher confines itself once the VMM runs, as `run` does; the KubeVirt transport's
+  // threads (poll, accept4, sendmsg, eventfd...) stay within the allow-list (docs/kubevirt.md).
+  lo.seccomp = get(f, "--seccomp", "enforce");
+  if (auto g = get(f, "--grace-period-seconds", ""); !g.empty()) {
+    try {
+      lo.grace_period_seconds = std::stoi(g);
+    } catch (const std::exception&) {
+      return usage_error("--grace-period-seconds takes a number, got " + g);
+    }
+  }
+
+  if (::pipe2(g_terminate_pipe, O_CLOEXEC) != 0) {
+    std::fprintf(stderr, "ch-launcher virt-launcher: pipe: %s\n", std::strerror(errno));
+    return kExitLaunchFailed;
+  }
+  struct sigaction sa{};
+  sa.sa_handler = on_terminate;
+  ::sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
+
+  chl::kubevirt::NotifyClientOptions no;
+  no.socket_path = (share / "domain-notify-pipe.sock").string();
+  chl::kubevirt::NotifyClient notify(no);
+  chl::kubevirt::LauncherHandlerOptions ho;
+  ho.hypervisor = hypervisor;
+  ho.name = get(f, "--name", "");
+  ho.namespace_ = get(f, "--namespace", "");
+  ho.uid = uid;
+  chl::kubevirt::LauncherHandler handler(ho, &notify);
+  chl::kubevirt::CmdServerOptions so;
+  so.share_dir = share;
+  so.not_supported = "not supported by " + hypervisor;
+  auto server = chl::kubevirt::CmdServer::start(so, handler);
+  if (!server) {
+    std::fprintf(stderr, "ch-launcher virt-launcher: command server: %s\n", server.error().message().c_str());
+    return kExitLaunchFailed;
+  }
+  CHL_LOG_INFO("virt-launcher: serving KubeVirt's command protocol on {} ({})", (*server)->socket_path().string(),
+               hypervisor);
+
+  // STANDALONE_VMI: the VMI to sync at start, as upstream's virt-launcher does.
+  std::optional<std::string> standalone;
+  if (const char* s = std::getenv("STANDALONE_VMI"); s && *s) standalone = s;
+
+  std::thread watcher([&handler] {
+    char b = 0;
+    while (::read(g_terminate_pipe[0], &b, 1) < 0 && errno == EINTR) {
+    }
+    handler.stop();
+  });
+  int code = 0;
+  bool launched = false;
+  while (!launched) {
+    std::string vmi_text;
+    if (standalone) {
+      vmi_text = std::move(*standalone);
+      standalone.reset();
+    } else {
+      auto req = handler.wait_launch();
+      if (!req) break;  // SIGTERM before any VM ran
+      vmi_text = std::move(req->vmi_json);
+    }
+    chl::launcher::LaunchOptions this_launch = lo;
+    launcher::LaunchHooks hooks;
+    hooks.vmi_text = vmi_text;
+    hooks.on_failure = [&handler](const std::string& msg, int) { handler.launch_failed(msg); };
+    hooks.on_service = [&](chl::launcher::LauncherService& service, const chl::vmi::CheckedVmi& checked) {
+      launched = true;
+      handler.attach(service, checked);
+    };
+    hooks.on_finished = [&handler](int c) { handler.finished(c); };
+    // The console socket is KubeVirt's <private-dir>/<uid>/virt-serial0, with the VMI's uid.
+    std::string vmi_uid = chl::vmi::parse_vmi(vmi_text).vmi.metadata.uid;
+    if (vmi_uid.empty()) vmi_uid = uid.empty() ? std::string("vmi") : uid;
+    this_launch.console_socket = private_dir / vmi_uid / "virt-serial0";
+    code = run_launch(this_launch, hooks);
+    if (!launched) CHL_LOG_WARN("virt-launcher: the launch failed (exit {}); waiting for the next Sync", code);
+  }
+  on_terminate(0);  // let the watcher go
+  watcher.join();
+  ::close(g_terminate_pipe[0]);
+  ::close(g_terminate_pipe[1]);
+  server->reset();
+  return launched ? code : 0;
+}
+
+}  // namespace chl::kubevirt
