@@ -15,6 +15,7 @@
 #include "drivers/libvirt/module_loader.hpp"
 #include "network/host_namespace.hpp"
 #include "network/module_loader.hpp"
+#include "network/phase2.hpp"
 #include "launcher/plan.hpp"
 #include "launcher/prepare.hpp"
 #include "launcher/state_dir.hpp"
@@ -176,15 +177,19 @@ int run_launcher(const launcher::LaunchOptions& opts, const LaunchHooks& hooks) 
   //     (network/network_module.hpp), loaded only here, for a VMI with interfaces: a VMI
   //     without any never maps those libraries. It stays loaded until the WiredNetwork and the
   //     io_context (which holds its servers' handlers) are gone: declared before both.
+  //     In virt-launcher mode (opts.network_phase1 false) virt-handler did phase 1: the
+  //     launcher only attaches to its taps and serves DHCP (network/phase2.hpp), as uid 107
+  //     without capabilities, and never loads the module.
   std::optional<network::NetworkModule> network_module;
-  if (!plan->nics.empty()) {
+  if (!plan->nics.empty() && opts.network_phase1) {
     auto m = network::load_network_module();
     if (!m) return launch_error("pod network: " + m.error().message());
     network_module.emplace(std::move(*m));
   }
   boost::asio::io_context io;
   std::unique_ptr<network::WiredNetwork> wired;
-  if (!plan->nics.empty() && !opts.allow_host_network && network::in_host_network_namespace())
+  // (Phase 2 alone changes nothing in the namespace: no refusal needed in virt-launcher mode.)
+  if (!plan->nics.empty() && opts.network_phase1 && !opts.allow_host_network && network::in_host_network_namespace())
     return launch_error(
         "pod network: this is the host's own network namespace, not a pod's: wiring the VMI's interfaces here "
         "would put a bridge, NAT rules and a DHCP server on the host for the VM's life. Run it in a pod or a "
@@ -192,14 +197,19 @@ int run_launcher(const launcher::LaunchOptions& opts, const LaunchHooks& hooks) 
         "(spec.domain.devices.autoattachPodInterface: false and no interfaces), or pass --allow-host-network");
   if (!plan->nics.empty()) {
     const auto t0 = std::chrono::steady_clock::now();
-    auto facts = network_module->api->discover_pod("/etc/resolv.conf");
+    auto facts = opts.network_phase1 ? network_module->api->discover_pod("/etc/resolv.conf")
+                                     : network::read_pod_facts("/etc/resolv.conf");
     if (!facts) return launch_error("pod network: " + facts.error().message());
     auto nets = network::plan_networks(vmi, *facts, vmi::cpu_topology(vmi).vcpus());
     if (!nets.refusals.empty()) return print_violations(nets.refusals);
-    auto w = network_module->api->wire_pod_network(nets.plans, &io);
+    network::Phase2Options p2;
+    p2.private_dir = opts.private_dir;
+    auto w = opts.network_phase1 ? network_module->api->wire_pod_network(nets.plans, &io)
+                                 : network::attach_pod_network(nets.plans, &io, p2);
     if (!w) return launch_error("pod network: " + w.error().message());
     wired = std::move(*w);
-    CHL_LOG_INFO("pod network: {} interface(s) wired in {} ms", wired->interfaces().size(),
+    CHL_LOG_INFO("pod network: {} interface(s) {} in {} ms", wired->interfaces().size(),
+                 opts.network_phase1 ? "wired" : "attached (phase 2)",
                  std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count());
     if (qemu) {
       plan->nics = planned_nics(*wired);

@@ -18,7 +18,7 @@
 namespace chl::kubevirt {
 
 // Bump when anything below, or a type it uses, changes in a way an older module would misread.
-inline constexpr std::uint32_t kKubevirtModuleAbi = 1;
+inline constexpr std::uint32_t kKubevirtModuleAbi = 2;  // 2: LaunchOptions::network_phase1
 inline constexpr char kKubevirtModuleFile[] = "libchl-kubevirt.so";
 inline constexpr char kKubevirtModuleSymbol[] = "chl_kubevirt_module";
 

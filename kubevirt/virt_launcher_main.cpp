@@ -137,6 +137,7 @@ int virt_launcher_main(const std::vector<std::string>& argv, const launcher::Run
   chl::launcher::LaunchOptions lo;
   lo.default_hypervisor = hypervisor;
   lo.pod_layout = true;
+  lo.network_phase1 = false;  // virt-handler wired the pod (issue 22): phase 2 only
   lo.container_disk_dir = get(f, "--container-disk-dir", "/var/run/kubevirt/container-disks");
   lo.private_dir = private_dir.string();
   lo.vmm_binary = get(f, "--vmm-binary", "");

@@ -29,6 +29,10 @@ struct LaunchOptions {
   std::string default_hypervisor = "cloud-hypervisor";
   std::optional<int> grace_period_seconds;           // default: the VMI's, else 30
   bool pod_layout = false;                           // KubeVirt's socket and volume paths
+  // Pod network phase 1 (bridge, tap, addresses, nftables: network/wire.hpp) is the
+  // launcher's own (`run`); false in virt-launcher mode, where virt-handler did it and the
+  // launcher does phase 2 only (network/phase2.hpp), reading its caches under private_dir.
+  bool network_phase1 = true;
   // Wire the pod network even in the host's own network namespace (--allow-host-network).
   bool allow_host_network = false;
   // KubeVirt's pod directories (virt-launcher's flags), used with pod_layout.

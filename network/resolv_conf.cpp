@@ -1,5 +1,6 @@
 #include "network/resolv_conf.hpp"
 
+#include <cstdio>
 #include <sstream>
 
 namespace chl::network {
@@ -24,6 +25,18 @@ ResolvConf parse_resolv_conf(std::string_view text) {
     }
   }
   return rc;
+}
+
+ResolvConf read_resolv_conf(const std::string& path) {
+  if (path.empty()) return {};
+  std::string text;
+  if (FILE* f = std::fopen(path.c_str(), "re")) {
+    char buf[4096];
+    std::size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+    std::fclose(f);
+  }
+  return parse_resolv_conf(text);
 }
 
 }  // namespace chl::network

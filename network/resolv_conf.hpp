@@ -14,5 +14,7 @@ struct ResolvConf {
 };
 
 ResolvConf parse_resolv_conf(std::string_view text);
+// The file at `path` parsed; a missing or unreadable file gives no DNS ("" = none read).
+ResolvConf read_resolv_conf(const std::string& path);
 
 }  // namespace chl::network

@@ -3,12 +3,10 @@
 #include <sstream>
 
 #include "common/log.hpp"
-#include "network/dhcp6_server.hpp"
-#include "network/dhcp_server.hpp"
 #include "network/netlink.hpp"
 #include "network/nft_ruleset.hpp"
+#include "network/phase2.hpp"
 #include "network/resolv_conf.hpp"
-#include "network/router_advert.hpp"
 #include "network/tap.hpp"
 
 namespace chl::network {
@@ -131,9 +129,7 @@ class PodNetwork final : public WiredNetwork {
 
   std::vector<NetworkPlan> plans_;
   std::vector<WiredInterface> interfaces_;
-  std::vector<std::unique_ptr<DhcpServer>> dhcp_;
-  std::vector<std::unique_ptr<Dhcp6Server>> dhcp6_;
-  std::vector<std::unique_ptr<RouterAdvertiser>> ra_;
+  PodServers servers_;
   std::optional<Netlink> nl_;
   std::optional<Nft> nft_;
   bool done_ = false;
@@ -154,18 +150,9 @@ Result<PodFacts> discover_pod(const std::string& resolv_conf) {
     }
     facts.links.emplace(l.name, std::move(l));
   }
-  if (!resolv_conf.empty()) {
-    std::string text;
-    if (FILE* f = std::fopen(resolv_conf.c_str(), "re")) {
-      char buf[4096];
-      std::size_t n;
-      while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-      std::fclose(f);
-    }
-    auto rc = parse_resolv_conf(text);
-    facts.dns_servers = rc.nameservers;
-    facts.search_domains = rc.search;
-  }
+  auto rc = read_resolv_conf(resolv_conf);
+  facts.dns_servers = rc.nameservers;
+  facts.search_domains = rc.search;
   return facts;
 }
 
@@ -193,35 +180,15 @@ Result<std::unique_ptr<WiredNetwork>> wire_pod_network(const std::vector<Network
     return tl::unexpected(err);
   }
   if (io != nullptr) {
-    for (const auto& p : wired->plans_) {
-      if (p.lease.address.address.value == 0) continue;
-      auto s = DhcpServer::start(*io, p.bridge, p.mac, p.lease);
-      if (!s) {
-        auto err = s.error().wrap("wiring interface " + p.iface_name + ": DHCP");
-        (void)wired->teardown();
-        return tl::unexpected(err);
-      }
-      wired->dhcp_.push_back(std::move(*s));
+    // Phase 2's servers (network/phase2.hpp), the same as in virt-launcher mode, plus router
+    // advertisements: here the launcher owns the bridge and is the guest's IPv6 router.
+    auto servers = start_pod_servers(wired->plans_, *io, /*router_adverts=*/true);
+    if (!servers) {
+      auto err = servers.error().wrap("wiring the pod network");
+      (void)wired->teardown();
+      return tl::unexpected(err);
     }
-    for (const auto& p : wired->plans_) {
-      if (p.binding != PlanBinding::Masquerade || p.guest6.empty()) continue;
-      // The guest's IPv6: its default router from our advertisements (the M flag sends it to
-      // DHCPv6), fd10:0:2::2 from DHCPv6.
-      Dhcp6Lease lease6;
-      if (auto a = parse_ipv6(p.guest6)) lease6.address = *a;
-      lease6.search_domains = p.lease.search_domains;
-      RouterAdvertConfig rc;
-      rc.mtu = p.mtu;
-      auto d6 = Dhcp6Server::start(*io, p.bridge, lease6);
-      auto ra = d6 ? RouterAdvertiser::start(*io, p.bridge, rc) : tl::unexpected(d6.error());
-      if (!ra) {
-        auto err = ra.error().wrap("wiring interface " + p.iface_name + ": IPv6");
-        (void)wired->teardown();
-        return tl::unexpected(err);
-      }
-      wired->dhcp6_.push_back(std::move(*d6));
-      wired->ra_.push_back(std::move(*ra));
-    }
+    wired->servers_ = std::move(*servers);
   }
   for (const auto& w : wired->interfaces_)
     CHL_LOG_INFO("network: interface {} wired: tap {} mac {} mtu {} queues {}", w.iface_name, w.tap,
@@ -229,38 +196,20 @@ Result<std::unique_ptr<WiredNetwork>> wire_pod_network(const std::vector<Network
   return wired;
 }
 
-std::uint64_t PodNetwork::dhcp6_answers() const {
-  std::uint64_t n = 0;
-  for (const auto& d : dhcp6_) n += d->answered();
-  return n;
-}
-
-std::uint64_t PodNetwork::router_adverts() const {
-  std::uint64_t n = 0;
-  for (const auto& r : ra_) n += r->sent();
-  return n;
-}
-
-std::uint64_t PodNetwork::dhcp_answers() const {
-  std::uint64_t n = 0;
-  for (const auto& d : dhcp_) n += d->answered();
-  return n;
-}
+std::uint64_t PodNetwork::dhcp_answers() const { return servers_.dhcp_answers(); }
+std::uint64_t PodNetwork::dhcp6_answers() const { return servers_.dhcp6_answers(); }
+std::uint64_t PodNetwork::router_adverts() const { return servers_.router_adverts(); }
 
 void PodNetwork::abandon() {
   done_ = true;
-  dhcp_.clear();
-  dhcp6_.clear();
-  ra_.clear();
+  servers_ = {};
   interfaces_.clear();
 }
 
 Status PodNetwork::teardown() {
   if (done_) return {};
   done_ = true;
-  dhcp_.clear();
-  dhcp6_.clear();
-  ra_.clear();
+  servers_ = {};
   Status first;
   auto keep = [&first](Status st) {
     if (!st) {

@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <regex>
+#include <sstream>
 
 #include "common/child_process.hpp"
 #include "common/unix_socket.hpp"
@@ -24,6 +26,8 @@
 #include "kubevirt/proto/cmd.grpc.pb.h"
 #include "kubevirt/proto/cmd_info.grpc.pb.h"
 #include "tests/kubevirt/test_notify_server.hpp"
+#include "tests/network/kubevirt_phase1.hpp"
+#include "tests/network/netns.hpp"
 #include "tests/support/launcher_harness.hpp"
 #include "tests/support/qemu_harness.hpp"
 #include "tests/support/test_support.hpp"
@@ -83,6 +87,7 @@ struct Pod {
   fs::path ephemeral() const { return dir.path() / "ephemeral"; }
   fs::path out() const { return dir.path() / "launcher.out"; }
   chl::common::ChildProcess child;
+  std::vector<std::string> prefix;  // e.g. `ip netns exec NS`: the launcher in a pod namespace
 
   void start() {
     fs::create_directories(cdisks() / "kernel-boot");
@@ -106,6 +111,7 @@ struct Pod {
       argv.push_back("--vmm-binary");
       argv.push_back(chl::test::vmm_binary());
     }
+    argv.insert(argv.begin(), prefix.begin(), prefix.end());
     chl::common::SpawnOptions so;
     so.argv = argv;
     for (char** e = environ; *e; ++e) so.env.emplace_back(*e);
@@ -306,4 +312,119 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): SIGTERM before any Sync e
   REQUIRE(*st);
   CHECK_MESSAGE(((*st)->exited && (*st)->code == 0), pod.output());
   CHECK_FALSE(fs::exists(sock));
+}
+
+namespace {
+
+// A pod's network namespace with its eth0 (10.244.0.5/24, up), and nothing of phase 1.
+// "" when ready, else why the test must skip.
+struct PodNetns {
+  chl::test::net::Netns ns{"chlvl" + std::to_string(::getpid())};
+  std::string up() {
+    if (::geteuid() != 0) return "needs root (a pod network namespace made with ip netns)";
+    if (!fs::exists(chl::test::guest_kernel())) return "the PVH test guest is not built";
+    if (auto e = ns.create(); !e.empty()) return e;
+    for (auto e : {chl::test::net::ip(ns.name(), {"link", "add", "eth0", "type", "veth", "peer", "name", "peer0"}),
+                   chl::test::net::ip(ns.name(), {"addr", "add", "10.244.0.5/24", "dev", "eth0"}),
+                   chl::test::net::ip(ns.name(), {"link", "set", "eth0", "up"})})
+      if (!e.empty()) return e;
+    return {};
+  }
+  // Start the launcher in this namespace (`ip netns exec`); its command stub once it serves.
+  std::unique_ptr<v1::Cmd::Stub> start(Pod& pod) {
+    const auto ip_tool = chl::test::tool("ip");
+    REQUIRE(ip_tool);
+    pod.prefix = {*ip_tool, "netns", "exec", ns.name()};
+    pod.start();
+    const auto sock = chl::kubevirt::ready_socket_path(pod.share());
+    REQUIRE_MESSAGE(chl::test::wait_until(10s, [&] { return fs::exists(sock); }), pod.output());
+    return v1::Cmd::NewStub(grpc::CreateChannel("unix:" + sock.string(), grpc::InsecureChannelCredentials()));
+  }
+};
+
+// The VMI with one masquerade interface on the pod network.
+v1::VMIRequest vmi_with_nic() {
+  auto j = nlohmann::json::parse(vmi_json());
+  j["spec"]["domain"]["devices"]["interfaces"] =
+      nlohmann::json::parse(R"([{"name": "default", "masquerade": {}, "macAddress": "02:00:00:aa:bb:cc"}])");
+  j["spec"]["networks"] = nlohmann::json::parse(R"([{"name": "default", "pod": {}}])");
+  v1::VMIRequest vmi;
+  vmi.mutable_vmi()->set_vmijson(j.dump());
+  return vmi;
+}
+
+}  // namespace
+
+TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a pod network without virt-handler's phase 1 — Sync answers success:false naming it, the wiring module is never loaded, the launcher keeps serving") {
+  PodNetns pn;
+  if (auto why = pn.up(); !why.empty()) {
+    chl::test::skip(why);
+    return;
+  }
+  const std::string ns = pn.ns.name();
+  const std::string links_before = chl::test::run_command({"ip", "-n", ns, "-o", "link", "show"}).output;
+  Pod pod;
+  chl::test::TestNotifyServer notify(pod.share() / "domain-notify-pipe.sock");
+  auto cmd = pn.start(pod);
+  auto vmi = vmi_with_nic();
+  v1::Response r;
+  REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, vmi, &r); }).ok());
+  CHECK_FALSE(r.success());
+  CHECK_MESSAGE(r.message().find("interface default: bridge k6t-eth0 is missing (phase 1 creates it") != std::string::npos,
+                r.message() << "\n" << pod.output());
+  // Still serving; phase 2 never loaded the wiring libraries and changed no link.
+  v1::EmptyRequest empty;
+  v1::DomainResponse dom;
+  CHECK(call([&](auto& c) { return cmd->GetDomain(&c, empty, &dom); }).ok());
+  const std::string maps = chl::test::read_file("/proc/" + std::to_string(pod.child.pid()) + "/maps");
+  CHECK_MESSAGE(maps.find("libchl-network") == std::string::npos, maps);
+  CHECK_MESSAGE(maps.find("libnl-route") == std::string::npos, maps);
+  CHECK_MESSAGE(maps.find("libnftables") == std::string::npos, maps);
+  CHECK(chl::test::run_command({"ip", "-n", ns, "-o", "link", "show"}).output == links_before);
+  (void)pod.child.signal(SIGTERM);
+  auto st = pod.child.wait_for(30s);
+  REQUIRE(st);
+  CHECK(*st);
+}
+
+TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): after virt-handler's phase 1 the launcher does phase 2 only — Sync succeeds with a masquerade NIC, the namespace is as phase 1 left it after shutdown") {
+  PodNetns pn;
+  if (auto why = pn.up(); !why.empty()) {
+    chl::test::skip(why);
+    return;
+  }
+  const std::string ns = pn.ns.name();
+  chl::test::net::Phase1 p1{ns};
+  const auto e = chl::test::net::kubevirt_phase1_masquerade(p1);
+  REQUIRE_MESSAGE(e.empty(), e);
+  const auto before = chl::test::net::netns_snapshot(ns);
+  Pod pod;
+  chl::test::TestNotifyServer notify(pod.share() / "domain-notify-pipe.sock");
+  auto cmd = pn.start(pod);
+  auto vmi = vmi_with_nic();
+  v1::Response r;
+  REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, vmi, &r); }).ok());
+  REQUIRE_MESSAGE(r.success(), r.message() << "\n" << pod.output());
+  REQUIRE_MESSAGE(chl::test::wait_until(10s, [&] { return has_state(notify, "MODIFIED Running/Unknown"); }), pod.output());
+  CHECK_MESSAGE(pod.output().find("interface default attached (phase 2): tap tap0 mac 02:00:00:aa:bb:cc") != std::string::npos,
+                pod.output());
+  const std::string proc = "/proc/" + std::to_string(pod.child.pid());
+  const std::string maps = chl::test::read_file(proc + "/maps");
+  CHECK_MESSAGE(maps.find("libchl-network") == std::string::npos, maps);
+  CHECK_MESSAGE(maps.find("libnl-route") == std::string::npos, maps);
+  CHECK_MESSAGE(maps.find("libnftables") == std::string::npos, maps);
+  std::istringstream status(chl::test::read_file(proc + "/status"));
+  for (std::string l; std::getline(status, l);)
+    if (l.rfind("VmRSS:", 0) == 0) MESSAGE("launcher RSS in virt-launcher mode, pod network, VM running: " << l);
+
+  REQUIRE(call([&](auto& c) { return cmd->ShutdownVirtualMachine(&c, vmi, &r); }).ok());
+  auto st = pod.child.wait_for(60s);
+  REQUIRE(st);
+  REQUIRE(*st);
+  // On the libvirt path, libvirt sets the tap's root qdisc to noqueue when QEMU gets it (it
+  // does so under KubeVirt's own virt-launcher too): that one change is libvirt's, not ours.
+  const auto without_qdisc = [](const std::string& snap) {
+    return kQemu ? std::regex_replace(snap, std::regex(R"(qdisc \S+)"), "qdisc") : snap;
+  };
+  CHECK(without_qdisc(chl::test::net::netns_snapshot(ns)) == without_qdisc(before));
 }

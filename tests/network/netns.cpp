@@ -10,10 +10,14 @@
 
 #include <cerrno>
 #include <cstring>
+#include <sstream>
+#include <sys/stat.h>
 #include <exception>
 #include <stdexcept>
 
+#include "common/child_process.hpp"
 #include "tests/support/test_support.hpp"
+#include "vmi/parser.hpp"
 
 namespace chl::test::net {
 
@@ -141,6 +145,81 @@ int tcp_connect(const std::string& ns, const std::string& ip, int port, std::chr
     }
   }
   return 0;
+}
+
+// busybox udhcpc in the guest namespace; the lease it got as name=value lines, applied to eth0.
+std::map<std::string, std::string> run_udhcpc(const std::string& guest_ns, const chl::test::TempDir& dir,
+                                              std::string& log) {
+  const auto script = dir / "udhcpc.sh";
+  const auto lease = dir / "lease.txt";
+  chl::test::write_file(script, "#!/bin/sh\n[ \"$1\" = bound ] || [ \"$1\" = renew ] || exit 0\n"
+                                "for v in ip subnet router dns domain search mtu lease serverid hostname staticroutes; do\n"
+                                "  eval echo \"$v=\\$$v\"\ndone > " + lease.string() + "\n"
+                                "/usr/sbin/ip addr add $ip/$subnet dev $interface\n"
+                                "set -- $router\n/usr/sbin/ip route add default via $1 dev $interface\n");
+  ::chmod(script.c_str(), 0755);
+  auto r = chl::test::run_command({"ip", "netns", "exec", guest_ns, "/bin/busybox", "udhcpc", "-i", "eth0", "-f",
+                                   "-q", "-n", "-t", "6", "-T", "1", "-s", script.string(), "-O", "mtu", "-O",
+                                   "staticroutes", "-O", "search"});
+  log = "udhcpc exit " + std::to_string(r.exit_code) + ": " + r.output;
+  std::map<std::string, std::string> out;
+  std::istringstream in(chl::test::read_file(lease));
+  std::string line;
+  while (std::getline(in, line))
+    if (auto eq = line.find('='); eq != std::string::npos) out[line.substr(0, eq)] = line.substr(eq + 1);
+  return out;
+}
+
+std::optional<std::string> run_dhclient6(const std::string& guest_ns, const chl::test::TempDir& dir,
+                                         std::chrono::seconds timeout, std::string& log) {
+  auto dhclient = chl::test::tool("dhclient");
+  if (!dhclient && ::access("/sbin/dhclient", X_OK) == 0) dhclient = "/sbin/dhclient";
+  if (!dhclient) return std::nullopt;
+  // dhclient binds to eth0's link-local address: wait for its duplicate address detection.
+  (void)chl::test::wait_until(timeout, [&] {
+    const auto a = chl::test::run_command({"ip", "-n", guest_ns, "-6", "addr", "show", "dev", "eth0", "scope", "link"}).output;
+    return a.find("fe80") != std::string::npos && a.find("tentative") == std::string::npos;
+  }, std::chrono::milliseconds(100));
+  const auto script = dir / "dhclient6.sh";
+  const auto lease = dir / "lease6.txt";
+  chl::test::write_file(script, "#!/bin/sh\ncase \"$reason\" in BOUND6|REBOOT6|RENEW6) ;; *) exit 0 ;; esac\n"
+                                "echo \"ip6=$new_ip6_address/$new_ip6_prefixlen search=$new_dhcp6_domain_search\" >> " +
+                                    lease.string() + "\n"
+                                "/usr/sbin/ip -6 addr add $new_ip6_address/$new_ip6_prefixlen dev $interface nodad\n");
+  ::chmod(script.c_str(), 0755);
+  chl::common::SpawnOptions so;
+  so.argv = {*chl::test::tool("ip"), "netns", "exec", guest_ns, *dhclient, "-6", "-d", "-v", "-sf",
+             script.string(), "-lf", (dir / "dhclient6.leases").string(), "-pf", (dir / "dhclient6.pid").string(),
+             "eth0"};
+  chl::common::UniqueFd out(::open((dir / "dhclient.log").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+  so.stdout_fd = so.stderr_fd = out.get();
+  auto client = chl::common::ChildProcess::spawn(so);
+  if (!client) {
+    log = "dhclient: " + client.error().message();
+    return std::string();
+  }
+  (void)chl::test::wait_until(timeout, [&] { return !chl::test::read_file(lease).empty(); }, std::chrono::milliseconds(100));
+  (void)client->kill_and_reap();
+  log = chl::test::read_file(dir / "dhclient.log");
+  return chl::test::read_file(lease);
+}
+
+chl::vmi::Vmi vmi_with(const std::string& iface_yaml, const std::string& devices_extra) {
+  auto out = chl::vmi::parse_vmi(R"(apiVersion: kubevirt.io/v1
+kind: VirtualMachineInstance
+metadata: {name: vm1, uid: 5a5a-0001}
+spec:
+  domain:
+    memory: {guest: 128Mi}
+    devices:
+)" + devices_extra + R"(      interfaces:
+)" + iface_yaml + R"(
+  networks:
+  - name: default
+    pod: {}
+)");
+  if (!out.problems.empty()) throw std::runtime_error("vmi_with: the test's VMI does not parse");
+  return out.vmi;
 }
 
 }  // namespace chl::test::net

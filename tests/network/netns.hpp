@@ -4,12 +4,15 @@
 // a thread of its own (setns), and TCP probes with timeouts.
 #include <chrono>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/unique_fd.hpp"
+#include "tests/support/test_support.hpp"
+#include "vmi/vmi.hpp"
 
 namespace chl::test::net {
 
@@ -44,5 +47,20 @@ std::string accept_one(int listener, std::chrono::milliseconds timeout, const st
 // with what the server sent before closing), else the errno (ETIMEDOUT on timeout).
 int tcp_connect(const std::string& ns, const std::string& ip, int port, std::chrono::milliseconds timeout,
                 std::string* read_back = nullptr);
+
+// busybox udhcpc in `guest_ns` on eth0 (files in `dir`); the lease it got as name=value lines
+// (ip subnet router dns domain search mtu lease serverid hostname staticroutes), applied to
+// eth0 (address and default route). `log` gets udhcpc's exit code and output.
+std::map<std::string, std::string> run_udhcpc(const std::string& guest_ns, const chl::test::TempDir& dir,
+                                              std::string& log);
+// isc-dhcp-client's dhclient -6 on eth0 in `guest_ns` (files in `dir`) until it has a lease or
+// `timeout` passes; its script applies the address (nodad) and records the lease, returned as
+// "ip6=ADDR/PREFIX search=DOMAINS\n" ("" if none; `log` gets dhclient's output). nullopt: no
+// dhclient installed.
+std::optional<std::string> run_dhclient6(const std::string& guest_ns, const chl::test::TempDir& dir,
+                                         std::chrono::seconds timeout, std::string& log);
+// A VMI "vm1" on the pod network "default" with these interfaces (YAML list items indented 6)
+// and extra `devices:` keys (indented 6); throws if it does not parse.
+chl::vmi::Vmi vmi_with(const std::string& iface_yaml, const std::string& devices_extra = "");
 
 }  // namespace chl::test::net

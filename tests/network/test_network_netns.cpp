@@ -97,46 +97,6 @@ struct IoThread {
   }
 };
 
-// busybox udhcpc in the guest namespace; the lease it got as name=value lines, applied to eth0.
-std::map<std::string, std::string> run_udhcpc(const std::string& guest_ns, const chl::test::TempDir& dir,
-                                              std::string& log) {
-  const auto script = dir / "udhcpc.sh";
-  const auto lease = dir / "lease.txt";
-  chl::test::write_file(script, "#!/bin/sh\n[ \"$1\" = bound ] || [ \"$1\" = renew ] || exit 0\n"
-                                "for v in ip subnet router dns domain search mtu lease serverid hostname staticroutes; do\n"
-                                "  eval echo \"$v=\\$$v\"\ndone > " + lease.string() + "\n"
-                                "/usr/sbin/ip addr add $ip/$subnet dev $interface\n"
-                                "set -- $router\n/usr/sbin/ip route add default via $1 dev $interface\n");
-  ::chmod(script.c_str(), 0755);
-  auto r = chl::test::run_command({"ip", "netns", "exec", guest_ns, "/bin/busybox", "udhcpc", "-i", "eth0", "-f",
-                                   "-q", "-n", "-t", "6", "-T", "1", "-s", script.string(), "-O", "mtu", "-O",
-                                   "staticroutes", "-O", "search"});
-  log = "udhcpc exit " + std::to_string(r.exit_code) + ": " + r.output;
-  std::map<std::string, std::string> out;
-  std::istringstream in(chl::test::read_file(lease));
-  std::string line;
-  while (std::getline(in, line))
-    if (auto eq = line.find('='); eq != std::string::npos) out[line.substr(0, eq)] = line.substr(eq + 1);
-  return out;
-}
-
-chl::vmi::Vmi vmi_with(const std::string& iface_yaml) {
-  auto out = chl::vmi::parse_vmi(R"(apiVersion: kubevirt.io/v1
-kind: VirtualMachineInstance
-metadata: {name: vm1, uid: 5a5a-0001}
-spec:
-  domain:
-    memory: {guest: 128Mi}
-    devices:
-      interfaces:
-)" + iface_yaml + R"(
-  networks:
-  - name: default
-    pod: {}
-)");
-  REQUIRE(out.problems.empty());
-  return out.vmi;
-}
 
 PlanResult plan_in(const std::string& pod_ns, const chl::vmi::Vmi& vmi, const chl::test::TempDir& dir) {
   chl::test::write_file(dir / "resolv.conf", "nameserver 10.96.0.10\nsearch ns1.svc.cluster.local cluster.local\n");
@@ -408,33 +368,14 @@ TEST_CASE("netns: masquerade over IPv6 — router advertisements give the guest 
   CHECK(routes.find("dev eth0") != std::string::npos);
   CHECK(wired->router_adverts() >= 1);
 
-  auto dhclient = chl::test::tool("dhclient");
-  if (!dhclient && ::access("/sbin/dhclient", X_OK) == 0) dhclient = "/sbin/dhclient";
-  if (!dhclient) {
+  std::string dhclient_log;
+  auto lease6 = run_dhclient6(t.guest.name(), dir, 30s, dhclient_log);
+  if (!lease6) {
     chl::test::skip("no DHCPv6 client (dhclient from isc-dhcp-client): the DHCPv6 lease is not checked");
     in_netns(t.pod.name(), [&] { CHECK(wired->teardown()); });
     return;
   }
-  // dhclient -6 in the foreground; its script records the lease and applies the address.
-  const auto script = dir / "dhclient6.sh";
-  const auto lease = dir / "lease6.txt";
-  chl::test::write_file(script, "#!/bin/sh\ncase \"$reason\" in BOUND6|REBOOT6|RENEW6) ;; *) exit 0 ;; esac\n"
-                                "echo \"ip6=$new_ip6_address/$new_ip6_prefixlen search=$new_dhcp6_domain_search\" >> " +
-                                    lease.string() + "\n"
-                                "/usr/sbin/ip -6 addr add $new_ip6_address/$new_ip6_prefixlen dev $interface nodad\n");
-  ::chmod(script.c_str(), 0755);
-  chl::common::SpawnOptions so;
-  so.argv = {*chl::test::tool("ip"), "netns", "exec", t.guest.name(), *dhclient, "-6", "-d", "-v", "-sf",
-             script.string(), "-lf", (dir / "dhclient6.leases").string(), "-pf", (dir / "dhclient6.pid").string(),
-             "eth0"};
-  chl::common::UniqueFd log(::open((dir / "dhclient.log").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
-  so.stdout_fd = so.stderr_fd = log.get();
-  auto client = chl::common::ChildProcess::spawn(so);
-  REQUIRE(client);
-  const bool bound = chl::test::wait_until(30s, [&] { return !chl::test::read_file(lease).empty(); }, 100ms);
-  CHECK_MESSAGE(bound, chl::test::read_file(dir / "dhclient.log"));
-  CHECK_MESSAGE(chl::test::read_file(lease) == "ip6=fd10:0:2::2/128 search=ns1.svc.cluster.local. cluster.local.\n",
-                chl::test::read_file(lease));
+  CHECK_MESSAGE(*lease6 == "ip6=fd10:0:2::2/128 search=ns1.svc.cluster.local. cluster.local.\n", *lease6, "\n", dhclient_log);
   CHECK(wired->dhcp6_answers() >= 2);  // ADVERTISE and REPLY
 
   // With the address from DHCPv6 and the router from the advertisements, the guest leaves as the
@@ -453,7 +394,6 @@ TEST_CASE("netns: masquerade over IPv6 — router advertisements give the guest 
   CHECK(reply == "hello\n");
   CHECK(got == "fd00:77::1");
 
-  (void)client->kill_and_reap();
   in_netns(t.pod.name(), [&] {
     auto st = wired->teardown();
     CHECK_MESSAGE(st, (st ? "" : st.error().message()));
