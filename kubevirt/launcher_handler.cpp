@@ -1,6 +1,7 @@
 #include "kubevirt/launcher_handler.hpp"
 
 #include <future>
+#include <vector>
 #include <system_error>
 #include <thread>
 
@@ -55,6 +56,19 @@ DomainDocument document_of(const vmi::Vmi& v) {
     d.disks.push_back(std::move(dd));
   }
   return d;
+}
+
+// Where `b` differs from `a`, as field paths ("spec.domain.memory.guest"), at most `limit`.
+void diff_paths(const Json& a, const Json& b, const std::string& path, std::vector<std::string>& out,
+                std::size_t limit = 8) {
+  if (out.size() >= limit || a == b) return;
+  if (a.is_object() && b.is_object()) {
+    for (const auto& [k, v] : a.items()) diff_paths(v, b.contains(k) ? b[k] : Json(), path + "." + k, out, limit);
+    for (const auto& [k, v] : b.items())
+      if (!a.contains(k)) diff_paths(Json(), v, path + "." + k, out, limit);
+    return;
+  }
+  out.push_back(path);
 }
 
 }  // namespace
@@ -187,11 +201,20 @@ Status LauncherHandler::sync(std::string_view vmi_json, const SyncOptions& optio
   if (auto st = check_identity(vmi_json); !st) return st;
   std::unique_lock lock(mu_);
   switch (phase_) {
-    case Phase::Running:
-      // The VMI runs: a later Sync changes nothing the running VM cannot take (hotplug is not
-      // served yet); say so in the log, answer as virt-launcher does when nothing changed.
-      CHL_LOG_DEBUG("Sync: the domain exists; nothing to apply");
-      return {};
+    case Phase::Running: {
+      // The VMI runs. The same spec again (virt-handler re-syncs on every VMI update: status,
+      // metadata) changes nothing. A changed spec cannot be applied to the running VM yet
+      // (volume hotplug, CPU/memory resize): refused naming what changed, and nothing changes.
+      const Json spec = Json::parse(vmi_json, nullptr, false).value("spec", Json::object());
+      std::vector<std::string> changed;
+      diff_paths(launched_spec_, spec, "spec", changed);
+      if (changed.empty()) return {};
+      std::string list;
+      for (const auto& c : changed) list += (list.empty() ? "" : ", ") + c;
+      return fail(std::errc::operation_not_supported,
+                  "the running VM cannot take these changes: " + list +
+                      " (ch-launcher applies no spec change to a running VMI yet); nothing was changed");
+    }
     case Phase::Finished:
       return fail(std::errc::no_such_process, "the domain is gone: this launcher has ended its VM");
     case Phase::Launching:
@@ -209,6 +232,7 @@ Status LauncherHandler::sync(std::string_view vmi_json, const SyncOptions& optio
       lock.lock();
       if (phase_ != Phase::Idle) return fail(std::errc::device_or_resource_busy, "another Sync started the domain");
       request_ = LaunchRequest{std::string(vmi_json), options};
+      launched_spec_ = Json::parse(vmi_json, nullptr, false).value("spec", Json::object());
       sync_result_.reset();
       phase_ = Phase::Launching;
       ++launch_seq_;

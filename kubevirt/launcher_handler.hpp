@@ -106,6 +106,7 @@ class LauncherHandler final : public CmdHandler {
   DomainDocument doc_;   // the domain as virt-handler sees it
   bool added_ = false;   // ADDED sent
   std::string vmm_version_;
+  nlohmann::json launched_spec_;  // the spec of the VMI the Sync that started the domain carried
 };
 
 }  // namespace chl::kubevirt

@@ -197,6 +197,19 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): Info, Sync, ADDED then Ru
   REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, other, &r); }).ok());
   CHECK_FALSE(r.success());
 
+  // A container disk the pod does not have (no <container-disk-dir>/disk_0.img): the launch
+  // fails before anything runs, Sync says why, and the launcher waits for the next Sync.
+  {
+    v1::VMIRequest nodisk;
+    auto nj = nlohmann::json::parse(vmi_json());
+    nj["spec"]["volumes"] = nlohmann::json::array({{{"name", "root"}, {"containerDisk", {{"image", "example/root:1"}}}}});
+    nj["spec"]["domain"]["devices"]["disks"] = nlohmann::json::array({{{"name", "root"}, {"disk", {{"bus", "virtio"}}}}});
+    nodisk.mutable_vmi()->set_vmijson(nj.dump());
+    REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, nodisk, &r); }).ok());
+    CHECK_FALSE(r.success());
+    CHECK_MESSAGE(r.message().find("disk_0.img") != std::string::npos, r.message());
+  }
+
   // The real one: Sync answers once the domain runs.
   v1::VMIRequest vmi;
   vmi.mutable_vmi()->set_vmijson(vmi_json());
@@ -213,6 +226,16 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): Info, Sync, ADDED then Ru
   // A second Sync of the same VMI changes nothing and succeeds.
   REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, vmi, &r); }).ok());
   CHECK(r.success());
+  // One the running VM cannot take: refused naming the field, nothing changed.
+  {
+    v1::VMIRequest bigger;
+    auto bj = nlohmann::json::parse(vmi_json());
+    bj["spec"]["domain"]["memory"]["guest"] = "128Mi";
+    bigger.mutable_vmi()->set_vmijson(bj.dump());
+    REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, bigger, &r); }).ok());
+    CHECK_FALSE(r.success());
+    CHECK_MESSAGE(r.message().find("spec.domain.memory.guest") != std::string::npos, r.message());
+  }
 
   // The launcher confined itself once the VMM ran, gRPC transport and all (its own command socket
   // moved into the state directory under the ephemeral-disk dir).
