@@ -34,24 +34,22 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The hooks of this launch, for the error paths below (one launch per process).
-const LaunchHooks* g_hooks = nullptr;
-
-int print_violations(const vmi::Violations& vs) {
+// The error paths of a launch: printed for people, logged, and told to the hooks' transport.
+int report_violations(const vmi::Violations& vs, const LaunchHooks& hooks) {
   std::fprintf(stderr, "ch-launcher run: the VMI cannot run (%zu problem%s):\n", vs.size(), vs.size() == 1 ? "" : "s");
   std::string all;
   for (const auto& v : vs) {
     std::fprintf(stderr, "  %s\n", to_string(v).c_str());
     all += (all.empty() ? "" : "; ") + to_string(v);
   }
-  if (g_hooks && g_hooks->on_failure) g_hooks->on_failure(all, launcher::kExitInvalidInput);
+  if (hooks.on_failure) hooks.on_failure(all, launcher::kExitInvalidInput);
   return launcher::kExitInvalidInput;
 }
 
-int launch_error(const std::string& msg) {
+int report_launch_error(const std::string& msg, const LaunchHooks& hooks) {
   CHL_LOG_ERROR("{}", msg);
   std::fprintf(stderr, "ch-launcher run: %s\n", msg.c_str());
-  if (g_hooks && g_hooks->on_failure) g_hooks->on_failure(msg, launcher::kExitLaunchFailed);
+  if (hooks.on_failure) hooks.on_failure(msg, launcher::kExitLaunchFailed);
   return launcher::kExitLaunchFailed;
 }
 
@@ -94,10 +92,8 @@ fs::path console_socket_path(const fs::path& state_dir, bool pod_layout, const s
 }
 
 int run_launcher(const launcher::LaunchOptions& opts, const LaunchHooks& hooks) {
-  g_hooks = &hooks;
-  struct HooksReset {
-    ~HooksReset() { g_hooks = nullptr; }
-  } hooks_reset;
+  const auto print_violations = [&hooks](const vmi::Violations& vs) { return report_violations(vs, hooks); };
+  const auto launch_error = [&hooks](const std::string& msg) { return report_launch_error(msg, hooks); };
   // 1. The VMI, checked against its hypervisor: every problem at once, exit 2.
   auto text = hooks.vmi_text ? common::Result<std::string>(*hooks.vmi_text) : vmi::read_manifest(opts.vmi_path.string());
   if (!text) {
@@ -311,7 +307,6 @@ int run_launcher(const launcher::LaunchOptions& opts, const LaunchHooks& hooks) 
     service.add_transport_stopper([&api] { api.stop(); });
     CHL_LOG_INFO("launching {}/{} on {}, state directory {}", vmi.metadata.namespace_, vmi.metadata.name, what,
                  dir.string());
-    g_hooks = nullptr;  // from here on the service reports failures itself
     if (hooks.on_service) hooks.on_service(service, *checked);
     code = service.run();
     if (hooks.on_finished) hooks.on_finished(code);

@@ -111,7 +111,6 @@ void LauncherHandler::attach(launcher::LauncherService& service, const vmi::Chec
     doc_ = document_of(checked.vmi);
     doc_.state = events::DomainState::Shutoff;  // defined, not started: KubeVirt's ADDED
     doc_.reason = events::StateReason::Unknown;
-    vmm_version_.clear();
     if (notify_) notify_->send_domain_event(to_domain_json(doc_).dump(), DomainEventType::Added);
     added_ = true;
   }
@@ -235,7 +234,6 @@ Status LauncherHandler::sync(std::string_view vmi_json, const SyncOptions& optio
       launched_spec_ = Json::parse(vmi_json, nullptr, false).value("spec", Json::object());
       sync_result_.reset();
       phase_ = Phase::Launching;
-      ++launch_seq_;
       cv_.notify_all();
       break;
     }
@@ -268,28 +266,26 @@ Result<Json> LauncherHandler::on_service(const std::string& what, Call call) {
   return r;
 }
 
-Status LauncherHandler::pause(std::string_view) {
-  auto r = on_service("pause", [](auto& s, auto reply) { s.pause(std::move(reply)); });
+Status LauncherHandler::command(const std::string& what, Call call) {
+  auto r = on_service(what, std::move(call));
   if (!r) return tl::unexpected(r.error());
   return {};
+}
+
+Status LauncherHandler::pause(std::string_view) {
+  return command("pause", [](auto& s, auto reply) { s.pause(std::move(reply)); });
 }
 
 Status LauncherHandler::unpause(std::string_view) {
-  auto r = on_service("unpause", [](auto& s, auto reply) { s.resume(std::move(reply)); });
-  if (!r) return tl::unexpected(r.error());
-  return {};
+  return command("unpause", [](auto& s, auto reply) { s.resume(std::move(reply)); });
 }
 
 Status LauncherHandler::shutdown(std::string_view) {
-  auto r = on_service("shutdown", [](auto& s, auto reply) { s.shutdown(std::nullopt, std::move(reply)); });
-  if (!r) return tl::unexpected(r.error());
-  return {};
+  return command("shutdown", [](auto& s, auto reply) { s.shutdown(std::nullopt, std::move(reply)); });
 }
 
 Status LauncherHandler::kill(std::string_view) {
-  auto r = on_service("kill", [](auto& s, auto reply) { s.kill(std::move(reply)); });
-  if (!r) return tl::unexpected(r.error());
-  return {};
+  return command("kill", [](auto& s, auto reply) { s.kill(std::move(reply)); });
 }
 
 Status LauncherHandler::delete_domain(std::string_view) {
@@ -309,15 +305,11 @@ Status LauncherHandler::delete_domain(std::string_view) {
 }
 
 Status LauncherHandler::soft_reboot(std::string_view) {
-  auto r = on_service("soft reboot", [](auto& s, auto reply) { s.reboot(std::move(reply)); });
-  if (!r) return tl::unexpected(r.error());
-  return {};
+  return command("soft reboot", [](auto& s, auto reply) { s.reboot(std::move(reply)); });
 }
 
 Status LauncherHandler::reset(std::string_view) {
-  auto r = on_service("reset", [](auto& s, auto reply) { s.reboot(std::move(reply)); });
-  if (!r) return tl::unexpected(r.error());
-  return {};
+  return command("reset", [](auto& s, auto reply) { s.reboot(std::move(reply)); });
 }
 
 Status LauncherHandler::ping() { return {}; }

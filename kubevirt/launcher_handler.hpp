@@ -84,6 +84,8 @@ class LauncherHandler final : public CmdHandler {
 
   // Run `call` on the service's loop and wait for its reply (bounded).
   common::Result<Json> on_service(const std::string& what, Call call);
+  // on_service for a command whose reply carries nothing the caller needs.
+  common::Status command(const std::string& what, Call call);
   // The domain's state changed (service loop): tell virt-handler, answer a waiting Sync.
   void on_state(events::DomainState state, events::StateReason reason);
   // A Kubernetes event about the VMI ("Warning", "SyncFailed", …).
@@ -101,11 +103,9 @@ class LauncherHandler final : public CmdHandler {
   std::optional<LaunchRequest> request_;  // handed to wait_launch
   // The answer of the Sync that started the launch: set once.
   std::optional<common::Status> sync_result_;
-  std::uint64_t launch_seq_ = 0;
   launcher::LauncherService* service_ = nullptr;
   DomainDocument doc_;   // the domain as virt-handler sees it
   bool added_ = false;   // ADDED sent
-  std::string vmm_version_;
   nlohmann::json launched_spec_;  // the spec of the VMI the Sync that started the domain carried
 };
 
