@@ -1,6 +1,10 @@
 #include "kubevirt/launcher_handler.hpp"
 
+#include <unistd.h>
+
+#include <fstream>
 #include <future>
+#include <sstream>
 #include <vector>
 #include <system_error>
 #include <thread>
@@ -69,6 +73,32 @@ void diff_paths(const Json& a, const Json& b, const std::string& path, std::vect
     return;
   }
   out.push_back(path);
+}
+
+// The VMM process's CPU time (user, system) and RSS from /proc, as virt-launcher takes them from
+// libvirt (which reads the same files for QEMU). Nothing when the pid is gone.
+void vmm_process_stats(long pid, DomainStatsDocument& d) {
+  if (pid <= 0) return;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return;
+  // Fields after "(comm)": state is field 3; utime and stime are fields 14 and 15.
+  const auto close = line.rfind(')');
+  if (close == std::string::npos) return;
+  std::istringstream rest(line.substr(close + 2));
+  std::string field;
+  std::uint64_t utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14) utime = std::stoull(field);
+    if (i == 15) stime = std::stoull(field);
+  }
+  const std::uint64_t ns_per_tick = 1000000000ULL / static_cast<std::uint64_t>(::sysconf(_SC_CLK_TCK));
+  d.cpu.user_ns = utime * ns_per_tick;
+  d.cpu.system_ns = stime * ns_per_tick;
+  d.cpu.time_ns = (utime + stime) * ns_per_tick;
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  while (std::getline(status, line))
+    if (line.rfind("VmRSS:", 0) == 0) d.memory.rss_kib = std::stoull(line.substr(6));
 }
 
 }  // namespace
@@ -335,6 +365,8 @@ Result<std::string> LauncherHandler::get_domain_stats() {
     d.name = domain_name(doc_.vmi_namespace, doc_.vmi_name);
     d.uuid = doc_.uuid;
   }
+  const Json vmm = st->value("vmm", Json::object());
+  vmm_process_stats(vmm.value("pid", 0L), d);
   const Json info = st->value("info", Json::object());
   const Json config = info.value("config", Json::object());
   const unsigned vcpus = config.value("cpus", Json::object()).value("boot_vcpus", 0u);

@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -143,6 +144,16 @@ std::vector<std::string> states(const std::vector<chl::test::ReceivedNotificatio
   return s;
 }
 
+// CHL_KUBEVIRT_DUMP_DIR=DIR: write what virt-handler would have received (each notification,
+// GetDomain, GetDomainStats) as files, to put beside ../shared/reference/kubevirt-observed-launcher
+// (docs/kubevirt.md, "Beside a real virt-launcher").
+void dump(const std::string& name, const nlohmann::json& j) {
+  const char* dir = std::getenv("CHL_KUBEVIRT_DUMP_DIR");
+  if (!dir || !*dir) return;
+  fs::create_directories(fs::path(dir) / CHL_VL_HYPERVISOR);
+  std::ofstream(fs::path(dir) / CHL_VL_HYPERVISOR / name) << j.dump(2) << "\n";
+}
+
 bool has_state(const chl::test::TestNotifyServer& server, const std::string& want) {
   for (const auto& s : states(server.received()))
     if (s == want) return true;
@@ -254,8 +265,12 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): Info, Sync, ADDED then Ru
   REQUIRE(call([&](auto& c) { return cmd->GetDomainStats(&c, empty, &stats); }).ok());
   REQUIRE_MESSAGE(stats.response().success(), stats.response().message());
   auto sj = nlohmann::json::parse(stats.domainstats());
+  dump("GetDomain.json", d);
+  dump("GetDomainStats.json", sj);
   CHECK(sj["Name"] == "default_testvm");
   CHECK(sj["Vcpu"].size() == 1);
+  CHECK(sj["Cpu"]["TimeSet"] == true);  // the VMM process's CPU time, from /proc
+  CHECK(sj["Memory"]["RSSSet"] == true);
 
   v1::QemuVersionResponse ver;
   REQUIRE(call([&](auto& c) { return cmd->GetQemuVersion(&c, empty, &ver); }).ok());
@@ -305,6 +320,11 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): Info, Sync, ADDED then Ru
   if (cooperative) CHECK_MESSAGE(clean, pod.output());
   // The final notification: MODIFIED NoState/NonExistent with deletionTimestamp; never DELETED.
   auto got = notify.received();
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    char name[64];
+    std::snprintf(name, sizeof name, "%02zu-%s.json", i, got[i].k8s ? "k8s-event" : got[i].event_type.c_str());
+    dump(name, got[i].json);
+  }
   REQUIRE_FALSE(got.empty());
   std::optional<chl::test::ReceivedNotification> last;
   for (const auto& n : got) {
