@@ -27,11 +27,17 @@ std::string Error::message() const {
 }
 
 tl::unexpected<Error> fail(std::error_code code, std::string context) {
+  // An error_code comes from the system (std::filesystem, Asio): say what it was, once.
+  if (code && !context.empty()) {
+    const std::string why = code.message();
+    if (!why.empty() && context.find(why) == std::string::npos) context += ": " + why;
+  }
   return tl::unexpected(Error{code, std::move(context)});
 }
 
 tl::unexpected<Error> fail(std::errc code, std::string context) {
-  return fail(std::make_error_code(code), std::move(context));
+  // An errc is ours: the context says everything.
+  return tl::unexpected(Error{std::make_error_code(code), std::move(context)});
 }
 
 tl::unexpected<Error> fail_errno(int err, std::string context) {
