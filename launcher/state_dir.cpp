@@ -29,21 +29,25 @@ namespace {
 // behind when it exits.
 const char* const kRuntimeFiles[] = {"launcher.sock", "virt-serial0", "ch-api.sock", "vmm.pid", "virt-vnc"};
 
-Status mkdir_0700(const fs::path& p) {
+// An ancestor that exists may be a symbolic link to a directory (Debian's /var/run -> /run, in
+// the container image too); the state directory itself may not be one.
+Status mkdir_0700(const fs::path& p, bool last) {
   if (::mkdir(p.c_str(), 0700) == 0) return {};
   if (errno != EEXIST) return fail_errno("mkdir " + p.string());
   struct stat st {};
-  if (::lstat(p.c_str(), &st) != 0) return fail_errno("stat " + p.string());
+  if ((last ? ::lstat(p.c_str(), &st) : ::stat(p.c_str(), &st)) != 0) return fail_errno("stat " + p.string());
   if (!S_ISDIR(st.st_mode)) return fail(std::errc::not_a_directory, p.string() + " exists and is not a directory");
   return {};
 }
 
 Status make_dirs(const fs::path& dir) {
   fs::path cur;
-  for (const auto& part : dir) {
+  fs::path target = dir.lexically_normal();
+  if (!target.has_filename()) target = target.parent_path();  // a trailing separator
+  for (const auto& part : target) {
     cur /= part;
     if (cur == "/") continue;
-    CHL_TRY_VOID(mkdir_0700(cur));
+    CHL_TRY_VOID(mkdir_0700(cur, cur == target));
   }
   return {};
 }

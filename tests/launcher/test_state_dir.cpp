@@ -43,3 +43,21 @@ TEST_CASE("state directory: recovery removes the half-written temporaries a kill
   CHECK_FALSE(fs::exists(dir / ".cloudinit-nocloud.iso.tmp-a1B2c3"));
   CHECK(chl::test::read_file(dir / "container-disks" / "containerdisk-data.raw") == "finished");
 }
+
+TEST_CASE("state directory: an existing ancestor may be a symbolic link (Debian's /var/run -> /run), the directory itself may not") {
+  chl::test::TempDir tmp("chl-state");
+  fs::create_directory(tmp.path() / "run");
+  fs::create_directory_symlink("run", tmp.path() / "var-run");
+  {
+    auto st = StateDir::open(tmp.path() / "var-run" / "ephemeral" / "ch-launcher", "uid-1");
+    REQUIRE_MESSAGE(st, st.error().message());
+    CHECK(fs::is_directory(tmp.path() / "run" / "ephemeral" / "ch-launcher"));
+  }
+  fs::create_directory(tmp.path() / "elsewhere");
+  fs::create_directory_symlink(tmp.path() / "elsewhere", tmp.path() / "run" / "linked");
+  auto st = StateDir::open(tmp.path() / "var-run" / "linked", "uid-1");
+  REQUIRE_FALSE(st);
+  CHECK_MESSAGE(st.error().message().find("linked exists and is not a directory") != std::string::npos,
+                st.error().message());
+  CHECK(fs::is_empty(tmp.path() / "elsewhere"));
+}
