@@ -19,6 +19,7 @@
 #include "launcher/plan.hpp"
 #include "launcher/prepare.hpp"
 #include "launcher/state_dir.hpp"
+#include "launcher/vmm_binary.hpp"
 #include "vmi/validator.hpp"
 #include "vmi/parser.hpp"
 #include "drivers/cloud_hypervisor/vmm_process.hpp"
@@ -257,9 +258,12 @@ int run_launcher(const launcher::LaunchOptions& opts, const LaunchHooks& hooks) 
     driver = std::move(launch->driver);
   } else {
     std::string binary = opts.vmm_binary.empty() ? "cloud-hypervisor" : opts.vmm_binary;
-    auto found = common::find_program(binary);
+    auto found = launcher::cloud_hypervisor_binary(opts.vmm_binary);
     if (!found)
       return launch_error("no VMM binary '" + binary + "' (install cloud-hypervisor or pass --vmm-binary PATH)");
+    if (auto placeholder = launcher::placeholder_vmm_message(*found); !placeholder.empty())
+      return launch_error(placeholder);
+    if (auto device = launcher::cloud_hypervisor_device_error(); !device.empty()) return launch_error(device);
     cloud_hypervisor::ChDriverOptions co;
     co.vmm_binary = *found;
     co.state_dir = dir;
