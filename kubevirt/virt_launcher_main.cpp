@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <map>
 #include <set>
 #include <thread>
@@ -32,6 +33,7 @@
 #include "kubevirt/launcher_handler.hpp"
 #include "kubevirt/notify_client.hpp"
 #include "launcher/launch_options.hpp"
+#include "launcher/vmm_binary.hpp"
 #include "vmi/parser.hpp"
 
 namespace chl::kubevirt {
@@ -104,6 +106,45 @@ std::string get(const Flags& f, const std::string& k, const std::string& def) {
   return it == f.values.end() ? def : it->second;
 }
 
+// KubeVirt names the kernel's hypervisor in --hypervisor (its HypervisorConfiguration: "kvm",
+// the default, or "hyperv-direct"), not the VMM: an unchanged KubeVirt always writes one of
+// those. Which VMM runs on it is the image's to say, in CHL_VMM (the container image sets
+// cloud-hypervisor; unset, "kvm" means QEMU through libvirt, as in KubeVirt's own image). Our
+// own names choose the VMM directly. The VMM's name, with `why` saying what was chosen; nullopt
+// with `why` saying what is wrong.
+std::optional<std::string> vmm_for(const std::string& flag, std::string& why) {
+  const char* env = std::getenv("CHL_VMM");
+  std::string image_vmm = env && *env ? env : "qemu-kvm";
+  if (image_vmm == "ch") image_vmm = "cloud-hypervisor";
+  if (image_vmm != "cloud-hypervisor" && image_vmm != "qemu-kvm") {
+    why = "CHL_VMM takes cloud-hypervisor or qemu-kvm, got " + image_vmm;
+    return std::nullopt;
+  }
+  if (flag == "ch" || flag == "cloud-hypervisor") {
+    why = "Cloud Hypervisor";
+    return "cloud-hypervisor";
+  }
+  if (flag == "qemu" || flag == "qemu-kvm") {
+    why = "QEMU through libvirt";
+    return "qemu-kvm";
+  }
+  if (flag == "kvm") {
+    why = image_vmm == "cloud-hypervisor" ? "Cloud Hypervisor on /dev/kvm (CHL_VMM=cloud-hypervisor)"
+                                          : "QEMU through libvirt on /dev/kvm";
+    return image_vmm;
+  }
+  if (flag == "hyperv-direct") {
+    if (image_vmm == "cloud-hypervisor") {
+      why = "Cloud Hypervisor on /dev/mshv (CHL_VMM=cloud-hypervisor)";
+      return image_vmm;
+    }
+    why = "--hypervisor hyperv-direct needs Cloud Hypervisor (CHL_VMM=cloud-hypervisor): the libvirt path runs QEMU on KVM only";
+    return std::nullopt;
+  }
+  why = "--hypervisor takes kvm or hyperv-direct (KubeVirt's), or cloud-hypervisor or qemu-kvm, got " + flag;
+  return std::nullopt;
+}
+
 int usage_error(const std::string& msg) {
   std::fprintf(stderr, "ch-launcher virt-launcher: %s (see `ch-launcher help virt-launcher`)\n", msg.c_str());
   return kExitInvalidInput;
@@ -121,10 +162,11 @@ int virt_launcher_main(const std::vector<std::string>& argv, const launcher::Run
   chl::common::log::init("virt-launcher", level, get(f, "--log-file", ""));
   for (const auto& i : f.ignored) CHL_LOG_INFO("virt-launcher: flag {} accepted and ignored", i);
 
-  std::string hypervisor = get(f, "--hypervisor", "cloud-hypervisor");
-  if (hypervisor == "kvm" || hypervisor == "qemu" || hypervisor == "qemu-kvm") hypervisor = "qemu-kvm";
-  else if (hypervisor == "ch" || hypervisor == "cloud-hypervisor") hypervisor = "cloud-hypervisor";
-  else return usage_error("--hypervisor takes cloud-hypervisor, kvm or qemu-kvm, got " + hypervisor);
+  std::string why;
+  auto vmm = vmm_for(get(f, "--hypervisor", "cloud-hypervisor"), why);
+  if (!vmm) return usage_error(why);
+  const std::string hypervisor = *vmm;
+  CHL_LOG_INFO("virt-launcher: --hypervisor {}: {}", get(f, "--hypervisor", "cloud-hypervisor"), why);
   if (const std::string hooks = get(f, "--hook-sidecars", "0"); hooks != "0")
     return usage_error("--hook-sidecars " + hooks +
                                                       ": hook sidecars are not supported by ch-launcher (only 0)");
@@ -185,6 +227,14 @@ int virt_launcher_main(const std::vector<std::string>& argv, const launcher::Run
   }
   CHL_LOG_INFO("virt-launcher: serving KubeVirt's command protocol on {} ({})", (*server)->socket_path().string(),
                hypervisor);
+  if (hypervisor == "cloud-hypervisor") {
+    // Said at start, not at the first Sync: an image built without a VMM (docs/deploy.md).
+    if (auto vmm = chl::launcher::cloud_hypervisor_binary(lo.vmm_binary); !vmm)
+      CHL_LOG_WARN("virt-launcher: no Cloud Hypervisor binary ('{}'): a Sync will fail until there is one",
+                   lo.vmm_binary.empty() ? std::string("cloud-hypervisor") : lo.vmm_binary);
+    else if (auto note = chl::launcher::placeholder_vmm_message(*vmm); !note.empty())
+      CHL_LOG_WARN("virt-launcher: {}", note);
+  }
 
   // STANDALONE_VMI: the VMI to sync at start, as upstream's virt-launcher does.
   std::optional<std::string> standalone;

@@ -89,6 +89,7 @@ struct Pod {
   fs::path out() const { return dir.path() / "launcher.out"; }
   chl::common::ChildProcess child;
   std::vector<std::string> prefix;  // e.g. `ip netns exec NS`: the launcher in a pod namespace
+  std::string hypervisor = CHL_VL_HYPERVISOR;
 
   void start() {
     fs::create_directories(cdisks() / "kernel-boot");
@@ -104,7 +105,7 @@ struct Pod {
                                      "--grace-period-seconds", "10", "--hook-sidecars", "0",
                                      "--ovmf-path", "/usr/share/OVMF", "--keep-after-failure",
                                      "--a-flag-from-a-newer-kubevirt", "value",
-                                     "--hypervisor", CHL_VL_HYPERVISOR,
+                                     "--hypervisor", hypervisor,
                                      "--private-dir", priv().string(), "--log-level", "debug"};
     if (kQemu) {
       argv.push_back("--allow-emulation");  // TCG where KVM is not usable (as KubeVirt's flag says)
@@ -470,4 +471,37 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): after virt-handler's phas
     return kQemu ? std::regex_replace(snap, std::regex(R"(qdisc \S+)"), "qdisc") : snap;
   };
   CHECK(without_qdisc(chl::test::net::netns_snapshot(ns)) == without_qdisc(before));
+}
+
+TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): --hypervisor is KubeVirt's kernel hypervisor; CHL_VMM names the VMM on it") {
+  if (kQemu) return;  // one hypervisor's run says it
+  chl::test::TempDir dir("chl-vl-hv");
+  const std::string share = (dir.path() / "share").string();
+  // Without CHL_VMM (as outside the image), hyperv-direct has no VMM: exit 2 naming it.
+  auto r = chl::test::run_command({"env", "-u", "CHL_VMM", chl::test::launcher_binary(), "virt-launcher",
+                                   "--hypervisor", "hyperv-direct", "--kubevirt-share-dir", share});
+  CHECK(r.exit_code == 2);
+  CHECK_MESSAGE(r.output.find("--hypervisor hyperv-direct needs Cloud Hypervisor (CHL_VMM=cloud-hypervisor)") != std::string::npos,
+                r.output);
+  r = chl::test::run_command({"env", "CHL_VMM=firecracker", chl::test::launcher_binary(), "virt-launcher",
+                              "--hypervisor", "kvm", "--kubevirt-share-dir", share});
+  CHECK(r.exit_code == 2);
+  CHECK_MESSAGE(r.output.find("CHL_VMM takes cloud-hypervisor or qemu-kvm, got firecracker") != std::string::npos, r.output);
+  // With CHL_VMM=cloud-hypervisor (the image), KubeVirt's default `kvm` is Cloud Hypervisor: the
+  // launcher says so at start, and a SIGTERM before any Sync ends it with 0.
+  Pod pod;
+  pod.hypervisor = "kvm";
+  const char* before = std::getenv("CHL_VMM");
+  ::setenv("CHL_VMM", "cloud-hypervisor", 1);
+  pod.start();
+  if (before) ::setenv("CHL_VMM", before, 1);
+  else ::unsetenv("CHL_VMM");
+  const auto sock = chl::kubevirt::ready_socket_path(pod.share());
+  REQUIRE_MESSAGE(chl::test::wait_until(10s, [&] { return fs::exists(sock); }), pod.output());
+  REQUIRE(::kill(pod.child.pid(), SIGTERM) == 0);
+  auto st = pod.child.wait_for(10s);
+  REQUIRE(st);
+  REQUIRE(*st);
+  CHECK(((*st)->exited && (*st)->code == 0));
+  CHECK_MESSAGE(pod.output().find("--hypervisor kvm: Cloud Hypervisor on /dev/kvm (CHL_VMM=cloud-hypervisor)") != std::string::npos, pod.output());
 }
