@@ -1,24 +1,38 @@
 #!/usr/bin/env bash
-# Install everything ch-launcher needs to build and test, from Debian bookworm only.
+# Install everything ch-launcher needs to build and test, from Debian bookworm only
+# (--build: only what builds the product, as the container image's build stage does).
 # Idempotent, no prompts; run as root (or with sudo available) on a fresh Debian 12.
 set -euo pipefail
 
-PACKAGES=(
-  # build
-  build-essential cmake pkg-config git
+# What builds the product (ch-launcher and its modules). The container image's build stage
+# installs exactly these (`setup.sh --build`, Dockerfile), so the two cannot drift.
+BUILD_PACKAGES=(
+  build-essential cmake pkg-config
+  libcap2-bin  # setcap: the image's launcher gets cap_net_bind_service as a file capability (Dockerfile)
   libcpp-httplib-dev nlohmann-json3-dev libboost-dev libseccomp-dev libspdlog-dev
-  doctest-dev libexpected-dev libyaml-cpp-dev libvirt-dev zlib1g-dev libzstd-dev
+  libexpected-dev libyaml-cpp-dev libvirt-dev zlib1g-dev libzstd-dev
   libdeflate-dev  # disks/: fast raw-deflate decompression of qcow2 compressed clusters
+  libnl-route-3-dev libnftables-dev  # network/: pod networking
+  libnghttp2-dev libprotobuf-dev protobuf-compiler  # kubevirt/: KubeVirt's launcher protocol (HTTP/2 + protobuf-lite)
+)
+# What the tests, the demo and the benchmarks need besides.
+TEST_PACKAGES=(
+  git doctest-dev
   # the real tools our tests check images and relays with
   qemu-utils dosfstools mtools xorriso genisoimage socat util-linux tmux curl procps
   qemu-system-x86  # boots the PVH test guest (tests/guests)
   busybox-static cpio lz4  # the Linux test guest's initramfs and vmlinux (scripts/build-guests.sh)
   libvirt-daemon-system libvirt-clients ovmf  # the qemu-kvm path (libvirtd, virt-xml-validate, EFI)
-  libnl-route-3-dev libnftables-dev dnsmasq-base iperf3 iproute2  # pod networking (network/), its tests and bench
+  dnsmasq-base iperf3 iproute2  # pod networking's tests and bench
   isc-dhcp-client  # dhclient -6: the DHCPv6 client of the IPv6 masquerade netns test
-  libnghttp2-dev libprotobuf-dev protobuf-compiler  # kubevirt/: KubeVirt's launcher protocol (HTTP/2 + protobuf-lite)
+  mmdebstrap  # the image lane's base (scripts/image.sh); its Docker engine: scripts/docker-engine.sh
   libgrpc++-dev protobuf-compiler-grpc  # tests/kubevirt, bench/kubevirt: the real gRPC our transport is checked against
 )
+case "${1:-}" in
+  --build) PACKAGES=("${BUILD_PACKAGES[@]}") ;;
+  "") PACKAGES=("${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;
+  *) echo "usage: setup.sh [--build]   (--build: only what builds the product)" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${PACKAGES[@]}"; do
