@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Lint a Dockerfile without a Docker engine. Debian bookworm has no hadolint package, so this
 # checks the rules of hadolint's that matter for this image, plus ours:
-#   DL3006/DL3007  every FROM names a tag, never :latest
+#   DL3006/DL3007  every FROM names a tag, never :latest (FROM ${ARG}: the global ARG's default)
 #   DL3020         COPY, never ADD
 #   DL3008-ours    apt-get install has -y, --no-install-recommends and -t bookworm
 #   DL3009         an apt-get update's RUN also removes /var/lib/apt/lists
@@ -29,9 +29,16 @@ awk '
   {
     n = $1; ins = $2; sub(/^[[:space:]]+/, "", ins)
     split(ins, w, /[[:space:]]+/); op = toupper(w[1])
-    if (op == "FROM") {
+    if (op == "ARG" && !stage) {  # a global ARG: its default stands in for ${NAME} in FROM
+      split(w[2], kv, "="); globals[kv[1]] = (index(w[2], "=") ? substr(w[2], index(w[2], "=") + 1) : "")
+    } else if (op == "FROM") {
       stage++; user = ""; image = w[2]
-      if (image !~ /:/ && image !~ /@sha256:/ && !(image in stages)) finding(n, "DL3006", "FROM " image " has no tag")
+      if (match(image, /^\$\{?[A-Za-z_][A-Za-z0-9_]*\}?$/)) {
+        name = image; gsub(/[${}]/, "", name)
+        if (globals[name] == "") finding(n, "DL3006", "FROM " image ": the ARG has no default with a tag")
+        image = globals[name]
+      }
+      if (image != "" && image !~ /:/ && image !~ /@sha256:/ && !(image in stages)) finding(n, "DL3006", "FROM " image " has no tag")
       if (image ~ /:latest$/) finding(n, "DL3007", "FROM " image " uses :latest")
       for (i = 3; i <= length(w); i++) if (toupper(w[i]) == "AS") stages[w[i + 1]] = 1
       pipefail = 0
