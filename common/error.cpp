@@ -27,8 +27,10 @@ std::string Error::message() const {
 }
 
 tl::unexpected<Error> fail(std::error_code code, std::string context) {
-  // An error_code comes from the system (std::filesystem, Asio): say what it was, once.
-  if (code && !context.empty()) {
+  // An error_code from the system (std::filesystem, Asio): say what it was, once. Our own
+  // categories (the VMM API's...) are already in the context.
+  const bool system = code.category() == std::system_category() || code.category() == std::generic_category();
+  if (code && system && !context.empty()) {
     const std::string why = code.message();
     if (!why.empty() && context.find(why) == std::string::npos) context += ": " + why;
   }

@@ -27,8 +27,9 @@ using Result = tl::expected<T, Error>;
 using Status = Result<void>;
 
 // An error from a code and a context.
-// A system error_code (std::filesystem, Asio): its message is added to the context unless the
-// context already says it. An errc: the context is the whole message.
+// A system error_code (system or generic category: std::filesystem, Asio): its message is added
+// to the context unless the context already says it. An errc, or our own categories: the context
+// is the whole message.
 [[nodiscard]] tl::unexpected<Error> fail(std::error_code code, std::string context);
 [[nodiscard]] tl::unexpected<Error> fail(std::errc code, std::string context);
 // An error from the current errno: "context: strerror(errno)".
