@@ -196,7 +196,7 @@ TEST_CASE("cmd server: Sync carries the VMI and the options a launcher honours")
   CHECK_FALSE(s.free_page_reporting_disabled);
 }
 
-TEST_CASE("cmd server: a handler error is success:false with its message; serving goes on") {
+TEST_CASE("cmd server: a handler error is success:false with its message, serving goes on") {
   Fixture f;
   f.handler.fail_with = chl::common::Error{std::make_error_code(std::errc::invalid_argument),
                                            "spec.domain.devices.disks[0]: no matching volume"};
@@ -287,7 +287,7 @@ TEST_CASE("cmd server: a client leaving mid-call does not stop the server") {
   CHECK(r.success());
 }
 
-TEST_CASE("cmd server: a stale launcher-sock is replaced; a path it cannot bind is a clear error") {
+TEST_CASE("cmd server: a stale launcher-sock is replaced, a path it cannot bind is a clear error") {
   chl::test::TempDir dir("kvc");
   std::filesystem::create_directories(dir / "sockets");
   chl::test::leave_stale_socket(ready_socket_path(dir.path()));

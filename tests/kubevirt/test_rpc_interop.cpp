@@ -295,7 +295,7 @@ TEST_CASE("rpc interop: a client disconnecting mid-call leaves the server servin
   CHECK(r.success());
 }
 
-TEST_CASE("rpc interop: an unknown method or service is UNIMPLEMENTED; serving goes on") {
+TEST_CASE("rpc interop: an unknown method or service is UNIMPLEMENTED, serving goes on") {
   Served f;
   auto channel = f.channel();
   grpc::TemplatedGenericStub<v1::EmptyRequest, v1::Response> generic(channel);

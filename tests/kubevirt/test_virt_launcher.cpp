@@ -473,7 +473,7 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): after virt-handler's phas
   CHECK(without_qdisc(chl::test::net::netns_snapshot(ns)) == without_qdisc(before));
 }
 
-TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): --hypervisor is KubeVirt's kernel hypervisor; CHL_VMM names the VMM on it") {
+TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): --hypervisor is KubeVirt's kernel hypervisor, CHL_VMM names the VMM on it") {
   if (kQemu) return;  // one hypervisor's run says it
   chl::test::TempDir dir("chl-vl-hv");
   const std::string share = (dir.path() / "share").string();

@@ -25,7 +25,7 @@ void write_vmi_with_interface(LauncherRun& r) {
 
 }  // namespace
 
-TEST_CASE("ch-launcher links no libnl, libnftables, libnghttp2 or libprotobuf; the modules next to it do") {
+TEST_CASE("ch-launcher links no libnl, libnftables, libnghttp2 or libprotobuf, the modules next to it do") {
   auto launcher = ldd(chl::test::launcher_binary());
   if (!launcher) return;
   for (const char* lib : {"libnl-", "libnftables", "libnftnl", "libmnl", "libgmp", "libjansson", "libxtables",

@@ -149,7 +149,7 @@ TEST_CASE("kubevirt cache: malformed documents name the field") {
   }
 }
 
-TEST_CASE("kubevirt cache: the file at KubeVirt's path in the pod; missing and malformed files") {
+TEST_CASE("kubevirt cache: the file at KubeVirt's path in the pod, missing and malformed files") {
   chl::test::TempDir dir;
   CHECK(dhcp_cache_path("/var/run/kubevirt-private", "eth0") == "/var/run/kubevirt-private/vif-cache-eth0.json");
   auto missing = read_kubevirt_dhcp_cache(dir.path().string(), "eth0");
