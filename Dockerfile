@@ -101,5 +101,6 @@ RUN groupadd --system --gid 107 qemu \
 ENV CHL_VMM=cloud-hypervisor
 ENV XDG_RUNTIME_DIR=/var/run XDG_CONFIG_HOME=/var/run/kubevirt-private XDG_CACHE_HOME=/var/run/kubevirt-private
 USER 107:107
-ENTRYPOINT ["/usr/bin/virt-launcher-monitor"]
+# KubeVirt gives the command (/usr/bin/virt-launcher-monitor …); `docker run IMAGE run --vmi …` is ch-launcher.
+ENTRYPOINT ["/usr/bin/ch-launcher"]
 CMD ["--help"]
