@@ -20,7 +20,7 @@ if [ -z "$REAL_CH" ] && command -v cloud-hypervisor >/dev/null 2>&1; then
 fi
 
 # CI lanes, in order (ctest labels set in tests/CMakeLists.txt). LANES="unit vmm" runs a subset.
-ALL_LANES="unit vmm qemu real-ch fuzz"
+ALL_LANES="unit vmm qemu image real-ch fuzz"
 LANES=${LANES:-$ALL_LANES}
 # Lane fuzz: each libFuzzer target for FUZZ_SECONDS (scripts/fuzz.sh, clang, own build dir).
 FUZZ_SECONDS=${FUZZ_SECONDS:-30}
@@ -69,6 +69,25 @@ for lane in $LANES; do
     # Cloud Hypervisor integration and end to end against the project's VMM double (not CH).
     vmm) CLOUD_HYPERVISOR_BIN='' run_lane "vmm (VMM double)" -L '^vmm$' ;;
     qemu) run_lane "qemu (real QEMU and libvirt, project test guests)" -L '^qemu$' ;;
+    image)
+      # The container image built from the Dockerfile (scripts/image.sh: an mmdebstrap base, no
+      # registry) and run as KubeVirt's pod (tests/image). Starts a Docker engine when none
+      # answers (installing Debian's docker.io when there is no dockerd) and stops only that one.
+      echo "=== lane image (the container image, built by docker and run as KubeVirt's pod) ==="
+      start=$SECONDS
+      if bash "$ROOT/scripts/docker-engine.sh" start </dev/null; then
+        if CHL_IMAGE_OUT="$PWD/image" bash "$ROOT/scripts/image.sh" </dev/null; then
+          CHL_IMAGE=${CHL_IMAGE:-ch-launcher:dev} run_lane image -L '^image$'
+        else
+          echo "=== lane image: FAILED after $((SECONDS - start)) s (the image did not build) ==="
+          failed+=(image)
+        fi
+        bash "$ROOT/scripts/docker-engine.sh" stop </dev/null || true
+      else
+        echo "=== lane image: FAILED: no Docker engine could be started (above) ==="
+        failed+=(image)
+      fi
+      ;;
     real-ch)
       if [ -n "$REAL_CH" ]; then
         # The boot tests' guest: the project's PVH guest (it powers off on CH's ACPI power button).
@@ -97,8 +116,8 @@ for lane in $LANES; do
   esac
 done
 # Anything without a lane label still runs (a test must never silently fall out of CI).
-if [ "$LANES" = "$ALL_LANES" ] && ! ctest -N -LE '^(unit|vmm|qemu)$' | grep -q 'Total Tests: 0'; then
-  run_lane unlabelled -LE '^(unit|vmm|qemu)$'
+if [ "$LANES" = "$ALL_LANES" ] && ! ctest -N -LE '^(unit|vmm|qemu|image)$' | grep -q 'Total Tests: 0'; then
+  run_lane unlabelled -LE '^(unit|vmm|qemu|image)$'
 fi
 
 if [ ${#failed[@]} -ne 0 ]; then

@@ -47,6 +47,11 @@ std::string sysctl_in(const std::string& ns, const std::string& key, const std::
   return why;
 }
 
+// Phase1::lower_unprivileged_ports.
+std::string unprivileged_ports(const Phase1& p) {
+  return p.lower_unprivileged_ports ? sysctl_in(p.pod_ns, "net/ipv4/ip_unprivileged_port_start", "0") : std::string();
+}
+
 }  // namespace
 
 std::string kubevirt_create_tap(const Phase1& p, const std::string& tap) {
@@ -71,7 +76,7 @@ std::string kubevirt_phase1_masquerade(const Phase1& p) {
                  ip(p.pod_ns, {"addr", "add", "10.0.2.1/24", "dev", bridge}),
                  ip(p.pod_ns, {"link", "set", bridge, "up"}),
                  sysctl_in(p.pod_ns, "net/ipv4/ip_forward", "1"),
-                 sysctl_in(p.pod_ns, "net/ipv4/ip_unprivileged_port_start", "0"),
+                 unprivileged_ports(p),
                  kubevirt_create_tap(p, "tap0")})
     if (!e.empty()) return e;
   if (p.ipv6)
@@ -155,7 +160,7 @@ std::string kubevirt_phase1_bridge(const Phase1& p, const PodIface& pod, const s
                  // The `dummy` stand-in: the pod's MAC, MTU and address.
                  ip(p.pod_ns, {"link", "add", p.pod_iface, "mtu", mtu, "address", pod.mac, "type", "bridge"}),
                  ip(p.pod_ns, {"addr", "add", pod.cidr, "dev", p.pod_iface}),
-                 sysctl_in(p.pod_ns, "net/ipv4/ip_unprivileged_port_start", "0"), kubevirt_create_tap(p, "tap0")})
+                 unprivileged_ports(p), kubevirt_create_tap(p, "tap0")})
     if (!e.empty()) return e;
   return {};
 }

@@ -33,6 +33,10 @@ struct Phase1 {
   std::uint32_t queues = 1;
   std::uint32_t mtu = 1500;
   bool multi_queue_flag_override = false;
+  // The tests run phase 2 with no capability at all and so lower ip_unprivileged_port_start to 0
+  // (the note above); the image lane gives the launcher NET_BIND_SERVICE as KubeVirt does and
+  // leaves the sysctl as it is.
+  bool lower_unprivileged_ports = true;
   bool ipv6 = false;  // masquerade: the pod has IPv6 (fd10:0:2::1/120 on the bridge, table ip6 nat)  // tests of a bad phase 1: the flag disagrees with queues
 };
 

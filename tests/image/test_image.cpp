@@ -1,0 +1,358 @@
+// The container image (Dockerfile), built by scripts/image.sh and run the way KubeVirt runs a
+// VMI's pod (tests/image/pod.hpp). This test plays virt-handler from the host: it wires phase 1
+// of the pod network in the container's network namespace, serves the notify socket and drives
+// the launcher through KubeVirt's gRPC protocol over the pod's bind-mounted sockets, reads the
+// console on virt-serial0, then stops the pod as the kubelet does (SIGTERM, the grace period).
+// Lane image: CHL_IMAGE names the image; skipped, saying why, without it or without root.
+#include <doctest/doctest.h>
+#include <grpcpp/grpcpp.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/unix_socket.hpp"
+#include "kubevirt/proto/cmd.grpc.pb.h"
+#include "kubevirt/proto/cmd_info.grpc.pb.h"
+#include "tests/image/pod.hpp"
+#include "tests/kubevirt/test_notify_server.hpp"
+#include "tests/network/kubevirt_phase1.hpp"
+#include "tests/support/launcher_harness.hpp"
+#include "tests/support/test_support.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+namespace v1 = ::kubevirt::cmd::v1;
+namespace fs = std::filesystem;
+using chl::test::image::docker;
+using chl::test::image::Pod;
+using chl::test::image::PodOptions;
+
+constexpr const char* kUid = "5f0c2a9e-7b1d-4c3e-9a8f-0123456789ab";
+
+// The VMI as virt-handler sends it (defaulted, with status, no spec.hypervisor): kernel boot
+// from the container-disk dir's kernel-boot/, a containerDisk (disk_0.img), one masquerade NIC.
+std::string vmi_json() {
+  auto j = nlohmann::json::parse(R"({
+    "kind": "VirtualMachineInstance", "apiVersion": "kubevirt.io/v1",
+    "metadata": {"name": "testvm", "namespace": "default", "uid": "", "resourceVersion": "4711"},
+    "spec": {
+      "domain": {
+        "resources": {},
+        "cpu": {"cores": 1, "sockets": 1, "maxSockets": 4, "threads": 1, "model": "host-model"},
+        "memory": {"guest": "64Mi"},
+        "machine": {"type": "q35"},
+        "firmware": {"uuid": "0b8a3c6e-8f0e-4f4e-9d5e-1c2b3a4d5e6f",
+                     "kernelBoot": {"kernelArgs": "console=ttyS0 kv-image",
+                                    "container": {"image": "registry.example/pvh:1", "kernelPath": "/boot/guest.elf"}}},
+        "features": {"acpi": {"enabled": true}},
+        "devices": {
+          "disks": [{"name": "containerdisk", "disk": {"bus": "virtio"}}],
+          "interfaces": [{"name": "default", "masquerade": {}, "macAddress": "02:00:00:aa:bb:cc"}]
+        }
+      },
+      "networks": [{"name": "default", "pod": {}}],
+      "volumes": [{"name": "containerdisk", "containerDisk": {"image": "registry.example/disk:1", "imagePullPolicy": "IfNotPresent"}}],
+      "terminationGracePeriodSeconds": 10,
+      "architecture": "amd64"
+    },
+    "status": {"nodeName": "node01", "phase": "Scheduled", "runtimeUser": 107,
+               "currentCPUTopology": {"cores": 1, "sockets": 1, "threads": 1},
+               "memory": {"guestAtBoot": "64Mi", "guestCurrent": "64Mi", "guestRequested": "64Mi"}}
+  })");
+  j["metadata"]["uid"] = kUid;
+  return j.dump();
+}
+
+template <typename F>
+grpc::Status call(F&& f, std::chrono::seconds timeout = 60s) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  return f(ctx);
+}
+
+bool has_state(const chl::test::TestNotifyServer& server, const std::string& status) {
+  for (const auto& n : server.received())
+    if (!n.k8s && n.event_type == "MODIFIED" && n.json["Status"].value("Status", "") == status) return true;
+  return false;
+}
+
+// What the container's pod directories need before the launcher starts: the kernel-boot
+// artifacts and a real (qcow2) container disk, as KubeVirt's init containers leave them.
+void fill_container_disks(const Pod& pod) {
+  const auto kb = pod.container_disks() / "kernel-boot";
+  fs::create_directories(kb);
+  fs::copy_file(chl::test::guest_kernel(), kb / "guest.elf");
+  auto r = chl::test::run_command(
+      {"qemu-img", "create", "-q", "-f", "qcow2", (pod.container_disks() / "disk_0.img").string(), "64M"});
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+}
+
+std::string hex_field(const std::string& status, const std::string& key) {
+  std::istringstream in(status);
+  for (std::string l; std::getline(in, l);)
+    if (l.rfind(key + ":", 0) == 0) {
+      auto v = l.substr(key.size() + 1);
+      v.erase(0, v.find_first_not_of(" \t"));
+      return v;
+    }
+  return {};
+}
+
+// The launcher's stub once its command socket is there.
+std::unique_ptr<v1::Cmd::Stub> connect(const Pod& pod) {
+  const auto sock = pod.sockets() / "launcher-sock";
+  REQUIRE_MESSAGE(chl::test::wait_until(20s, [&] { return fs::exists(sock); }), pod.logs());
+  return v1::Cmd::NewStub(grpc::CreateChannel("unix:" + sock.string(), grpc::InsecureChannelCredentials()));
+}
+
+// A notify server where the non-root launcher can reach it (virt-handler's socket is the pod's).
+std::unique_ptr<chl::test::TestNotifyServer> notify_server(const Pod& pod) {
+  const auto path = pod.share() / "domain-notify-pipe.sock";
+  auto server = std::make_unique<chl::test::TestNotifyServer>(path);
+  REQUIRE(::chown(path.c_str(), 107, 107) == 0);
+  return server;
+}
+
+}  // namespace
+
+TEST_CASE("the image: the launcher, its modules and KubeVirt's entry points, every library resolved inside it, user 107, the VMM placeholder") {
+  std::string why;
+  auto image = chl::test::image::image_under_test(why);
+  if (!image) {
+    chl::test::skip(why);
+    return;
+  }
+  auto r = docker({"run", "--rm", "--entrypoint", "/bin/sh", *image, "-c",
+                   "id -u; id -g; readlink /usr/bin/virt-launcher /usr/bin/virt-launcher-monitor; "
+                   "for f in /usr/bin/ch-launcher /usr/lib/ch-launcher/*.so; do echo \"== $f\"; ldd \"$f\"; done"});
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  CHECK_MESSAGE(r.output.rfind("107\n107\nch-launcher\nch-launcher\n", 0) == 0, r.output);
+  CHECK_MESSAGE(r.output.find("== /usr/lib/ch-launcher/libchl-network.so") != std::string::npos, r.output);
+  CHECK_MESSAGE(r.output.find("== /usr/lib/ch-launcher/libchl-kubevirt.so") != std::string::npos, r.output);
+  CHECK_MESSAGE(r.output.find("not found") == std::string::npos, r.output);
+  // The image was built without a VMM (none in image/vmm/, none pinned): the placeholder says so.
+  r = docker({"run", "--rm", "--entrypoint", "/usr/bin/cloud-hypervisor", *image, "--version"});
+  CHECK(r.exit_code == 127);
+  CHECK_MESSAGE(r.output.find("placeholder") != std::string::npos, r.output);
+  // The launcher's file capability (cap_net_bind_service, as KubeVirt's virt-launcher-monitor
+  // has): with the pod's NET_BIND_SERVICE in the bounding set it is the launcher's effective set
+  // (here without no_new_privs: Docker puts no capability in a non-root process's permitted set,
+  // which no_new_privs then keeps the file's from raising; containerd does).
+  {
+    const std::string name = "chl-cap-" + std::to_string(::getpid());
+    r = docker({"run", "-d", "--name", name, "--user", "107:107", "--cap-drop", "ALL", "--cap-add",
+                "NET_BIND_SERVICE", "--entrypoint", "/usr/bin/virt-launcher-monitor", *image,
+                "--kubevirt-share-dir", "/tmp/share"});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+    std::string status;
+    chl::test::wait_until(10s, [&] {
+      auto pid = docker({"inspect", "-f", "{{.State.Pid}}", name}).output;
+      status = chl::test::read_file("/proc/" + pid.substr(0, pid.find('\n')) + "/status");
+      return status.find("CapEff") != std::string::npos;
+    });
+    CHECK_MESSAGE(hex_field(status, "CapEff") == "0000000000000400", status);
+    // Nothing mounted over the placeholder: the launcher says at start that there is no VMM.
+    const std::string logs = docker({"logs", name}).output;
+    CHECK_MESSAGE(logs.find("/usr/bin/cloud-hypervisor is ch-launcher's placeholder, not Cloud Hypervisor: this image has no real VMM") !=
+                      std::string::npos,
+                  logs);
+    (void)docker({"rm", "-f", name});
+  }
+  // The default command: ch-launcher's help.
+  r = docker({"run", "--rm", *image});
+  CHECK(r.exit_code == 0);
+  CHECK_MESSAGE(r.output.find("virt-launcher") != std::string::npos, r.output);
+}
+
+TEST_CASE("the image as KubeVirt's pod: phase 1 by the test, Info, Sync, ADDED then Running, console, pause, stats, then docker stop gives the final event, exit 0, nothing left") {
+  std::string why;
+  auto image = chl::test::image::image_under_test(why);
+  if (!image) {
+    chl::test::skip(why);
+    return;
+  }
+  if (!fs::exists(chl::test::guest_kernel())) {
+    chl::test::skip("the PVH test guest is not built");
+    return;
+  }
+  PodOptions po;
+  po.vmi_uid = kUid;
+  Pod pod(*image, po);
+  fill_container_disks(pod);
+  auto notify = notify_server(pod);
+  REQUIRE_MESSAGE(pod.start() == "", pod.logs());
+  auto cmd = connect(pod);
+
+  // virt-handler's phase 1 in the pod's network namespace, before it syncs the VMI. The
+  // launcher binds the DHCP server's port with the NET_BIND_SERVICE the pod grants: the
+  // namespace keeps the kernel's default ip_unprivileged_port_start.
+  const std::string ns = pod.attach_netns();
+  REQUIRE_MESSAGE(!ns.empty(), "ip netns attach failed");
+  chl::test::net::Phase1 p1{ns};
+  p1.lower_unprivileged_ports = false;
+  const auto e = chl::test::net::kubevirt_phase1_masquerade(p1);
+  REQUIRE_MESSAGE(e.empty(), e);
+
+  auto channel = grpc::CreateChannel("unix:" + (pod.sockets() / "launcher-sock").string(), grpc::InsecureChannelCredentials());
+  auto info = ::kubevirt::cmd::info::CmdInfo::NewStub(channel);
+  ::kubevirt::cmd::info::CmdInfoRequest ireq;
+  ::kubevirt::cmd::info::CmdInfoResponse versions;
+  REQUIRE(call([&](auto& c) { return info->Info(&c, ireq, &versions); }).ok());
+  REQUIRE(versions.supportedcmdversions_size() >= 1);
+
+  v1::VMIRequest vmi;
+  vmi.mutable_vmi()->set_vmijson(vmi_json());
+  v1::Response r;
+  REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, vmi, &r); }).ok());
+  REQUIRE_MESSAGE(r.success(), r.message() << "\n" << pod.logs());
+  REQUIRE_MESSAGE(chl::test::wait_until(20s, [&] { return has_state(*notify, "Running"); }), pod.logs());
+  {
+    auto got = notify->received();
+    REQUIRE_FALSE(got.empty());
+    CHECK(got.front().event_type == "ADDED");
+  }
+  const std::string logs = pod.logs();
+  CHECK_MESSAGE(logs.find("interface default attached (phase 2): tap tap0") != std::string::npos, logs);
+  CHECK_MESSAGE(logs.find("no real VMM") == std::string::npos, logs);
+
+  // The launcher runs as 107 with nothing beyond the pod's NET_BIND_SERVICE (bit 10) in its
+  // bounding set, and no_new_privs. (Docker, unlike containerd, gives a non-root container's
+  // process no permitted capability, so under no_new_privs the file capability adds none here:
+  // the DHCP server binds port 67 because Docker sets ip_unprivileged_port_start to 0 in the
+  // container's namespace. The first test case shows the file capability at work.)
+  const int pid = pod.host_pid();
+  REQUIRE(pid > 0);
+  const std::string status = chl::test::read_file("/proc/" + std::to_string(pid) + "/status");
+  CHECK(hex_field(status, "Uid").rfind("107\t", 0) == 0);
+  CHECK(hex_field(status, "CapBnd") == "0000000000000400");
+  CHECK((std::stoull(hex_field(status, "CapEff"), nullptr, 16) & ~0x400ULL) == 0);
+  CHECK(hex_field(status, "NoNewPrivs") == "1");
+  MESSAGE("launcher RSS in the container, VM running, pod network: " << hex_field(status, "VmRSS"));
+
+  v1::EmptyRequest empty;
+  v1::DomainResponse dom;
+  REQUIRE(call([&](auto& c) { return cmd->GetDomain(&c, empty, &dom); }).ok());
+  auto d = nlohmann::json::parse(dom.domain());
+  CHECK(d["Status"]["Status"] == "Running");
+  v1::DomainStatsResponse stats;
+  REQUIRE(call([&](auto& c) { return cmd->GetDomainStats(&c, empty, &stats); }).ok());
+  REQUIRE_MESSAGE(stats.response().success(), stats.response().message());
+  auto sj = nlohmann::json::parse(stats.domainstats());
+  CHECK(sj["Name"] == "default_testvm");
+  CHECK(sj["Memory"]["RSSSet"] == true);
+
+  REQUIRE(call([&](auto& c) { return cmd->PauseVirtualMachine(&c, vmi, &r); }).ok());
+  CHECK_MESSAGE(r.success(), r.message());
+  CHECK(chl::test::wait_until(10s, [&] { return has_state(*notify, "Paused"); }));
+  REQUIRE(call([&](auto& c) { return cmd->UnpauseVirtualMachine(&c, vmi, &r); }).ok());
+  CHECK_MESSAGE(r.success(), r.message());
+
+  // virtctl console's way in: <private>/<uid>/virt-serial0, the guest's boot output.
+  const auto console = pod.priv() / kUid / "virt-serial0";
+  REQUIRE(chl::test::wait_until(10s, [&] { return fs::exists(console); }));
+  {
+    auto conn = chl::common::connect_unix(console);
+    REQUIRE(conn);
+    std::string got;
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (got.find("kv-image") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+      pollfd p{conn->get(), POLLIN, 0};
+      if (::poll(&p, 1, 100) > 0) {
+        char buf[4096];
+        ssize_t n = ::read(conn->get(), buf, sizeof buf);
+        if (n <= 0) break;
+        got.append(buf, static_cast<std::size_t>(n));
+      }
+    }
+    CHECK_MESSAGE(got.find("kv-image") != std::string::npos, got);
+  }
+
+  // The container disk was converted into the pod's ephemeral-disk volume, nowhere else.
+  bool converted = false;
+  for (const auto& f : fs::recursive_directory_iterator(pod.ephemeral()))
+    if (f.path().filename().string().find("containerdisk") != std::string::npos && f.is_regular_file()) converted = true;
+  CHECK_MESSAGE(converted, "no converted container disk under " << pod.ephemeral());
+
+  // The kubelet stops the pod: SIGTERM, then the grace period. The guest powers off, virt-handler
+  // hears the final event (MODIFIED with deletionTimestamp, never DELETED), the container exits 0.
+  const std::string changes = pod.diff();
+  const int code = pod.stop();
+  CHECK_MESSAGE(code == 0, pod.logs());
+  auto got = notify->received();
+  std::optional<chl::test::ReceivedNotification> last;
+  for (const auto& n : got) {
+    CHECK(n.event_type != "DELETED");
+    if (!n.k8s) last = n;
+  }
+  REQUIRE(last);
+  CHECK(last->event_type == "MODIFIED");
+  CHECK(last->json["ObjectMeta"].contains("deletionTimestamp"));
+  // Nothing written outside the pod's volumes (the root is read-only; docker diff lists the
+  // mount points themselves at most), nothing left running or mounted on the host.
+  std::istringstream lines(changes);
+  for (std::string l; std::getline(lines, l);) {
+    const bool mount_point = l.find("/run/kubevirt") != std::string::npos || l.find("/run/libvirt") != std::string::npos ||
+                             l.find("/dev") != std::string::npos || l == "C /run" || l == "C /var" ||
+                             l.find("/usr/bin/cloud-hypervisor") != std::string::npos || l == "C /usr" || l == "C /usr/bin";
+    CHECK_MESSAGE(mount_point, "written outside the pod's volumes: " << l);
+  }
+  CHECK(docker({"ps", "-q", "--filter", "name=" + pod.name()}).output.empty());
+  pod.remove();
+  const std::string mounts = chl::test::read_file("/proc/self/mountinfo");
+  CHECK_MESSAGE(mounts.find(pod.root().string()) == std::string::npos, mounts);
+  CHECK_FALSE(fs::exists(pod.sockets() / "launcher-sock"));
+}
+
+TEST_CASE("the image in a pod missing what KubeVirt gives it: a clear message and exit code, never a crash") {
+  std::string why;
+  auto image = chl::test::image::image_under_test(why);
+  if (!image) {
+    chl::test::skip(why);
+    return;
+  }
+  if (!fs::exists(chl::test::guest_kernel())) {
+    chl::test::skip("the PVH test guest is not built");
+    return;
+  }
+  SUBCASE("no share dir volume: the command socket cannot be made on the read-only root, exit 1 naming it") {
+    PodOptions po;
+    po.vmi_uid = kUid;
+    po.share_dir = false;
+    Pod pod(*image, po);
+    REQUIRE(pod.start() == "");
+    const int code = pod.wait();
+    const std::string logs = pod.logs();
+    CHECK_MESSAGE(code == 1, logs);
+    CHECK_MESSAGE(logs.find("/var/run/kubevirt/sockets") != std::string::npos, logs);
+    CHECK_MESSAGE(logs.find("Read-only file system") != std::string::npos, logs);
+  }
+  SUBCASE("no /dev/kvm: Sync answers success:false naming it, the launcher keeps serving, docker stop exits 0") {
+    PodOptions po;
+    po.vmi_uid = kUid;
+    po.kvm = false;
+    Pod pod(*image, po);
+    fill_container_disks(pod);
+    auto notify = notify_server(pod);
+    REQUIRE(pod.start() == "");
+    auto cmd = connect(pod);
+    auto j = nlohmann::json::parse(vmi_json());
+    j["spec"]["domain"]["devices"].erase("interfaces");
+    j["spec"]["domain"]["devices"]["autoattachPodInterface"] = false;
+    j["spec"].erase("networks");
+    v1::VMIRequest vmi;
+    vmi.mutable_vmi()->set_vmijson(j.dump());
+    v1::Response r;
+    REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, vmi, &r); }).ok());
+    CHECK_FALSE(r.success());
+    CHECK_MESSAGE(r.message().find("/dev/kvm") != std::string::npos, r.message());
+    v1::EmptyRequest empty;
+    v1::DomainResponse dom;
+    CHECK(call([&](auto& c) { return cmd->GetDomain(&c, empty, &dom); }).ok());
+    CHECK(pod.stop() == 0);
+  }
+}
