@@ -5,7 +5,7 @@
 #
 # Each benchmark prints its figures as RESULT lines, tab-separated:
 #   RESULT  key  what  ours  peer-name  peer  unit  kind  target
-# kind: faster_ge T  (times; met when peer/ours >= T)     rate_ge T (rates; met when ours/peer >= T)
+# kind: faster_ge T  (times or sizes; met when peer/ours >= T)     rate_ge T (rates; met when ours/peer >= T)
 #       abs_le T     (met when ours <= T)                 diff_le T (met when ours - peer <= T)
 #       info         (no target)
 # Usage: bench/run.sh [--quick] [BUILD_DIR]   (--quick: fewer rounds, 1 qcow2 run; for CI smoke)
@@ -32,7 +32,8 @@ if ! command -v gnuplot >/dev/null 2>&1 || ! command -v bc >/dev/null 2>&1; then
 fi
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD" -j "$(nproc)" --target ch-launcher vmm-double pvh_guest console_bridge_bench \
-  vmm_api_bench events_bench cloud_init_bench vmi_bench qcow2_convert_bench network_bench kubevirt_bench bench_virt_launcher >/dev/null
+  vmm_api_bench events_bench cloud_init_bench vmi_bench qcow2_convert_bench network_bench kubevirt_bench bench_virt_launcher \
+  test_image >/dev/null
 
 r() { [ "$QUICK" = 1 ] && echo "$1" || echo "$2"; }
 bench() {  # bench NAME COMMAND... : run, show its output, keep its RESULT lines
@@ -58,6 +59,7 @@ bench "KubeVirt gRPC transport: RSS, idle wake-ups" "$B/kubevirt/kubevirt_bench"
 bench "virt-launcher mode vs run and the real virt-launcher" "$B/kubevirt/bench_virt_launcher" "$BUILD/bin/ch-launcher" "$BUILD/tests/vmm_double/vmm-double" "$BUILD/guests/pvh-guest.elf" "$(r 3 10)"
 bench "pod networking" "$B/network/network_bench" --rounds "$(r 5 20)" --seconds "$(r 2 5)"
 bench "pod networking, real guest" bash "$ROOT/bench/network/e2e_qemu.sh" "$BUILD"
+bench "container image: size, cold build, RSS in the pod" bash "$ROOT/bench/image/bench_image.sh" "$BUILD" $( [ "$QUICK" = 1 ] && echo --warm )
 bench "soak against the double" bash "$ROOT/bench/soak/soak.sh" "$BUILD" "$(r 100 1000)"
 bench "soak against QEMU" bash "$ROOT/bench/soak/soak.sh" --qemu "$BUILD" "$(r 10 50)"
 bench "Linux guest boot (QEMU TCG)" bash "$ROOT/bench/guests/boot_linux.sh" --guests "$BUILD/guests" --runs "$(r 2 5)"
@@ -81,7 +83,12 @@ awk -F'\t' -v when="$(date -u '+%Y-%m-%d %H:%M UTC')${RENDER:+, rendered from th
   {
     key = $2; what = $3; ours = $4; pname = $5; peer = $6; unit = $7; kind = $8; t = $9
     ratio = ""; met = ""; margin = ""; target = ""
-    if (kind == "faster_ge") { ratio = peer / ours; target = "≥ " t "× faster"; margin = ratio / t; ratio = (ratio >= 1 ? sprintf("%.2f× faster", ratio) : sprintf("%.2f× slower", 1 / ratio)) }
+    if (kind == "faster_ge") {
+      # Sizes (B, KiB, MiB, MB…) are smaller or larger, times faster or slower.
+      better = (unit ~ /^(B|KiB|MiB|GiB|kB|MB|GB)$/ ? "smaller" : "faster"); worse = (better == "smaller" ? "larger" : "slower")
+      ratio = peer / ours; target = "≥ " t "× " better; margin = ratio / t
+      ratio = (ratio >= 1 ? sprintf("%.2f× %s", ratio, better) : sprintf("%.2f× %s", 1 / ratio, worse))
+    }
     else if (kind == "rate_ge") { ratio = ours / peer; target = "≥ " t "×"; margin = ratio / t; ratio = sprintf("%.2f×", ratio) }
     else if (kind == "abs_le") { target = "≤ " t " " unit; margin = (ours > 0 ? t / ours : 10); if (t == 0) margin = (ours == 0 ? 1 : 0) }
     else if (kind == "diff_le") { ratio = sprintf("%+.1f %s", ours - peer, unit); target = "≤ +" t " " unit; margin = (ours > 0 ? (peer + t) / ours : 10) }
