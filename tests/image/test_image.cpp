@@ -163,6 +163,11 @@ TEST_CASE("the image: the launcher, its modules and KubeVirt's entry points, eve
                   logs);
     (void)docker({"rm", "-f", name});
   }
+  // Like KubeVirt's image, the launcher cannot start in a pod that does not grant NET_BIND_SERVICE:
+  // the runtime says so (the kernel refuses the exec), exit 1.
+  r = docker({"run", "--rm", "--user", "107:107", "--cap-drop", "ALL", *image, "--version"});
+  CHECK(r.exit_code != 0);
+  CHECK_MESSAGE(r.output.find("operation not permitted") != std::string::npos, r.output);
   // The default command: ch-launcher's help.
   r = docker({"run", "--rm", *image});
   CHECK(r.exit_code == 0);
