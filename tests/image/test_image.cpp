@@ -336,6 +336,32 @@ TEST_CASE("the image in a pod missing what KubeVirt gives it: a clear message an
     CHECK_MESSAGE(logs.find("/var/run/kubevirt/sockets") != std::string::npos, logs);
     CHECK_MESSAGE(logs.find("Read-only file system") != std::string::npos, logs);
   }
+  SUBCASE("no /dev/net/tun: Sync with a pod interface answers success:false naming it, the launcher keeps serving") {
+    PodOptions po;
+    po.vmi_uid = kUid;
+    po.tun = false;
+    Pod pod(*image, po);
+    fill_container_disks(pod);
+    auto notify = notify_server(pod);
+    REQUIRE(pod.start() == "");
+    auto cmd = connect(pod);
+    const std::string ns = pod.attach_netns();
+    REQUIRE(!ns.empty());
+    chl::test::net::Phase1 p1{ns};
+    p1.lower_unprivileged_ports = false;
+    const auto e = chl::test::net::kubevirt_phase1_masquerade(p1);
+    REQUIRE_MESSAGE(e.empty(), e);
+    v1::VMIRequest vmi;
+    vmi.mutable_vmi()->set_vmijson(vmi_json());
+    v1::Response r;
+    REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, vmi, &r); }).ok());
+    CHECK_FALSE(r.success());
+    CHECK_MESSAGE(r.message().find("/dev/net/tun") != std::string::npos, r.message());
+    v1::EmptyRequest empty;
+    v1::DomainResponse dom;
+    CHECK(call([&](auto& c) { return cmd->GetDomain(&c, empty, &dom); }).ok());
+    CHECK(pod.stop() == 0);
+  }
   SUBCASE("no /dev/kvm: Sync answers success:false naming it, the launcher keeps serving, docker stop exits 0") {
     PodOptions po;
     po.vmi_uid = kUid;
