@@ -258,6 +258,16 @@ Status LauncherHandler::sync(std::string_view vmi_json, const SyncOptions& optio
         k8s_event("Warning", "SyncFailed", why);
         return fail(std::errc::invalid_argument, why);
       }
+      // options.interfaceDomainAttachment: how virt-handler's phase 1 left each interface for
+      // the domain. Phase 2 opens the tap it made ("tap", bridge and masquerade); a binding
+      // plugin's "managedTap" (the VMM makes the tap) is not something we do.
+      for (const auto& [iface, attachment] : options.interface_domain_attachment) {
+        if (attachment == "tap") continue;
+        const std::string why = "options.interfaceDomainAttachment[" + iface + "]: '" + attachment +
+                                "' is not supported by ch-launcher (phase 2 attaches to virt-handler's tap: only 'tap')";
+        k8s_event("Warning", "SyncFailed", why);
+        return fail(std::errc::invalid_argument, why);
+      }
       lock.lock();
       if (phase_ != Phase::Idle) return fail(std::errc::device_or_resource_busy, "another Sync started the domain");
       request_ = LaunchRequest{std::string(vmi_json), options};

@@ -201,6 +201,17 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): Info, Sync, ADDED then Ru
   CHECK_FALSE(r.success());
   CHECK_MESSAGE(r.message().find("spec.domain.devices.gpus[0].claimName") != std::string::npos, r.message());
 
+  // An interface virt-handler left for a binding plugin's managed tap: refused, naming it.
+  {
+    v1::VMIRequest managed;
+    managed.mutable_vmi()->set_vmijson(vmi_json());
+    (*managed.mutable_options()->mutable_interfacedomainattachment())["default"] = "managedTap";
+    REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, managed, &r); }).ok());
+    CHECK_FALSE(r.success());
+    CHECK_MESSAGE(r.message().find("options.interfaceDomainAttachment[default]: 'managedTap' is not supported") != std::string::npos,
+                  r.message());
+  }
+
   // The VMI for another pod: refused.
   v1::VMIRequest other;
   auto oj = nlohmann::json::parse(vmi_json());
