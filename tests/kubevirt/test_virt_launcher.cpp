@@ -30,6 +30,7 @@
 #include "tests/network/kubevirt_phase1.hpp"
 #include "tests/network/netns.hpp"
 #include "tests/support/launcher_harness.hpp"
+#include "tests/support/linux_guest.hpp"
 #include "tests/support/qemu_harness.hpp"
 #include "tests/support/test_support.hpp"
 
@@ -515,4 +516,76 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): --hypervisor is KubeVirt'
   REQUIRE(*st);
   CHECK(((*st)->exited && (*st)->code == 0));
   CHECK_MESSAGE(pod.output().find("--hypervisor kvm: Cloud Hypervisor on /dev/kvm (CHL_VMM=cloud-hypervisor)") != std::string::npos, pod.output());
+}
+
+TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a real guest gets its masquerade lease through phase 2 — the Linux test guest's udhcpc, the gateway answers") {
+  if (!kQemu) return;  // a real guest needs a real VMM: the libvirt path (QEMU, TCG here)
+  if (!chl::test::libvirt_runnable()) return;  // says why
+  std::string why;
+  auto guest = chl::test::find_linux_guest(&why);
+  if (!guest) {
+    chl::test::skip(why);
+    return;
+  }
+  PodNetns pn;
+  if (auto w = pn.up(); !w.empty()) {
+    chl::test::skip(w);
+    return;
+  }
+  chl::test::net::Phase1 p1{pn.ns.name()};
+  const auto e = chl::test::net::kubevirt_phase1_masquerade(p1);
+  REQUIRE_MESSAGE(e.empty(), e);
+  Pod pod;
+  // The kernel-boot "container": the Linux guest's kernel and its networking initramfs.
+  const auto kb = pod.cdisks() / "kernel-boot";
+  fs::create_directories(kb);
+  fs::copy_file(guest->kernel, kb / "vmlinuz");
+  auto initrd = chl::test::run_command({"bash", (chl::test::source_dir() / "tests/guests/linux/net-initrd.sh").string(),
+                                        guest->kernel.parent_path().string(), (kb / "initrd.cpio.gz").string()});
+  if (initrd.exit_code == 3) {
+    chl::test::skip(initrd.output);
+    return;
+  }
+  REQUIRE_MESSAGE(initrd.exit_code == 0, initrd.output);
+  chl::test::TestNotifyServer notify(pod.share() / "domain-notify-pipe.sock");
+  auto cmd = pn.start(pod);
+  auto j = nlohmann::json::parse(vmi_json());
+  j["spec"]["domain"]["memory"]["guest"] = "256Mi";
+  j["status"]["memory"] = {{"guestAtBoot", "256Mi"}, {"guestCurrent", "256Mi"}, {"guestRequested", "256Mi"}};
+  j["spec"]["domain"]["firmware"]["kernelBoot"] = {
+      {"kernelArgs", "console=ttyS0 quiet panic=-1"},
+      {"container", {{"image", "registry.example/linux:1"}, {"kernelPath", "/vmlinuz"}, {"initrdPath", "/initrd.cpio.gz"}}}};
+  j["spec"]["domain"]["devices"]["interfaces"] =
+      nlohmann::json::parse(R"([{"name": "default", "masquerade": {}, "macAddress": "02:00:00:aa:bb:cc"}])");
+  j["spec"]["networks"] = nlohmann::json::parse(R"([{"name": "default", "pod": {}}])");
+  v1::VMIRequest vmi;
+  vmi.mutable_vmi()->set_vmijson(j.dump());
+  (*vmi.mutable_options()->mutable_interfacedomainattachment())["default"] = "tap";  // as virt-handler sends it
+  v1::Response r;
+  REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, vmi, &r); }, 120s).ok());
+  REQUIRE_MESSAGE(r.success(), r.message() << "\n" << pod.output());
+  // virtctl console's way in: the guest's lease, printed by its /init.
+  const auto console = pod.priv() / kUid / "virt-serial0";
+  REQUIRE(chl::test::wait_until(30s, [&] { return fs::exists(console); }));
+  auto conn = chl::common::connect_unix(console);
+  REQUIRE(conn);
+  std::string got;
+  const auto deadline = std::chrono::steady_clock::now() + 180s;
+  while (got.find("chl-net: ready") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+    pollfd p{conn->get(), POLLIN, 0};
+    if (::poll(&p, 1, 200) > 0) {
+      char buf[4096];
+      ssize_t n = ::read(conn->get(), buf, sizeof buf);
+      if (n <= 0) break;
+      got.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+  CHECK_MESSAGE(got.find("chl-net: lease ip=10.0.2.2 subnet=255.255.255.0 router=10.0.2.1 mtu=1500") != std::string::npos,
+                got << "\n" << pod.output());
+  CHECK_MESSAGE(got.find("chl-net: gateway ok") != std::string::npos, got);
+  conn->reset();
+  REQUIRE(call([&](auto& c) { return cmd->KillVirtualMachine(&c, vmi, &r); }).ok());
+  auto st = pod.child.wait_for(60s);
+  REQUIRE(st);
+  REQUIRE(*st);
 }
