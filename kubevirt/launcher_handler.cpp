@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <future>
 #include <sstream>
@@ -16,6 +17,7 @@
 #include "kubevirt/k8s_event.hpp"
 #include "kubevirt/stats_json.hpp"
 #include "launcher/launcher_service.hpp"
+#include "vmi/parser.hpp"
 
 namespace chl::kubevirt {
 using common::fail;
@@ -28,6 +30,12 @@ namespace {
 std::string join(const vmi::Violations& vs) {
   std::string all;
   for (const auto& v : vs) all += (all.empty() ? "" : "; ") + vmi::to_string(v);
+  return all;
+}
+
+std::string join_paths(const std::vector<std::string>& v) {
+  std::string all;
+  for (const auto& s : v) all += (all.empty() ? "" : "; ") + s;
   return all;
 }
 
@@ -139,6 +147,12 @@ void LauncherHandler::attach(launcher::LauncherService& service, const vmi::Chec
     std::lock_guard lock(mu_);
     service_ = &service;
     doc_ = document_of(checked.vmi);
+    const auto t = vmi::cpu_topology(checked.vmi);
+    const auto& cpu = checked.vmi.spec.domain.cpu;
+    hotplug_ = Hotplug{t.sockets, t.cores, t.threads, std::max(t.sockets, cpu.max_sockets), 0, 0};
+    hotplug_.memory = vmi::guest_memory_bytes(checked.vmi).value_or(0);
+    const auto& max_guest = checked.vmi.spec.domain.memory.max_guest;
+    hotplug_.max_memory = std::max(hotplug_.memory, max_guest ? max_guest->value : std::int64_t{0});
     doc_.state = events::DomainState::Shutoff;  // defined, not started: KubeVirt's ADDED
     doc_.reason = events::StateReason::Unknown;
     if (notify_) notify_->send_domain_event(to_domain_json(doc_).dump(), DomainEventType::Added);
@@ -237,6 +251,13 @@ Status LauncherHandler::sync(std::string_view vmi_json, const SyncOptions& optio
       const Json spec = Json::parse(vmi_json, nullptr, false).value("spec", Json::object());
       std::vector<std::string> changed;
       diff_paths(launched_spec_, spec, "spec", changed);
+      // The sockets and the guest memory may change within the headroom the VM started with:
+      // virt-handler applies those with SyncVirtualMachineCPUs/Memory after this Sync.
+      const auto want = vmi::parse_vmi(vmi_json).vmi;
+      if (beyond_headroom(hotplug_, want).empty())
+        std::erase_if(changed, [](const std::string& p) {
+          return p == "spec.domain.cpu.sockets" || p == "spec.domain.memory.guest";
+        });
       if (changed.empty()) return {};
       std::string list;
       for (const auto& c : changed) list += (list.empty() ? "" : ", ") + c;
@@ -427,12 +448,69 @@ Result<std::string> LauncherHandler::get_qemu_version() {
   return version;
 }
 
-Status LauncherHandler::sync_cpus(std::string_view) {
-  return fail(std::errc::operation_not_supported, "CPU hotplug is not supported by ch-launcher yet");
+LauncherHandler::Hotplug LauncherHandler::hotplug_now() const {
+  std::lock_guard lock(mu_);
+  return hotplug_;
 }
 
-Status LauncherHandler::sync_memory(std::string_view) {
-  return fail(std::errc::operation_not_supported, "memory hotplug is not supported by ch-launcher yet");
+std::vector<std::string> LauncherHandler::beyond_headroom(const Hotplug& h, const vmi::Vmi& want) {
+  std::vector<std::string> why;
+  const auto t = vmi::cpu_topology(want);
+  if (t.cores != h.cores) why.push_back("spec.domain.cpu.cores: " + std::to_string(t.cores) + " (was " + std::to_string(h.cores) + "): only sockets can change while the VM runs");
+  if (t.threads != h.threads) why.push_back("spec.domain.cpu.threads: " + std::to_string(t.threads) + " (was " + std::to_string(h.threads) + "): only sockets can change while the VM runs");
+  if (t.sockets > h.max_sockets)
+    why.push_back("spec.domain.cpu.sockets: " + std::to_string(t.sockets) + " is more than the " +
+                  std::to_string(h.max_sockets) + " (maxSockets) the VM was started with");
+  const std::int64_t mem = vmi::guest_memory_bytes(want).value_or(h.memory);
+  if (mem > h.max_memory)
+    why.push_back("spec.domain.memory.guest: " + std::to_string(mem) + " bytes is more than the " +
+                  std::to_string(h.max_memory) + " (maxGuest) the VM was started with");
+  if (mem < h.memory)
+    why.push_back("spec.domain.memory.guest: " + std::to_string(mem) + " bytes is less than the " +
+                  std::to_string(h.memory) + " the VM has: memory cannot be unplugged");
+  return why;
+}
+
+Status LauncherHandler::hotplug(const std::string& what, std::optional<std::uint32_t> vcpus,
+                                std::optional<std::int64_t> memory) {
+  std::optional<std::uint64_t> bytes;
+  if (memory) bytes = static_cast<std::uint64_t>(*memory);
+  CHL_TRY_VOID(command(what, [vcpus, bytes](auto& s, auto reply) { s.resize(vcpus, bytes, std::move(reply)); }));
+  std::lock_guard lock(mu_);
+  if (vcpus) {
+    hotplug_.sockets = *vcpus / (hotplug_.cores * hotplug_.threads);
+    doc_.vcpus = *vcpus;
+  }
+  if (memory) {
+    hotplug_.memory = *memory;
+    doc_.memory_kib = doc_.current_memory_kib = static_cast<std::uint64_t>(*memory / 1024);
+  }
+  // virt-handler learns the domain's new size from its next event, as from libvirt's.
+  if (notify_ && phase_ == Phase::Running) notify_->send_domain_event(to_domain_json(doc_).dump(), DomainEventType::Modified);
+  return {};
+}
+
+// SyncVirtualMachineCPUs: the VMI's sockets, within maxSockets (cores and threads fixed), as
+// CH's vm.resize desired_vcpus. SyncVirtualMachineMemory: memory.guest, within maxGuest, never
+// less, as desired_ram.
+Status LauncherHandler::sync_cpus(std::string_view vmi_json) {
+  if (auto st = check_identity(vmi_json); !st) return st;
+  const auto want = vmi::parse_vmi(vmi_json).vmi;
+  auto why = beyond_headroom(hotplug_now(), want);
+  std::erase_if(why, [](const std::string& w) { return w.rfind("spec.domain.memory", 0) == 0; });
+  if (!why.empty()) return fail(std::errc::invalid_argument, "CPU hotplug: " + join_paths(why));
+  return hotplug("CPU hotplug", static_cast<std::uint32_t>(vmi::cpu_topology(want).vcpus()), std::nullopt);
+}
+
+Status LauncherHandler::sync_memory(std::string_view vmi_json) {
+  if (auto st = check_identity(vmi_json); !st) return st;
+  const auto want = vmi::parse_vmi(vmi_json).vmi;
+  auto why = beyond_headroom(hotplug_now(), want);
+  std::erase_if(why, [](const std::string& w) { return w.rfind("spec.domain.cpu", 0) == 0; });
+  if (!why.empty()) return fail(std::errc::invalid_argument, "memory hotplug: " + join_paths(why));
+  const auto mem = vmi::guest_memory_bytes(want);
+  if (!mem) return fail(std::errc::invalid_argument, "memory hotplug: the VMI sets no guest memory (spec.domain.memory.guest)");
+  return hotplug("memory hotplug", std::nullopt, *mem);
 }
 
 }  // namespace chl::kubevirt

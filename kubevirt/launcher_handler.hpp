@@ -107,6 +107,19 @@ class LauncherHandler final : public CmdHandler {
   DomainDocument doc_;   // the domain as virt-handler sees it
   bool added_ = false;   // ADDED sent
   nlohmann::json launched_spec_;  // the spec of the VMI the Sync that started the domain carried
+  // CPU and memory hotplug (SyncVirtualMachineCPUs/Memory): the running VM's topology and memory
+  // and the headroom it was created with (maxSockets, maxGuest).
+  struct Hotplug {
+    std::uint32_t sockets = 1, cores = 1, threads = 1, max_sockets = 1;
+    std::int64_t memory = 0, max_memory = 0;
+  };
+  Hotplug hotplug_;
+  // What of a later VMI's CPU topology or memory is not within the running VM's headroom: the
+  // field paths with why; empty when within it.
+  static std::vector<std::string> beyond_headroom(const Hotplug& running, const vmi::Vmi& want);
+  Hotplug hotplug_now() const;
+  // Apply a resize and tell virt-handler the domain's new size.
+  common::Status hotplug(const std::string& what, std::optional<std::uint32_t> vcpus, std::optional<std::int64_t> memory);
 };
 
 }  // namespace chl::kubevirt

@@ -14,6 +14,7 @@
 // "not supported by <hypervisor>".
 #include <filesystem>
 #include <functional>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -70,6 +71,9 @@ class Driver {
   virtual common::Status restore(const std::filesystem::path& dir) = 0;
   virtual common::Result<nlohmann::json> add_disk(const nlohmann::json& disk) = 0;
   virtual common::Status remove_device(const std::string& id) = 0;
+  // CPU and memory hotplug within the headroom the VM was created with (maxSockets, maxGuest):
+  // the vCPU count and the guest memory in bytes, each when given.
+  virtual common::Status resize(std::optional<std::uint32_t> vcpus, std::optional<std::uint64_t> memory_bytes) = 0;
 };
 
 }  // namespace chl::launcher

@@ -450,4 +450,19 @@ void LauncherService::remove_device(const std::string& id, Reply reply) {
   }, std::move(reply));
 }
 
+void LauncherService::resize(std::optional<std::uint32_t> vcpus, std::optional<std::uint64_t> memory_bytes,
+                             Reply reply) {
+  auto st = driver_->state();
+  if ((st != DomainState::Running && st != DomainState::Paused) || stopping_)
+    return reply(state_error("resize", "Running or Paused"));
+  on_worker([this, vcpus, memory_bytes]() -> Result<json> {
+    CHL_TRY_VOID(driver_->resize(vcpus, memory_bytes));
+    json j = json::object();
+    if (vcpus) j["vcpus"] = *vcpus;
+    if (memory_bytes) j["memory"] = *memory_bytes;
+    CHL_LOG_INFO("resized: {}", j.dump());
+    return j;
+  }, std::move(reply));
+}
+
 }  // namespace chl::launcher

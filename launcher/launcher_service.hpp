@@ -79,6 +79,8 @@ class LauncherService {
   void restore(const std::filesystem::path& dir, Reply reply);
   void add_disk(const nlohmann::json& disk, Reply reply);
   void remove_device(const std::string& id, Reply reply);
+  // CPU/memory hotplug (Driver::resize), Running or Paused; replies {"vcpus", "memory"} as asked.
+  void resize(std::optional<std::uint32_t> vcpus, std::optional<std::uint64_t> memory_bytes, Reply reply);
 
   // A transport's stop function, called when the VM is gone (after the final event went out).
   void add_transport_stopper(std::function<void()> stop) { stoppers_.push_back(std::move(stop)); }

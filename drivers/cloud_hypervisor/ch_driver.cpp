@@ -271,4 +271,11 @@ Status CloudHypervisorDriver::remove_device(const std::string& id) {
   return client_.vm_remove_device(rd);
 }
 
+Status CloudHypervisorDriver::resize(std::optional<std::uint32_t> vcpus, std::optional<std::uint64_t> memory_bytes) {
+  vmm_api::VmResize r;
+  r.desired_vcpus = vcpus;
+  r.desired_ram = memory_bytes;
+  return client_.vm_resize(r);
+}
+
 }  // namespace chl::cloud_hypervisor

@@ -67,6 +67,7 @@ class CloudHypervisorDriver final : public launcher::Driver {
   common::Status restore(const std::filesystem::path& dir) override;
   common::Result<nlohmann::json> add_disk(const nlohmann::json& disk) override;
   common::Status remove_device(const std::string& id) override;
+  common::Status resize(std::optional<std::uint32_t> vcpus, std::optional<std::uint64_t> memory_bytes) override;
 
   [[nodiscard]] const events::DomainStateTracker& tracker() const { return tracker_; }
 

@@ -370,6 +370,9 @@ Result<json> LibvirtDriver::add_disk(const json&) {
 Status LibvirtDriver::remove_device(const std::string&) {
   return fail(std::errc::operation_not_supported, std::string("device removal: ") + kNotSupported);
 }
+Status LibvirtDriver::resize(std::optional<std::uint32_t>, std::optional<std::uint64_t>) {
+  return fail(std::errc::operation_not_supported, std::string("CPU and memory hotplug: ") + kNotSupported);
+}
 
 void LibvirtDriver::kill_vmm() {
   pid_t pid = qemu_pid_.load();

@@ -62,6 +62,7 @@ class LibvirtDriver final : public launcher::Driver {
   common::Status restore(const std::filesystem::path& dir) override;
   common::Result<nlohmann::json> add_disk(const nlohmann::json& disk) override;
   common::Status remove_device(const std::string& id) override;
+  common::Status resize(std::optional<std::uint32_t> vcpus, std::optional<std::uint64_t> memory_bytes) override;
 
   // What libvirt's callbacks post (public for the C callbacks; io thread only).
   void on_lifecycle(int event, int detail);

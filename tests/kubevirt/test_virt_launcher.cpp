@@ -261,6 +261,50 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): Info, Sync, ADDED then Ru
     CHECK_MESSAGE(r.message().find("spec.domain.memory.guest") != std::string::npos, r.message());
   }
 
+  // CPU hotplug as virt-handler does it: a Sync with more sockets (within maxSockets 4) is
+  // accepted, then SyncVirtualMachineCPUs resizes the VM (Cloud Hypervisor's vm.resize; the
+  // libvirt path says it does not); past maxSockets, or a changed core count, is refused naming it.
+  {
+    v1::VMIRequest more;
+    auto mj = nlohmann::json::parse(vmi_json());
+    mj["spec"]["domain"]["cpu"]["sockets"] = 2;
+    more.mutable_vmi()->set_vmijson(mj.dump());
+    REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, more, &r); }).ok());
+    CHECK_MESSAGE(r.success(), r.message());
+    REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachineCPUs(&c, more, &r); }).ok());
+    if (kQemu) {
+      CHECK_FALSE(r.success());
+      CHECK_MESSAGE(r.message().find("not supported by qemu-kvm") != std::string::npos, r.message());
+    } else {
+      CHECK_MESSAGE(r.success(), r.message());
+      v1::EmptyRequest e;
+      v1::DomainStatsResponse s2;
+      REQUIRE(call([&](auto& c) { return cmd->GetDomainStats(&c, e, &s2); }).ok());
+      CHECK(nlohmann::json::parse(s2.domainstats())["Vcpu"].size() == 2);
+      v1::DomainResponse d2;
+      REQUIRE(call([&](auto& c) { return cmd->GetDomain(&c, e, &d2); }).ok());
+      CHECK(nlohmann::json::parse(d2.domain())["Spec"]["VCPU"]["CPUs"] == 2);
+    }
+    mj["spec"]["domain"]["cpu"]["sockets"] = 5;
+    more.mutable_vmi()->set_vmijson(mj.dump());
+    REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachineCPUs(&c, more, &r); }).ok());
+    CHECK_FALSE(r.success());
+    CHECK_MESSAGE(r.message().find("spec.domain.cpu.sockets: 5 is more than the 4 (maxSockets)") != std::string::npos, r.message());
+    mj["spec"]["domain"]["cpu"]["sockets"] = 2;
+    mj["spec"]["domain"]["cpu"]["cores"] = 2;
+    more.mutable_vmi()->set_vmijson(mj.dump());
+    REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachineCPUs(&c, more, &r); }).ok());
+    CHECK_FALSE(r.success());
+    CHECK_MESSAGE(r.message().find("spec.domain.cpu.cores: 2 (was 1): only sockets can change") != std::string::npos, r.message());
+    // No maxGuest in this VMI: no memory headroom, so more memory is refused naming it.
+    mj["spec"]["domain"]["cpu"]["cores"] = 1;
+    mj["spec"]["domain"]["memory"]["guest"] = "128Mi";
+    more.mutable_vmi()->set_vmijson(mj.dump());
+    REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachineMemory(&c, more, &r); }).ok());
+    CHECK_FALSE(r.success());
+    CHECK_MESSAGE(r.message().find("(maxGuest) the VM was started with") != std::string::npos, r.message());
+  }
+
   // The launcher confined itself once the VMM ran, gRPC transport and all (its own command socket
   // moved into the state directory under the ephemeral-disk dir).
   {
@@ -281,7 +325,7 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): Info, Sync, ADDED then Ru
   dump("GetDomain.json", d);
   dump("GetDomainStats.json", sj);
   CHECK(sj["Name"] == "default_testvm");
-  CHECK(sj["Vcpu"].size() == 1);
+  CHECK(sj["Vcpu"].size() == (kQemu ? 1u : 2u));  // 2 after the CPU hotplug above
   CHECK(sj["Cpu"]["TimeSet"] == true);  // the VMM process's CPU time, from /proc
   CHECK(sj["Memory"]["RSSSet"] == true);
 
@@ -588,4 +632,46 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a real guest gets its mas
   auto st = pod.child.wait_for(60s);
   REQUIRE(st);
   REQUIRE(*st);
+}
+
+TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): memory hotplug within maxGuest — Sync accepts the new size, SyncVirtualMachineMemory resizes, beyond maxGuest or less is refused") {
+  if (kQemu) return;  // the libvirt path answers "not supported" (the CPU case in the flow test)
+  if (!fs::exists(chl::test::guest_kernel())) {
+    chl::test::skip("the PVH test guest is not built");
+    return;
+  }
+  Pod pod;
+  chl::test::TestNotifyServer notify(pod.share() / "domain-notify-pipe.sock");
+  pod.start();
+  const auto sock = chl::kubevirt::ready_socket_path(pod.share());
+  REQUIRE_MESSAGE(chl::test::wait_until(10s, [&] { return fs::exists(sock); }), pod.output());
+  auto cmd = v1::Cmd::NewStub(grpc::CreateChannel("unix:" + sock.string(), grpc::InsecureChannelCredentials()));
+  auto j = nlohmann::json::parse(vmi_json());
+  j["spec"]["domain"]["memory"] = {{"guest", "64Mi"}, {"maxGuest", "256Mi"}};
+  v1::VMIRequest vmi;
+  vmi.mutable_vmi()->set_vmijson(j.dump());
+  v1::Response r;
+  REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, vmi, &r); }).ok());
+  REQUIRE_MESSAGE(r.success(), r.message() << "\n" << pod.output());
+  j["spec"]["domain"]["memory"]["guest"] = "128Mi";
+  vmi.mutable_vmi()->set_vmijson(j.dump());
+  REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, vmi, &r); }).ok());
+  CHECK_MESSAGE(r.success(), r.message());
+  REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachineMemory(&c, vmi, &r); }).ok());
+  CHECK_MESSAGE(r.success(), r.message() << "\n" << pod.output());
+  v1::EmptyRequest empty;
+  v1::DomainResponse dom;
+  REQUIRE(call([&](auto& c) { return cmd->GetDomain(&c, empty, &dom); }).ok());
+  CHECK(nlohmann::json::parse(dom.domain())["Spec"]["Memory"]["Value"] == 128 * 1024);
+  for (const char* size : {"512Mi", "32Mi"}) {
+    j["spec"]["domain"]["memory"]["guest"] = size;
+    vmi.mutable_vmi()->set_vmijson(j.dump());
+    REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachineMemory(&c, vmi, &r); }).ok());
+    CHECK_FALSE(r.success());
+    CHECK_MESSAGE(r.message().find("spec.domain.memory.guest") != std::string::npos, r.message());
+  }
+  (void)pod.child.signal(SIGTERM);
+  auto st = pod.child.wait_for(30s);
+  REQUIRE(st);
+  CHECK(*st);
 }
