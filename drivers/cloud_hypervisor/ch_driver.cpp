@@ -272,6 +272,18 @@ Status CloudHypervisorDriver::remove_device(const std::string& id) {
 }
 
 Status CloudHypervisorDriver::resize(std::optional<std::uint32_t> vcpus, std::optional<std::uint64_t> memory_bytes) {
+  if (memory_bytes) {
+    // Cloud Hypervisor's ACPI memory hotplug adds regions of whole 128 MiB
+    // (memory_manager.rs hotplug_ram_region): say so, rather than CH's "not a valid size".
+    constexpr std::uint64_t kStep = 128ULL << 20;
+    CHL_TRY(auto info, client_.vm_info());
+    const std::uint64_t now = info.config.memory ? info.config.memory->size : 0;
+    if (*memory_bytes > now && (*memory_bytes - now) % kStep != 0)
+      return fail(std::errc::invalid_argument,
+                  "memory hotplug: Cloud Hypervisor adds memory in steps of 128 MiB: " +
+                      std::to_string((*memory_bytes - now) >> 20) + " MiB more (" + std::to_string(now >> 20) + " to " +
+                      std::to_string(*memory_bytes >> 20) + " MiB) is not one");
+  }
   vmm_api::VmResize r;
   r.desired_vcpus = vcpus;
   r.desired_ram = memory_bytes;

@@ -634,7 +634,7 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a real guest gets its mas
   REQUIRE(*st);
 }
 
-TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): memory hotplug within maxGuest — Sync accepts the new size, SyncVirtualMachineMemory resizes, beyond maxGuest or less is refused") {
+TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): memory hotplug within maxGuest — Sync accepts the new size, SyncVirtualMachineMemory resizes, a step CH cannot add, beyond maxGuest or less is refused") {
   if (kQemu) return;  // the libvirt path answers "not supported" (the CPU case in the flow test)
   if (!fs::exists(chl::test::guest_kernel())) {
     chl::test::skip("the PVH test guest is not built");
@@ -647,13 +647,14 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): memory hotplug within max
   REQUIRE_MESSAGE(chl::test::wait_until(10s, [&] { return fs::exists(sock); }), pod.output());
   auto cmd = v1::Cmd::NewStub(grpc::CreateChannel("unix:" + sock.string(), grpc::InsecureChannelCredentials()));
   auto j = nlohmann::json::parse(vmi_json());
-  j["spec"]["domain"]["memory"] = {{"guest", "64Mi"}, {"maxGuest", "256Mi"}};
+  j["spec"]["domain"]["memory"] = {{"guest", "128Mi"}, {"maxGuest", "512Mi"}};
+  j["status"]["memory"] = {{"guestAtBoot", "128Mi"}, {"guestCurrent", "128Mi"}, {"guestRequested", "128Mi"}};
   v1::VMIRequest vmi;
   vmi.mutable_vmi()->set_vmijson(j.dump());
   v1::Response r;
   REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, vmi, &r); }).ok());
   REQUIRE_MESSAGE(r.success(), r.message() << "\n" << pod.output());
-  j["spec"]["domain"]["memory"]["guest"] = "128Mi";
+  j["spec"]["domain"]["memory"]["guest"] = "256Mi";
   vmi.mutable_vmi()->set_vmijson(j.dump());
   REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, vmi, &r); }).ok());
   CHECK_MESSAGE(r.success(), r.message());
@@ -662,8 +663,15 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): memory hotplug within max
   v1::EmptyRequest empty;
   v1::DomainResponse dom;
   REQUIRE(call([&](auto& c) { return cmd->GetDomain(&c, empty, &dom); }).ok());
-  CHECK(nlohmann::json::parse(dom.domain())["Spec"]["Memory"]["Value"] == 128 * 1024);
-  for (const char* size : {"512Mi", "32Mi"}) {
+  CHECK(nlohmann::json::parse(dom.domain())["Spec"]["Memory"]["Value"] == 256 * 1024);
+  // Cloud Hypervisor adds memory in 128 MiB steps: 64 MiB more is refused saying so.
+  j["spec"]["domain"]["memory"]["guest"] = "320Mi";
+  vmi.mutable_vmi()->set_vmijson(j.dump());
+  REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachineMemory(&c, vmi, &r); }).ok());
+  CHECK_FALSE(r.success());
+  CHECK_MESSAGE(r.message().find("adds memory in steps of 128 MiB: 64 MiB more (256 to 320 MiB) is not one") != std::string::npos,
+                r.message());
+  for (const char* size : {"1Gi", "64Mi"}) {
     j["spec"]["domain"]["memory"]["guest"] = size;
     vmi.mutable_vmi()->set_vmijson(j.dump());
     REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachineMemory(&c, vmi, &r); }).ok());

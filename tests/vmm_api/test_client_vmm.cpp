@@ -450,6 +450,17 @@ TEST_CASE("every VM endpoint, API socket bound by the test and passed as fd=N") 
   auto refused = api.vm_resize(too_many);
   REQUIRE_FALSE(refused);
   CHECK(http_status(refused.error()) == 500);
+  // Memory: CH's ACPI hotplug adds whole 128 MiB regions, and only within hotplug_size (none
+  // here): both refused with CH's own messages.
+  const std::uint64_t boot_ram = api.vm_info()->config.memory->size;
+  VmResize odd;
+  odd.desired_ram = boot_ram + (64ULL << 20);
+  auto odd_refused = api.vm_resize(odd);
+  CHECK_CH_ERROR(odd_refused, 500, "The requested hotplug memory addition is not a valid size");
+  VmResize no_room;
+  no_room.desired_ram = boot_ram + (128ULL << 20);
+  auto no_room_refused = api.vm_resize(no_room);
+  CHECK_CH_ERROR(no_room_refused, 500, "Not enough space in the hotplug RAM region");
 
   REQUIRE(api.vm_pause());
   auto paused = api.vm_info();

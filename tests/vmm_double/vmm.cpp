@@ -557,6 +557,7 @@ Reply Vmm::vm_create(const Json& config) {
   close_events("create");
   if (exit_code_) return {204, "", true};
   if (config_) return api_error("vm.create", {"VM is already created"});
+  hotplugged_ram_ = 0;
   config_ = config;
   // CH ignores fds written in the body and does not take SCM_RIGHTS fds on vm.create.
   if ((*config_)["net"].is_array()) {
@@ -1181,8 +1182,23 @@ Reply Vmm::vm_resize(const Json& body) {
     }
     config["cpus"]["boot_vcpus"] = v;
   }
-  if (body["desired_ram"].is_number())
-    config["memory"]["size"] = body["desired_ram"].get<std::uint64_t>();
+  if (body["desired_ram"].is_number()) {
+    // As CH's ACPI hotplug (memory_manager.rs resize, hotplug_ram_region): more memory comes in
+    // whole 128 MiB regions, within hotplug_size; less is not unplugged.
+    const auto want = body["desired_ram"].get<std::uint64_t>();
+    const auto now = config["memory"]["size"].get<std::uint64_t>();
+    const auto& m = config["memory"];
+    const auto hotplug = m.contains("hotplug_size") && m["hotplug_size"].is_number_unsigned()
+                             ? m["hotplug_size"].get<std::uint64_t>() : std::uint64_t{0};
+    if (vm_ && want > now) {
+      if ((want - now) % (128ULL << 20) != 0)
+        return api_error("vm.resize", {"Memory manager error", "The requested hotplug memory addition is not a valid size"});
+      if (hotplugged_ram_ + (want - now) > hotplug)
+        return api_error("vm.resize", {"Memory manager error", "Not enough space in the hotplug RAM region"});
+      hotplugged_ram_ += want - now;
+    }
+    config["memory"]["size"] = want;
+  }
   if (body["desired_balloon"].is_number() && config["balloon"].is_object()) {
     config["balloon"]["size"] = body["desired_balloon"].get<std::uint64_t>();
   }

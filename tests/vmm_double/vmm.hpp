@@ -125,6 +125,7 @@ class Vmm {
   std::uint64_t guest_gen_ = 0;  // bumps on every guest start/stop; stale timers skip
   bool guest_running_ = false;
   bool guest_halted_ = false;
+  std::uint64_t hotplugged_ram_ = 0;  // ACPI memory hotplug so far (CH: within hotplug_size)
   bool power_button_pending_ = false;
   bool ignore_acpi_ = false;  // the word ignore-acpi, on the command line or typed
   std::string guest_line_;
