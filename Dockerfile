@@ -82,7 +82,7 @@ FROM ${BASE}
 RUN apt-get update \
  && apt-get install -y -t bookworm --no-install-recommends \
       libc6 libdeflate0 libfmt9 libgcc-s1 libgmp10 libjansson4 libmnl0 libnftables1 libnftnl11 \
-      libnghttp2-14 libnl-3-200 libnl-route-3-200 libprotobuf-lite32 libseccomp2 libspdlog1.10 libstdc++6 \
+      libnettle8 libnghttp2-14 libnl-3-200 libnl-route-3-200 libprotobuf-lite32 libseccomp2 libspdlog1.10 libstdc++6 \
       libxtables12 libyaml-cpp0.7 libzstd1 zlib1g \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log
 # END runtime-libraries

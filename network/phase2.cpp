@@ -221,7 +221,7 @@ Result<std::unique_ptr<WiredNetwork>> attach_pod_network(std::vector<NetworkPlan
                           where + ": bridge " + p.bridge + " is missing (phase 1 creates it: virt-handler in a pod)");
     if (p.binding == PlanBinding::Bridge) {
       CHL_TRY(auto cache, wrap(read_kubevirt_dhcp_cache(options.private_dir, p.pod_iface), where));
-      CHL_TRY_VOID(wrap(apply_dhcp_cache(p, cache, link_mtu(sock.get(), p.pod_iface + "-nic")), where));
+      CHL_TRY_VOID(wrap(apply_dhcp_cache(p, cache, link_mtu(sock.get(), bridged_nic_name(p.pod_iface))), where));
     }
     CHL_TRY(auto fds, attach_tap(p.iface_name, p.tap, p.queues));
     WiredInterface w;

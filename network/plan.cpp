@@ -1,5 +1,7 @@
 #include "network/plan.hpp"
 
+#include <nettle/sha2.h>
+
 #include <algorithm>
 #include <cctype>
 
@@ -45,17 +47,54 @@ constexpr Refusal kRefused[] = {
 
 }  // namespace
 
-std::string pod_interface_name(const vmi::Vmi& vmi, const vmi::Network& net) {
+std::string hashed_pod_interface_name(const std::string& network_name) {
+  // namescheme.GenerateHashedInterfaceName: "pod" + the first 11 hex digits of SHA-256(name).
+  sha256_ctx ctx;
+  sha256_init(&ctx);
+  sha256_update(&ctx, network_name.size(), reinterpret_cast<const std::uint8_t*>(network_name.data()));
+  std::uint8_t digest[SHA256_DIGEST_SIZE];
+  sha256_digest(&ctx, sizeof digest, digest);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  for (std::uint8_t b : digest) {
+    hex += kHex[b >> 4];
+    hex += kHex[b & 0xf];
+  }
+  return "pod" + hex.substr(0, 11);
+}
+
+std::string pod_interface_name(const vmi::Vmi& vmi, const vmi::Network& net, const PodFacts* pod) {
   if (net.kind == vmi::NetworkKind::Pod || net.multus_default) return "eth0";
   int ordinal = 0;
   for (const auto& n : vmi.spec.networks) {
     if (n.kind == vmi::NetworkKind::Multus && !n.multus_default) ++ordinal;
     if (&n == &net || n.name == net.name) break;
   }
-  return "net" + std::to_string(ordinal);
+  // KubeVirt names a secondary Multus interface by its network's hash (since v1.0); pods made
+  // before that have ordinal names (netN), which it keeps (namescheme.CreateFromNetworkStatuses).
+  // The pod's links say which scheme it has; without them, or with neither, the hashed one.
+  const std::string hashed = hashed_pod_interface_name(net.name);
+  const std::string ordinal_name = "net" + std::to_string(ordinal);
+  if (pod && !pod->links.count(hashed) && pod->links.count(ordinal_name)) return ordinal_name;
+  return hashed;
+}
+
+std::string bridge_name_for(const std::string& pod_iface) {
+  // link.GenerateBridgeName: "k6t-" + the name without the hashed scheme's "pod" prefix.
+  const std::string trimmed = pod_iface.rfind("pod", 0) == 0 ? pod_iface.substr(3) : pod_iface;
+  return ("k6t-" + trimmed).substr(0, kMaxIfName);
+}
+
+std::string bridged_nic_name(const std::string& pod_iface) {
+  // link.GenerateNewBridgedVmiInterfaceName: the pod interface renamed for bridge binding.
+  const std::string trimmed = pod_iface.rfind("pod", 0) == 0 ? pod_iface.substr(3) : pod_iface;
+  return trimmed + "-nic";
 }
 
 std::string tap_name_for(const std::string& pod_iface) {
+  // link.GenerateTapDeviceName: "tap" + the name after its 3-letter prefix (eth0 -> tap0,
+  // net1 -> tap1, pod<hash> -> tap<hash>).
+  if (pod_iface.rfind("pod", 0) == 0 && pod_iface.size() == 14) return "tap" + pod_iface.substr(3);
   std::size_t digits = pod_iface.size();
   while (digits > 0 && std::isdigit(static_cast<unsigned char>(pod_iface[digits - 1]))) --digits;
   const std::string prefix = pod_iface.substr(0, digits);
@@ -162,8 +201,8 @@ PlanResult plan_networks(const vmi::Vmi& vmi, const PodFacts& pod, std::uint64_t
                                        "' is a Multus network");
       continue;
     }
-    p.pod_iface = pod_interface_name(vmi_defaulted, *net);
-    p.bridge = ("k6t-" + p.pod_iface).substr(0, kMaxIfName);
+    p.pod_iface = pod_interface_name(vmi_defaulted, *net, &pod);
+    p.bridge = bridge_name_for(p.pod_iface);
     p.tap = tap_name_for(p.pod_iface);
     auto link = pod.links.find(p.pod_iface);
     if (link == pod.links.end()) {

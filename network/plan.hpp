@@ -102,8 +102,17 @@ struct PlanResult {
 // `vcpus` is vmi::cpu_topology(vmi).vcpus() (passed in).
 PlanResult plan_networks(const vmi::Vmi& vmi, const PodFacts& pod, std::uint64_t vcpus);
 
-// The pod interface name KubeVirt gives the network at `index` of spec.networks.
-std::string pod_interface_name(const vmi::Vmi& vmi, const vmi::Network& net);
+// The pod interface name KubeVirt gives a network: eth0 for the pod network (or Multus default);
+// for a secondary Multus network its hashed name, or the ordinal netN when `pod` has that and not
+// the hashed one (a pod from before KubeVirt v1.0).
+std::string pod_interface_name(const vmi::Vmi& vmi, const vmi::Network& net, const PodFacts* pod = nullptr);
+// KubeVirt's hashed name of a secondary Multus network's pod interface: "pod" + 11 hex digits
+// of SHA-256(network name).
+std::string hashed_pod_interface_name(const std::string& network_name);
+// The in-pod bridge (k6t-…) and, for bridge binding, the renamed pod interface (…-nic), as
+// KubeVirt's link package names them.
+std::string bridge_name_for(const std::string& pod_iface);
+std::string bridged_nic_name(const std::string& pod_iface);
 // "tap0" for "eth0" (see the header comment).
 std::string tap_name_for(const std::string& pod_iface);
 

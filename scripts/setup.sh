@@ -13,6 +13,7 @@ BUILD_PACKAGES=(
   libexpected-dev libyaml-cpp-dev libvirt-dev zlib1g-dev libzstd-dev
   libdeflate-dev  # disks/: fast raw-deflate decompression of qcow2 compressed clusters
   libnl-route-3-dev libnftables-dev  # network/: pod networking
+  nettle-dev  # network/plan.cpp: SHA-256 of KubeVirt's hashed Multus interface names
   libnghttp2-dev libprotobuf-dev protobuf-compiler  # kubevirt/: KubeVirt's launcher protocol (HTTP/2 + protobuf-lite)
 )
 # What the tests, the demo and the benchmarks need besides.

@@ -217,7 +217,9 @@ TEST_CASE("plan: a Multus network whose interface is missing from the pod is ref
   f.sriov_vf_pci["b"] = "0000:3b:02.1";
   auto r = plan_networks(vmi, f, 1);
   REQUIRE(r.refusals.size() == 1);
-  CHECK(chl::vmi::to_string(r.refusals[0]).find("has no interface net1 in the pod") != std::string::npos);
+  // Neither the hashed name (KubeVirt v1.0 on) nor net1: refused naming the hashed one.
+  CHECK(chl::vmi::to_string(r.refusals[0]).find("has no interface " + chl::network::hashed_pod_interface_name("a") + " in the pod") !=
+        std::string::npos);
   f.links["net1"] = PodLink{"net1", 1500, {}, {}, {}};
   r = plan_networks(vmi, f, 1);
   REQUIRE_MESSAGE(r.refusals.empty(), refusals(r));
@@ -241,6 +243,42 @@ TEST_CASE("plan: tap names stay within 15 bytes") {
   CHECK(tap_name_for("net12") == "tap12");
   CHECK(tap_name_for("pod1234567890abcdef") == "tap-pod12345678");
   CHECK(tap_name_for("pod1234567890abcdef").size() <= 15);
+}
+
+TEST_CASE("plan: KubeVirt's names for a secondary Multus network — hashed (v1.0 on) or the pod's ordinal netN, the bridge, the tap, the bridged pod interface") {
+  // namescheme.GenerateHashedInterfaceName("blue-net"): "pod" + sha256("blue-net")[:11].
+  CHECK(chl::network::hashed_pod_interface_name("blue-net") == "pod0371e81cb4a");
+  CHECK(tap_name_for("pod0371e81cb4a") == "tap0371e81cb4a");
+  CHECK(chl::network::bridge_name_for("pod0371e81cb4a") == "k6t-0371e81cb4a");
+  CHECK(chl::network::bridged_nic_name("pod0371e81cb4a") == "0371e81cb4a-nic");
+  CHECK(chl::network::bridge_name_for("eth0") == "k6t-eth0");
+  CHECK(chl::network::bridged_nic_name("eth0") == "eth0-nic");
+  auto vmi = parse(
+      "    devices:\n"
+      "      interfaces: [{name: default, masquerade: {}}, {name: blue, bridge: {}}]\n"
+      "  networks: [{name: default, pod: {}}, {name: blue, multus: {networkName: blue-net}}]\n");
+  // spec.networks[].name is what KubeVirt hashes: "blue" here.
+  const std::string hashed = chl::network::hashed_pod_interface_name("blue");
+  PodFacts hashed_pod = pod_with();
+  hashed_pod.links[hashed] = hashed_pod.links["eth0"];
+  auto r = plan_networks(vmi, hashed_pod, 1);
+  REQUIRE_MESSAGE(r.refusals.empty(), refusals(r));
+  REQUIRE(r.plans.size() == 2);
+  CHECK(r.plans[1].pod_iface == hashed);
+  CHECK(r.plans[1].tap == "tap" + hashed.substr(3));
+  CHECK(r.plans[1].bridge == "k6t-" + hashed.substr(3));
+  // A pod from before v1.0 has net1: that is used.
+  PodFacts ordinal_pod = pod_with();  // it has net1
+  r = plan_networks(vmi, ordinal_pod, 1);
+  REQUIRE_MESSAGE(r.refusals.empty(), refusals(r));
+  CHECK(r.plans[1].pod_iface == "net1");
+  CHECK(r.plans[1].tap == "tap1");
+  // Neither: refused naming the hashed name KubeVirt would have made.
+  PodFacts neither = pod_with();
+  neither.links.erase("net1");
+  r = plan_networks(vmi, neither, 1);
+  REQUIRE_FALSE(r.refusals.empty());
+  CHECK_MESSAGE(refusals(r).find("has no interface " + hashed) != std::string::npos, refusals(r));
 }
 
 TEST_CASE("resolv.conf: IPv4 nameservers and the last search line") {
