@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <sstream>
@@ -31,6 +32,39 @@ std::string join(const vmi::Violations& vs) {
   std::string all;
   for (const auto& v : vs) all += (all.empty() ? "" : "; ") + vmi::to_string(v);
   return all;
+}
+
+// The names of the VMI's hotplug volumes (status.volumeStatus[] with hotplugVolume), with
+// whether virt-handler has mounted them into the pod (phase HotplugVolumeMounted or Ready: what
+// virt-launcher's converter attaches).
+std::map<std::string, bool> hotplug_volumes(const Json& vmi) {
+  std::map<std::string, bool> out;
+  const Json status = vmi.value("status", Json::object());
+  for (const auto& v : status.value("volumeStatus", Json::array())) {
+    if (!v.is_object() || !v.contains("hotplugVolume") || v["hotplugVolume"].is_null()) continue;
+    const std::string phase = v.value("phase", "");
+    out[v.value("name", "")] = phase == "HotplugVolumeMounted" || phase == "Ready";
+  }
+  return out;
+}
+
+// The VMI without its hotplug volumes and their disks: what must not change while it runs.
+Json without_hotplug_volumes(Json vmi) {
+  const auto hot = hotplug_volumes(vmi);
+  if (hot.empty() || !vmi.contains("spec")) return vmi;
+  // (A list left empty goes: the VMI that ran may have had none.)
+  auto drop = [&hot](Json& parent, const char* key) {
+    if (!parent.is_object() || !parent.contains(key) || !parent[key].is_array()) return;
+    Json kept = Json::array();
+    for (auto& e : parent[key])
+      if (!e.is_object() || !hot.count(e.value("name", ""))) kept.push_back(std::move(e));
+    if (kept.empty()) parent.erase(key);
+    else parent[key] = std::move(kept);
+  };
+  Json& spec = vmi["spec"];
+  drop(spec, "volumes");
+  if (spec.contains("domain") && spec["domain"].contains("devices")) drop(spec["domain"]["devices"], "disks");
+  return vmi;
 }
 
 std::string join_paths(const std::vector<std::string>& v) {
@@ -246,11 +280,15 @@ Status LauncherHandler::sync(std::string_view vmi_json, const SyncOptions& optio
   switch (phase_) {
     case Phase::Running: {
       // The VMI runs. The same spec again (virt-handler re-syncs on every VMI update: status,
-      // metadata) changes nothing. A changed spec cannot be applied to the running VM yet
-      // (volume hotplug, CPU/memory resize): refused naming what changed, and nothing changes.
-      const Json spec = Json::parse(vmi_json, nullptr, false).value("spec", Json::object());
+      // metadata) changes nothing. Hotplug volumes are attached and detached; the sockets and
+      // memory within the headroom are left to SyncVirtualMachineCPUs/Memory. Any other change
+      // cannot be applied to the running VM: refused naming what changed, and nothing changes.
+      const Json doc = Json::parse(vmi_json, nullptr, false);
+      const Json spec = without_hotplug_volumes(doc).value("spec", Json::object());
       std::vector<std::string> changed;
-      diff_paths(launched_spec_, spec, "spec", changed);
+      // (The running VM's spec is stripped of the same hotplug volumes, by this VMI's status.)
+      Json launched = {{"spec", launched_spec_}, {"status", doc.value("status", Json::object())}};
+      diff_paths(without_hotplug_volumes(std::move(launched))["spec"], spec, "spec", changed);
       // The sockets and the guest memory may change within the headroom the VM started with:
       // virt-handler applies those with SyncVirtualMachineCPUs/Memory after this Sync.
       const auto want = vmi::parse_vmi(vmi_json).vmi;
@@ -258,7 +296,10 @@ Status LauncherHandler::sync(std::string_view vmi_json, const SyncOptions& optio
         std::erase_if(changed, [](const std::string& p) {
           return p == "spec.domain.cpu.sockets" || p == "spec.domain.memory.guest";
         });
-      if (changed.empty()) return {};
+      if (changed.empty()) {
+        lock.unlock();
+        return sync_hotplug_volumes(doc);
+      }
       std::string list;
       for (const auto& c : changed) list += (list.empty() ? "" : ", ") + c;
       return fail(std::errc::operation_not_supported,
@@ -446,6 +487,68 @@ Result<std::string> LauncherHandler::get_qemu_version() {
   }
   if (version.empty()) return fail(std::errc::resource_unavailable_try_again, "the VMM has not reported its version yet");
   return version;
+}
+
+Status LauncherHandler::sync_hotplug_volumes(const Json& vmi) {
+  const auto hot = hotplug_volumes(vmi);
+  std::map<std::string, Json> disks;  // the VMI's disks by name
+  for (const auto& d : vmi["spec"]["domain"]["devices"].value("disks", Json::array()))
+    if (d.is_object()) disks[d.value("name", "")] = d;
+  std::map<std::string, std::string> attached;
+  {
+    std::lock_guard lock(mu_);
+    attached = hotplugged_;
+  }
+  bool changed = false;
+  // Detach first: a volume replaced under the same name comes back below.
+  for (const auto& [name, id] : attached) {
+    auto h = hot.find(name);
+    if (h != hot.end() && h->second && disks.count(name)) continue;
+    CHL_TRY_VOID(command("detaching hotplug volume " + name,
+                         [id = id](auto& s, auto reply) { s.remove_device(id, std::move(reply)); }));
+    std::lock_guard lock(mu_);
+    hotplugged_.erase(name);
+    std::erase_if(doc_.disks, [&name](const DomainDisk& d) { return d.name == name; });
+    changed = true;
+  }
+  for (const auto& [name, mounted] : hot) {
+    if (!mounted || !disks.count(name) || attached.count(name)) continue;
+    // virt-handler's mount: <dir>/<volume>.img for a filesystem volume, <dir>/<volume> for a
+    // block one (pkg/hotplug-disk).
+    namespace fs = std::filesystem;
+    const fs::path dir(opts_.hotplug_disk_dir);
+    std::error_code ec;
+    fs::path path = dir / (name + ".img");
+    bool block = false;
+    if (!fs::is_regular_file(path, ec)) {
+      path = dir / name;
+      block = fs::is_block_file(path, ec);
+      if (!block)
+        return fail(std::errc::no_such_file_or_directory,
+                    "hotplug volume " + name + ": not mounted into the pod (neither " + (dir / (name + ".img")).string() +
+                        " nor a block device " + path.string() + ")");
+    }
+    const Json& d = disks[name];
+    const bool readonly = d.value("disk", Json::object()).value("readonly", false);
+    const std::string id = "hotplug-" + name;
+    const Json config = {{"path", path.string()}, {"readonly", readonly}, {"id", id}};
+    CHL_TRY_VOID(command("attaching hotplug volume " + name,
+                         [config](auto& s, auto reply) { s.add_disk(config, std::move(reply)); }));
+    std::lock_guard lock(mu_);
+    hotplugged_[name] = id;
+    DomainDisk dd;
+    dd.name = name;
+    dd.source = path.string();
+    dd.block_device = block;
+    dd.read_only = readonly;
+    doc_.disks.push_back(std::move(dd));
+    changed = true;
+  }
+  if (changed) {
+    std::lock_guard lock(mu_);
+    if (notify_ && phase_ == Phase::Running) notify_->send_domain_event(to_domain_json(doc_).dump(), DomainEventType::Modified);
+  }
+  return {};
 }
 
 LauncherHandler::Hotplug LauncherHandler::hotplug_now() const {

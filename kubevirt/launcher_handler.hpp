@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <functional>
 #include <memory>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -36,6 +37,9 @@ struct LauncherHandlerOptions {
   std::chrono::seconds sync_timeout{300};       // how long a Sync waits for Running
   std::chrono::seconds call_timeout{60};        // how long another call waits for the core
   std::chrono::seconds final_notify_timeout{5}; // the final MODIFIED NoState, before exit
+  // --hotplug-disk-dir: where virt-handler mounts hotplugged volumes (<volume>.img, or the
+  // block device <volume>).
+  std::string hotplug_disk_dir = "/var/run/kubevirt/hotplug-disks";
 };
 
 class LauncherHandler final : public CmdHandler {
@@ -114,6 +118,12 @@ class LauncherHandler final : public CmdHandler {
     std::int64_t memory = 0, max_memory = 0;
   };
   Hotplug hotplug_;
+  // Volumes hotplugged into the running VM (virt-handler's hotplug volumes): name -> the VMM's
+  // device id.
+  std::map<std::string, std::string> hotplugged_;
+  // Attach the VMI's mounted hotplug volumes that are not attached, detach the attached ones it
+  // no longer has (the service's add_disk/remove_device); tell virt-handler the new disks.
+  common::Status sync_hotplug_volumes(const nlohmann::json& vmi);
   // What of a later VMI's CPU topology or memory is not within the running VM's headroom: the
   // field paths with why; empty when within it.
   static std::vector<std::string> beyond_headroom(const Hotplug& running, const vmi::Vmi& want);

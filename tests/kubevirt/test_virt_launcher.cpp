@@ -87,6 +87,7 @@ struct Pod {
   fs::path priv() const { return dir.path() / "private"; }
   fs::path cdisks() const { return dir.path() / "container-disks"; }
   fs::path ephemeral() const { return dir.path() / "ephemeral"; }
+  fs::path hotplug() const { return dir.path() / "hotplug-disks"; }
   fs::path out() const { return dir.path() / "launcher.out"; }
   chl::common::ChildProcess child;
   std::vector<std::string> prefix;  // e.g. `ip netns exec NS`: the launcher in a pod namespace
@@ -103,6 +104,7 @@ struct Pod {
                                      "--kubevirt-share-dir", share().string(),
                                      "--ephemeral-disk-dir", ephemeral().string(),
                                      "--container-disk-dir", cdisks().string(),
+                                     "--hotplug-disk-dir", hotplug().string(),
                                      "--grace-period-seconds", "10", "--hook-sidecars", "0",
                                      "--ovmf-path", "/usr/share/OVMF", "--keep-after-failure",
                                      "--a-flag-from-a-newer-kubevirt", "value",
@@ -303,6 +305,55 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): Info, Sync, ADDED then Ru
     REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachineMemory(&c, more, &r); }).ok());
     CHECK_FALSE(r.success());
     CHECK_MESSAGE(r.message().find("(maxGuest) the VM was started with") != std::string::npos, r.message());
+  }
+
+  // Volume hotplug as virt-handler does it: a hotplug volume (status.volumeStatus[].hotplugVolume)
+  // mounted into the pod (<hotplug-disk-dir>/<volume>.img, phase HotplugVolumeMounted) is
+  // attached by the next Sync, and detached by a Sync without it; one not mounted is refused
+  // naming it. The libvirt path says it does not hotplug.
+  {
+    fs::create_directories(pod.hotplug());
+    { std::ofstream(pod.hotplug() / "hp1.img").put('\0'); }
+    fs::resize_file(pod.hotplug() / "hp1.img", 1 << 20);
+    auto hj = nlohmann::json::parse(vmi_json());
+    const auto status_json = [&] {
+      return chl::test::run_command({chl::test::launcher_binary(), "status", "--json", "--state-dir",
+                                     (pod.ephemeral() / "ch-launcher").string()}).output;
+    };
+    hj["spec"]["volumes"] = nlohmann::json::parse(R"([{"name": "hp1", "persistentVolumeClaim": {"claimName": "hp1-pvc", "hotpluggable": true}}])");
+    hj["spec"]["domain"]["devices"]["disks"] = nlohmann::json::parse(R"([{"name": "hp1", "disk": {"bus": "scsi"}}])");
+    hj["status"]["volumeStatus"] = nlohmann::json::parse(
+        R"([{"name": "hp1", "target": "", "phase": "HotplugVolumeMounted", "hotplugVolume": {"attachPodName": "hp-volume-abcde", "attachPodUID": "u1"}}])");
+    v1::VMIRequest plug;
+    plug.mutable_vmi()->set_vmijson(hj.dump());
+    REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, plug, &r); }).ok());
+    if (kQemu) {
+      CHECK_FALSE(r.success());
+      CHECK_MESSAGE(r.message().find("not supported by qemu-kvm") != std::string::npos, r.message());
+    } else {
+      CHECK_MESSAGE(r.success(), r.message() << "\n" << pod.output());
+      CHECK_MESSAGE(status_json().find((pod.hotplug() / "hp1.img").string()) != std::string::npos, status_json());
+      v1::EmptyRequest e;
+      v1::DomainResponse d2;
+      REQUIRE(call([&](auto& c) { return cmd->GetDomain(&c, e, &d2); }).ok());
+      CHECK_MESSAGE(d2.domain().find(R"("Alias":{"Name":"hp1","UserDefined":true})") != std::string::npos, d2.domain());
+      // Another, not mounted: refused naming it; hp1 stays.
+      auto nj = hj;
+      nj["spec"]["volumes"].push_back({{"name", "hp2"}, {"persistentVolumeClaim", {{"claimName", "hp2-pvc"}, {"hotpluggable", true}}}});
+      nj["spec"]["domain"]["devices"]["disks"].push_back({{"name", "hp2"}, {"disk", {{"bus", "scsi"}}}});
+      nj["status"]["volumeStatus"].push_back(
+          {{"name", "hp2"}, {"phase", "HotplugVolumeMounted"}, {"hotplugVolume", {{"attachPodName", "hp-volume-abcde"}}}});
+      v1::VMIRequest missing;
+      missing.mutable_vmi()->set_vmijson(nj.dump());
+      REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, missing, &r); }).ok());
+      CHECK_FALSE(r.success());
+      CHECK_MESSAGE(r.message().find("hotplug volume hp2: not mounted into the pod") != std::string::npos, r.message());
+      CHECK(status_json().find("hp1.img") != std::string::npos);
+      // Unplugged: the VMI without it.
+      REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, vmi, &r); }).ok());
+      CHECK_MESSAGE(r.success(), r.message());
+      CHECK_MESSAGE(status_json().find("hp1.img") == std::string::npos, status_json());
+    }
   }
 
   // The launcher confined itself once the VMM ran, gRPC transport and all (its own command socket
