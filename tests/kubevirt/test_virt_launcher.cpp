@@ -352,7 +352,12 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): Info, Sync, ADDED then Ru
       // Unplugged: the VMI without it.
       REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, vmi, &r); }).ok());
       CHECK_MESSAGE(r.success(), r.message());
-      CHECK_MESSAGE(status_json().find("hp1.img") == std::string::npos, status_json());
+      // A real CH drops the disk from its config once the guest ejects it (ACPI); the PVH test
+      // guest has no ACPI hotplug, the double drops it at once.
+      if (chl::test::using_real_vmm())
+        chl::test::skip_part("a real Cloud Hypervisor keeps an unplugged disk until the guest ejects it; the PVH guest does not");
+      else
+        CHECK_MESSAGE(status_json().find("hp1.img") == std::string::npos, status_json());
     }
   }
 
