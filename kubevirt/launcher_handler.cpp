@@ -16,6 +16,7 @@
 
 #include "common/log.hpp"
 #include "kubevirt/k8s_event.hpp"
+#include "kubevirt/proc_stats.hpp"
 #include "kubevirt/stats_json.hpp"
 #include "launcher/launcher_service.hpp"
 #include "vmi/parser.hpp"
@@ -115,32 +116,6 @@ void diff_paths(const Json& a, const Json& b, const std::string& path, std::vect
     return;
   }
   out.push_back(path);
-}
-
-// The VMM process's CPU time (user, system) and RSS from /proc, as virt-launcher takes them from
-// libvirt (which reads the same files for QEMU). Nothing when the pid is gone.
-void vmm_process_stats(long pid, DomainStatsDocument& d) {
-  if (pid <= 0) return;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return;
-  // Fields after "(comm)": state is field 3; utime and stime are fields 14 and 15.
-  const auto close = line.rfind(')');
-  if (close == std::string::npos) return;
-  std::istringstream rest(line.substr(close + 2));
-  std::string field;
-  std::uint64_t utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && rest >> field; ++i) {
-    if (i == 14) utime = std::stoull(field);
-    if (i == 15) stime = std::stoull(field);
-  }
-  const std::uint64_t ns_per_tick = 1000000000ULL / static_cast<std::uint64_t>(::sysconf(_SC_CLK_TCK));
-  d.cpu.user_ns = utime * ns_per_tick;
-  d.cpu.system_ns = stime * ns_per_tick;
-  d.cpu.time_ns = (utime + stime) * ns_per_tick;
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  while (std::getline(status, line))
-    if (line.rfind("VmRSS:", 0) == 0) d.memory.rss_kib = std::stoull(line.substr(6));
 }
 
 }  // namespace
@@ -438,11 +413,14 @@ Result<std::string> LauncherHandler::get_domain_stats() {
     d.uuid = doc_.uuid;
   }
   const Json vmm = st->value("vmm", Json::object());
-  vmm_process_stats(vmm.value("pid", 0L), d);
   const Json info = st->value("info", Json::object());
   const Json config = info.value("config", Json::object());
   const unsigned vcpus = config.value("cpus", Json::object()).value("boot_vcpus", 0u);
   for (unsigned i = 0; i < vcpus; ++i) d.vcpus.push_back(VcpuStats{VcpuState::Running, {}, {}, {}});
+  // The VMM process's CPU time and RSS, and each vCPU thread's, from /proc (as libvirt reads
+  // them for QEMU). Only the VM's vCPUs: a thread of a vCPU hot-unplugged is not one.
+  if (const long pid = vmm.value("pid", 0L); pid > 0) add_process_stats("/proc/" + std::to_string(pid), d);
+  if (d.vcpus.size() > vcpus) d.vcpus.resize(vcpus);
   if (auto size = config.value("memory", Json::object()).value("size", std::uint64_t{0}); size > 0) {
     d.memory.total_kib = size / 1024;
     d.memory.actual_balloon_kib = size / 1024;

@@ -3,10 +3,14 @@
 // (pkg/virt-launcher/virtwrap/stats/types.go): same keys at every level, every value beside
 // its `…Set` flag, the values we measured carried through.
 #include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include <fstream>
 #include <set>
 
+#include "kubevirt/proc_stats.hpp"
 #include "kubevirt/stats_json.hpp"
 #include "tests/support/test_support.hpp"
 
@@ -133,4 +137,45 @@ TEST_CASE("stats json: nothing measured is all flags false") {
       if (k.ends_with("Set")) CHECK_MESSAGE(v == false, part << "." << k);
   CHECK(j["Vcpu"] == json::array());
   CHECK(j["CPUMapSet"] == false);
+}
+
+TEST_CASE("stats from /proc: the VMM process's CPU time and RSS, each vcpuN thread's time and run-queue delay") {
+  namespace fs = std::filesystem;
+  chl::test::TempDir dir("chl-proc");
+  const fs::path pid = dir.path() / "4242";
+  const long tick_ns = 1000000000L / ::sysconf(_SC_CLK_TCK);
+  auto stat_line = [](const std::string& comm, int utime, int stime) {
+    // pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime …
+    return "4242 (" + comm + ") S 1 1 1 0 -1 0 0 0 0 0 " + std::to_string(utime) + " " + std::to_string(stime) + " 0 0 20 0\n";
+  };
+  fs::create_directories(pid / "task" / "4243");
+  fs::create_directories(pid / "task" / "4244");
+  fs::create_directories(pid / "task" / "4245");
+  chl::test::write_file(pid / "stat", stat_line("cloud-hyper (v)", 30, 12));
+  chl::test::write_file(pid / "status", "Name:\tcloud-hypervisor\nVmRSS:\t   20480 kB\n");
+  chl::test::write_file(pid / "task" / "4243" / "comm", "vcpu1\n");
+  chl::test::write_file(pid / "task" / "4243" / "stat", stat_line("vcpu1", 5, 2));
+  chl::test::write_file(pid / "task" / "4243" / "schedstat", "70000000 1234567 99\n");
+  chl::test::write_file(pid / "task" / "4244" / "comm", "vcpu0\n");
+  chl::test::write_file(pid / "task" / "4244" / "stat", stat_line("vcpu0", 10, 0));
+  chl::test::write_file(pid / "task" / "4245" / "comm", "http-server\n");
+  chl::test::write_file(pid / "task" / "4245" / "stat", stat_line("http-server", 99, 99));
+  chl::kubevirt::DomainStatsDocument d;
+  chl::kubevirt::add_process_stats(pid, d);
+  CHECK(d.cpu.time_ns == 42 * tick_ns);
+  CHECK(d.cpu.user_ns == 30 * tick_ns);
+  CHECK(d.memory.rss_kib == 20480u);
+  REQUIRE(d.vcpus.size() == 2);
+  CHECK(d.vcpus[0].time_ns == 10 * tick_ns);
+  CHECK_FALSE(d.vcpus[0].delay_ns);  // no schedstat
+  CHECK(d.vcpus[1].time_ns == 7 * tick_ns);
+  CHECK(d.vcpus[1].delay_ns == 1234567u);
+  auto j = chl::kubevirt::to_stats_json(d);
+  CHECK(j["Vcpu"][1]["TimeSet"] == true);
+  CHECK(j["Vcpu"][1]["Time"] == 7 * tick_ns);
+  // A pid that is gone: nothing set, nothing thrown.
+  chl::kubevirt::DomainStatsDocument none;
+  chl::kubevirt::add_process_stats(dir.path() / "1", none);
+  CHECK_FALSE(none.cpu.time_ns);
+  CHECK(none.vcpus.empty());
 }

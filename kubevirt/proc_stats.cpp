@@ -1,0 +1,90 @@
+#include "kubevirt/proc_stats.hpp"
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+
+namespace chl::kubevirt {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct CpuTicks {
+  std::uint64_t user = 0, system = 0;
+};
+
+// utime and stime (fields 14 and 15) of a /proc/<pid>/stat or /proc/<pid>/task/<tid>/stat.
+std::optional<CpuTicks> read_stat(const fs::path& file) {
+  std::ifstream in(file);
+  std::string line;
+  if (!std::getline(in, line)) return std::nullopt;
+  const auto close = line.rfind(')');  // comm may hold spaces and parentheses
+  if (close == std::string::npos || close + 2 > line.size()) return std::nullopt;
+  std::istringstream rest(line.substr(close + 2));
+  std::string field;
+  CpuTicks t;
+  try {
+    for (int i = 3; i <= 15 && rest >> field; ++i) {
+      if (i == 14) t.user = std::stoull(field);
+      if (i == 15) t.system = std::stoull(field);
+    }
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  return t;
+}
+
+std::uint64_t ns_per_tick() { return 1000000000ULL / static_cast<std::uint64_t>(::sysconf(_SC_CLK_TCK)); }
+
+// "vcpu12" -> 12.
+std::optional<std::size_t> vcpu_index(const std::string& comm) {
+  if (comm.size() <= 4 || comm.compare(0, 4, "vcpu") != 0) return std::nullopt;
+  std::size_t n = 0;
+  for (std::size_t i = 4; i < comm.size(); ++i) {
+    if (comm[i] < '0' || comm[i] > '9') return std::nullopt;
+    n = n * 10 + static_cast<std::size_t>(comm[i] - '0');
+  }
+  return n;
+}
+
+}  // namespace
+
+void add_process_stats(const fs::path& proc_pid, DomainStatsDocument& d) {
+  if (auto t = read_stat(proc_pid / "stat")) {
+    d.cpu.user_ns = t->user * ns_per_tick();
+    d.cpu.system_ns = t->system * ns_per_tick();
+    d.cpu.time_ns = (t->user + t->system) * ns_per_tick();
+  }
+  {
+    std::ifstream status(proc_pid / "status");
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("VmRSS:", 0) == 0) {
+        try {
+          d.memory.rss_kib = std::stoull(line.substr(6));
+        } catch (const std::exception&) {
+        }
+      }
+  }
+  std::error_code ec;
+  for (const auto& task : fs::directory_iterator(proc_pid / "task", ec)) {
+    std::ifstream comm_file(task.path() / "comm");
+    std::string comm;
+    std::getline(comm_file, comm);
+    const auto index = vcpu_index(comm);
+    if (!index || *index > 4096) continue;
+    if (d.vcpus.size() <= *index) d.vcpus.resize(*index + 1);
+    if (auto t = read_stat(task.path() / "stat")) d.vcpus[*index].time_ns = (t->user + t->system) * ns_per_tick();
+    // schedstat: time on the CPU, time waiting on a run queue (ns), timeslices: libvirt's
+    // vcpu.N.delay is the second.
+    std::ifstream sched(task.path() / "schedstat");
+    std::uint64_t on_cpu = 0, waiting = 0;
+    if (sched >> on_cpu >> waiting) d.vcpus[*index].delay_ns = waiting;
+  }
+}
+
+}  // namespace chl::kubevirt
