@@ -118,6 +118,32 @@ std::unique_ptr<chl::test::TestNotifyServer> notify_server(const Pod& pod) {
   return server;
 }
 
+// The image under test, when the lane can run it with the PVH guest; else skipped saying why.
+std::optional<std::string> image_with_guest() {
+  std::string why;
+  auto image = chl::test::image::image_under_test(why);
+  if (!image) {
+    chl::test::skip(why);
+    return std::nullopt;
+  }
+  if (!fs::exists(chl::test::guest_kernel())) {
+    chl::test::skip("the PVH test guest is not built");
+    return std::nullopt;
+  }
+  return image;
+}
+
+// virt-handler's phase 1 (masquerade) in the pod's network namespace, as its source does it;
+// the launcher binds the DHCP server's port with the NET_BIND_SERVICE the pod grants, so the
+// namespace keeps its ip_unprivileged_port_start. "" or what failed.
+std::string wire_phase1(Pod& pod) {
+  const std::string ns = pod.attach_netns();
+  if (ns.empty()) return "ip netns attach failed";
+  chl::test::net::Phase1 p1{ns};
+  p1.lower_unprivileged_ports = false;
+  return chl::test::net::kubevirt_phase1_masquerade(p1);
+}
+
 }  // namespace
 
 TEST_CASE("the image: the launcher, its modules and KubeVirt's entry points, every library resolved inside it, user 107, the VMM placeholder") {
@@ -175,16 +201,8 @@ TEST_CASE("the image: the launcher, its modules and KubeVirt's entry points, eve
 }
 
 TEST_CASE("the image as KubeVirt's pod: phase 1 by the test, Info, Sync, ADDED then Running, console, pause, stats, then docker stop gives the final event, exit 0, nothing left") {
-  std::string why;
-  auto image = chl::test::image::image_under_test(why);
-  if (!image) {
-    chl::test::skip(why);
-    return;
-  }
-  if (!fs::exists(chl::test::guest_kernel())) {
-    chl::test::skip("the PVH test guest is not built");
-    return;
-  }
+  auto image = image_with_guest();
+  if (!image) return;  // said why
   PodOptions po;
   po.vmi_uid = kUid;
   Pod pod(*image, po);
@@ -193,15 +211,9 @@ TEST_CASE("the image as KubeVirt's pod: phase 1 by the test, Info, Sync, ADDED t
   REQUIRE_MESSAGE(pod.start() == "", pod.logs());
   auto cmd = connect(pod);
 
-  // virt-handler's phase 1 in the pod's network namespace, before it syncs the VMI. The
-  // launcher binds the DHCP server's port with the NET_BIND_SERVICE the pod grants: the
-  // namespace keeps the kernel's default ip_unprivileged_port_start.
-  const std::string ns = pod.attach_netns();
-  REQUIRE_MESSAGE(!ns.empty(), "ip netns attach failed");
-  chl::test::net::Phase1 p1{ns};
-  p1.lower_unprivileged_ports = false;
-  const auto e = chl::test::net::kubevirt_phase1_masquerade(p1);
-  REQUIRE_MESSAGE(e.empty(), e);
+  // virt-handler's phase 1 in the pod's network namespace, before it syncs the VMI.
+  const auto wired = wire_phase1(pod);
+  REQUIRE_MESSAGE(wired.empty(), wired);
 
   auto channel = grpc::CreateChannel("unix:" + (pod.sockets() / "launcher-sock").string(), grpc::InsecureChannelCredentials());
   auto info = ::kubevirt::cmd::info::CmdInfo::NewStub(channel);
@@ -261,19 +273,7 @@ TEST_CASE("the image as KubeVirt's pod: phase 1 by the test, Info, Sync, ADDED t
   const auto console = pod.priv() / kUid / "virt-serial0";
   REQUIRE(chl::test::wait_until(10s, [&] { return fs::exists(console); }));
   {
-    auto conn = chl::common::connect_unix(console);
-    REQUIRE(conn);
-    std::string got;
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (got.find("kv-image") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
-      pollfd p{conn->get(), POLLIN, 0};
-      if (::poll(&p, 1, 100) > 0) {
-        char buf[4096];
-        ssize_t n = ::read(conn->get(), buf, sizeof buf);
-        if (n <= 0) break;
-        got.append(buf, static_cast<std::size_t>(n));
-      }
-    }
+    const std::string got = chl::test::read_socket_until(console, "kv-image", 10s);
     CHECK_MESSAGE(got.find("kv-image") != std::string::npos, got);
   }
 
@@ -314,16 +314,8 @@ TEST_CASE("the image as KubeVirt's pod: phase 1 by the test, Info, Sync, ADDED t
 }
 
 TEST_CASE("the image in a pod missing what KubeVirt gives it: a clear message and exit code, never a crash") {
-  std::string why;
-  auto image = chl::test::image::image_under_test(why);
-  if (!image) {
-    chl::test::skip(why);
-    return;
-  }
-  if (!fs::exists(chl::test::guest_kernel())) {
-    chl::test::skip("the PVH test guest is not built");
-    return;
-  }
+  auto image = image_with_guest();
+  if (!image) return;  // said why
   SUBCASE("no share dir volume: the command socket cannot be made on the read-only root, exit 1 naming it") {
     PodOptions po;
     po.vmi_uid = kUid;
@@ -345,12 +337,8 @@ TEST_CASE("the image in a pod missing what KubeVirt gives it: a clear message an
     auto notify = notify_server(pod);
     REQUIRE(pod.start() == "");
     auto cmd = connect(pod);
-    const std::string ns = pod.attach_netns();
-    REQUIRE(!ns.empty());
-    chl::test::net::Phase1 p1{ns};
-    p1.lower_unprivileged_ports = false;
-    const auto e = chl::test::net::kubevirt_phase1_masquerade(p1);
-    REQUIRE_MESSAGE(e.empty(), e);
+    const auto wired = wire_phase1(pod);
+    REQUIRE_MESSAGE(wired.empty(), wired);
     v1::VMIRequest vmi;
     vmi.mutable_vmi()->set_vmijson(vmi_json());
     v1::Response r;

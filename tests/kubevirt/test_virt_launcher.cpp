@@ -400,19 +400,7 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): Info, Sync, ADDED then Ru
   const auto console = pod.priv() / kUid / "virt-serial0";
   REQUIRE(chl::test::wait_until(10s, [&] { return fs::exists(console); }));
   {
-    auto conn = chl::common::connect_unix(console);
-    REQUIRE(conn);
-    std::string got;
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (got.find("kv-flow") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
-      pollfd p{conn->get(), POLLIN, 0};
-      if (::poll(&p, 1, 100) > 0) {
-        char buf[4096];
-        ssize_t n = ::read(conn->get(), buf, sizeof buf);
-        if (n <= 0) break;
-        got.append(buf, static_cast<std::size_t>(n));
-      }
-    }
+    const std::string got = chl::test::read_socket_until(console, "kv-flow", 10s);
     CHECK_MESSAGE(got.find("kv-flow") != std::string::npos, got);
   }
 
@@ -667,23 +655,10 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a real guest gets its mas
   // virtctl console's way in: the guest's lease, printed by its /init.
   const auto console = pod.priv() / kUid / "virt-serial0";
   REQUIRE(chl::test::wait_until(30s, [&] { return fs::exists(console); }));
-  auto conn = chl::common::connect_unix(console);
-  REQUIRE(conn);
-  std::string got;
-  const auto deadline = std::chrono::steady_clock::now() + 180s;
-  while (got.find("chl-net: ready") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
-    pollfd p{conn->get(), POLLIN, 0};
-    if (::poll(&p, 1, 200) > 0) {
-      char buf[4096];
-      ssize_t n = ::read(conn->get(), buf, sizeof buf);
-      if (n <= 0) break;
-      got.append(buf, static_cast<std::size_t>(n));
-    }
-  }
+  const std::string got = chl::test::read_socket_until(console, "chl-net: ready", 180s);
   CHECK_MESSAGE(got.find("chl-net: lease ip=10.0.2.2 subnet=255.255.255.0 router=10.0.2.1 mtu=1500") != std::string::npos,
                 got << "\n" << pod.output());
   CHECK_MESSAGE(got.find("chl-net: gateway ok") != std::string::npos, got);
-  conn->reset();
   REQUIRE(call([&](auto& c) { return cmd->KillVirtualMachine(&c, vmi, &r); }).ok());
   auto st = pod.child.wait_for(60s);
   REQUIRE(st);

@@ -164,4 +164,22 @@ void leave_stale_socket(const std::filesystem::path& path) {
   REQUIRE(::bind(s.get(), reinterpret_cast<const sockaddr*>(&*addr), sizeof *addr) == 0);
 }
 
+std::string read_socket_until(const std::filesystem::path& path, const std::string& marker,
+                              std::chrono::milliseconds timeout) {
+  auto conn = common::connect_unix(path);
+  if (!conn) return {};
+  std::string got;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (got.find(marker) == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+    pollfd p{conn->get(), POLLIN, 0};
+    if (::poll(&p, 1, 100) > 0) {
+      char buf[4096];
+      ssize_t n = ::read(conn->get(), buf, sizeof buf);
+      if (n <= 0) break;
+      got.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+  return got;
+}
+
 }  // namespace chl::test

@@ -69,6 +69,11 @@ struct CommandResult {
 };
 CommandResult run_command(const std::vector<std::string>& argv, const std::string& stdin_data = {});
 
+// Connect to the Unix socket `path` (a console: virt-serial0) and read until `marker` arrives, the
+// peer closes or `timeout` passes; what was read ("" when it cannot connect).
+std::string read_socket_until(const std::filesystem::path& path, const std::string& marker,
+                              std::chrono::milliseconds timeout);
+
 // Read/write a whole file.
 std::string read_file(const std::filesystem::path& p);
 void write_file(const std::filesystem::path& p, const std::string& data);
