@@ -609,8 +609,9 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): --hypervisor is KubeVirt'
 namespace {
 
 // The Linux test guest through the KubeVirt protocol on the libvirt path, after virt-handler's
-// phase 1 for `binding` ("masquerade" or "bridge"): its console once it is ready ("" when skipped).
-std::string real_guest_console(const std::string& binding) {
+// phase 1 for `binding` ("masquerade" or "bridge"; `ipv6`: a dual-stack pod and the guest's
+// chl.ipv6): its console once it is ready ("" when skipped).
+std::string real_guest_console(const std::string& binding, bool ipv6 = false) {
   if (!chl::test::libvirt_runnable()) return "";  // says why
   std::string why;
   auto guest = chl::test::find_linux_guest(&why);
@@ -633,6 +634,10 @@ std::string real_guest_console(const std::string& binding) {
     const auto e = chl::test::net::kubevirt_phase1_bridge(p1, iface, pod.priv().string());
     REQUIRE_MESSAGE(e.empty(), e);
   } else {
+    if (ipv6) {
+      REQUIRE(chl::test::net::ip(pn.ns.name(), {"addr", "add", "fd00:10:244::5/64", "dev", "eth0", "nodad"}) == "");
+      p1.ipv6 = true;
+    }
     const auto e = chl::test::net::kubevirt_phase1_masquerade(p1);
     REQUIRE_MESSAGE(e.empty(), e);
   }
@@ -653,7 +658,7 @@ std::string real_guest_console(const std::string& binding) {
   j["spec"]["domain"]["memory"]["guest"] = "256Mi";
   j["status"]["memory"] = {{"guestAtBoot", "256Mi"}, {"guestCurrent", "256Mi"}, {"guestRequested", "256Mi"}};
   j["spec"]["domain"]["firmware"]["kernelBoot"] = {
-      {"kernelArgs", "console=ttyS0 quiet panic=-1"},
+      {"kernelArgs", ipv6 ? "console=ttyS0 quiet panic=-1 chl.ipv6" : "console=ttyS0 quiet panic=-1"},
       {"container", {{"image", "registry.example/linux:1"}, {"kernelPath", "/vmlinuz"}, {"initrdPath", "/initrd.cpio.gz"}}}};
   j["spec"]["domain"]["devices"]["interfaces"] =
       nlohmann::json::parse(R"([{"name": "default", "macAddress": "02:00:00:aa:bb:cc"}])");
@@ -684,6 +689,16 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a real guest gets its mas
   if (got.empty()) return;  // skipped, saying why
   CHECK_MESSAGE(got.find("chl-net: lease ip=10.0.2.2 subnet=255.255.255.0 router=10.0.2.1 mtu=1500") != std::string::npos, got);
   CHECK_MESSAGE(got.find("chl-net: gateway ok") != std::string::npos, got);
+}
+
+TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a real guest on a dual-stack pod reaches its IPv6 masquerade gateway through phase 2") {
+  if (!kQemu) return;
+  const std::string got = real_guest_console("masquerade", true);
+  if (got.empty()) return;
+  CHECK_MESSAGE(got.find("chl-net: lease ip=10.0.2.2") != std::string::npos, got);
+  // KubeVirt's static fd10:0:2::2/120 in the guest (busybox has no DHCPv6 client), fd10:0:2::1
+  // on phase 1's bridge answers.
+  CHECK_MESSAGE(got.find("chl-net: ipv6 gateway ok") != std::string::npos, got);
 }
 
 TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a real guest gets the pod's address over bridge binding through phase 2 — from virt-handler's DHCP cache") {
