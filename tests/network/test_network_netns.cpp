@@ -479,15 +479,8 @@ TEST_CASE("netns: teardown works under the launcher's seccomp sandbox (no new so
     chl::test::skip(why);
     return;
   }
-  // libnftables waits for its netlink answers with pselect6 (seen with strace: the only
-  // syscall of teardown the filter refused). Until the allow-list has it, say so and skip.
-  bool has_pselect6 = false;
-  for (const auto& rule : chl::sandbox::launcher_allow_list()) has_pselect6 = has_pselect6 || rule.name == "pselect6";
-  if (!has_pselect6) {
-    chl::test::skip("the launcher's seccomp allow-list (sandbox/seccomp_policy.cpp) lacks pselect6, which "
-                    "libnftables needs to delete our table at teardown (docs/network.md)");
-    return;
-  }
+  // The teardown is plain netlink on the two sockets opened at wiring (network/pod_teardown.hpp):
+  // send and recv only, no library waiting with pselect6.
   auto vmi = vmi_with("      - name: default\n        masquerade: {}\n");
   // In a forked child (the filter is irreversible): join the pod namespace, wire, load the
   // filter in Enforce mode (non-Unix socket() -> EPERM), tear down. Exit codes say where it failed.
