@@ -31,8 +31,10 @@ json to_json(const PodFacts& f) {
     json v4 = json::array(), routes = json::array();
     for (const auto& a : l.ipv4) v4.push_back(format_ipv4_cidr(a));
     for (const auto& r : l.routes4)
-      routes.push_back({{"dst", format_ipv4_cidr(r.destination)}, {"gw", r.gateway ? format_ipv4(*r.gateway) : ""}});
-    links.push_back({{"name", l.name}, {"mtu", l.mtu}, {"ipv4", v4}, {"ipv6", l.ipv6}, {"routes4", routes}});
+      routes.push_back({{"dst", format_ipv4_cidr(r.destination)},
+                        {"gw", r.gateway ? format_ipv4(*r.gateway) : ""}});
+    links.push_back(
+        {{"name", l.name}, {"mtu", l.mtu}, {"ipv4", v4}, {"ipv6", l.ipv6}, {"routes4", routes}});
   }
   json dns = json::array();
   for (const auto& d : f.dns_servers) dns.push_back(format_ipv4(d));
@@ -84,16 +86,19 @@ Result<PodFacts> from_json(const json& j) {
 
 std::string host_namespace_refusal() {
   return "this is the host's own network namespace, not a pod's: wiring the VMI's interfaces here "
-         "would put a bridge, NAT rules and a DHCP server on the host for the VM's life. Run it in a pod or a "
+         "would put a bridge, NAT rules and a DHCP server on the host for the VM's life. Run it in "
+         "a pod or a "
          "network namespace of its own (ip netns exec), give the VMI no interfaces "
-         "(spec.domain.devices.autoattachPodInterface: false and no interfaces), or pass --allow-host-network";
+         "(spec.domain.devices.autoattachPodInterface: false and no interfaces), or pass "
+         "--allow-host-network";
 }
 
 // Phase 1 itself: {"facts": …} or {"error": "…"}.
 json phase1(const vmi::Vmi& vmi, const Phase1Options& o) {
   auto module = load_network_module();
   if (!module) return {{"error", module.error().message()}};
-  if (!o.allow_host_network && in_host_network_namespace()) return {{"error", host_namespace_refusal()}};
+  if (!o.allow_host_network && in_host_network_namespace())
+    return {{"error", host_namespace_refusal()}};
   auto facts = module->api->discover_pod(o.resolv_conf);
   if (!facts) return {{"error", facts.error().message()}};
   auto nets = plan_networks(vmi, *facts, vmi::cpu_topology(vmi).vcpus());
@@ -118,7 +123,8 @@ json phase1(const vmi::Vmi& vmi, const Phase1Options& o) {
     answer = json{{"error", std::string("wiring: ") + e.what()}}.dump();
   }
   for (std::size_t off = 0; off < answer.size();) {
-    const ssize_t n = common::retry_eintr([&] { return ::write(out, answer.data() + off, answer.size() - off); });
+    const ssize_t n =
+        common::retry_eintr([&] { return ::write(out, answer.data() + off, answer.size() - off); });
     if (n <= 0) break;
     off += static_cast<std::size_t>(n);
   }
@@ -152,10 +158,14 @@ class OwnedPodNetwork final : public WiredNetwork {
       : attached_(std::move(attached)), teardown_(std::move(teardown)) {}
   ~OwnedPodNetwork() override { (void)teardown(); }
   std::vector<WiredInterface>& interfaces() override { return attached_->interfaces(); }
-  [[nodiscard]] const std::vector<NetworkPlan>& plans() const override { return attached_->plans(); }
+  [[nodiscard]] const std::vector<NetworkPlan>& plans() const override {
+    return attached_->plans();
+  }
   [[nodiscard]] std::uint64_t dhcp_answers() const override { return attached_->dhcp_answers(); }
   [[nodiscard]] std::uint64_t dhcp6_answers() const override { return attached_->dhcp6_answers(); }
-  [[nodiscard]] std::uint64_t router_adverts() const override { return attached_->router_adverts(); }
+  [[nodiscard]] std::uint64_t router_adverts() const override {
+    return attached_->router_adverts();
+  }
   Status teardown() override {
     if (done_) return {};
     done_ = true;
@@ -200,8 +210,9 @@ Result<PodFacts> wire_in_child(const vmi::Vmi& vmi, const Phase1Options& options
   CHL_TRY(auto status, child.wait());
   const json a = json::parse(answer, nullptr, false);
   if (a.is_discarded() || !a.is_object())
-    return common::fail(std::errc::bad_message, "the wiring process (pid " + std::to_string(pid) +
-                                                    ") ended without an answer: " + status.describe());
+    return common::fail(std::errc::bad_message,
+                        "the wiring process (pid " + std::to_string(pid) +
+                            ") ended without an answer: " + status.describe());
   if (a.contains("error")) return common::fail(std::errc::io_error, a["error"].get<std::string>());
   if (!status.success() || !a.contains("facts"))
     return common::fail(std::errc::bad_message, "the wiring process (pid " + std::to_string(pid) +
@@ -209,7 +220,8 @@ Result<PodFacts> wire_in_child(const vmi::Vmi& vmi, const Phase1Options& options
   return from_json(a["facts"]);
 }
 
-std::unique_ptr<WiredNetwork> own_pod_network(std::unique_ptr<WiredNetwork> attached, PodTeardown teardown) {
+std::unique_ptr<WiredNetwork> own_pod_network(std::unique_ptr<WiredNetwork> attached,
+                                              PodTeardown teardown) {
   return std::make_unique<OwnedPodNetwork>(std::move(attached), std::move(teardown));
 }
 

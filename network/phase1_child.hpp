@@ -45,6 +45,7 @@ common::Result<PodFacts> wire_in_child(const vmi::Vmi& vmi, const Phase1Options&
 
 // `attached` (phase 2 on devices this launcher made) owning them: its teardown closes phase 2's
 // fds and sockets, then removes the devices and the nftables table with `teardown`.
-std::unique_ptr<WiredNetwork> own_pod_network(std::unique_ptr<WiredNetwork> attached, PodTeardown teardown);
+std::unique_ptr<WiredNetwork> own_pod_network(std::unique_ptr<WiredNetwork> attached,
+                                              PodTeardown teardown);
 
 }  // namespace chl::network

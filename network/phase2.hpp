@@ -9,8 +9,10 @@
 //     k6t-<pod iface>; router advertisements only when asked (`run`: KubeVirt sends none).
 // Phase 1 is virt-handler's in virt-launcher mode (the launcher only reads what it left: the
 // taps, the links' addresses and MTUs, and for bridge binding the DHCP cache
-// vif-cache-<pod iface>.json, network/kubevirt_cache.hpp), and wire.cpp's in `run`, which then
-// starts its servers through start_pod_servers below: one implementation of the servers.
+// vif-cache-<pod iface>.json, network/kubevirt_cache.hpp). In `run` phase 1 is wire.cpp's, in a
+// short-lived child (phase1_child.hpp), and phase 2 is attach_pod_network below as here, with
+// router advertisements; `network up` (wire_pod_network with an io_context) starts its servers
+// through start_pod_servers: one implementation of the servers.
 //
 // This is in chl_network (linked into ch-launcher): nothing here loads libnl-route or
 // libnftables, and nothing creates, renames or deletes a link, an address or an nftables rule.

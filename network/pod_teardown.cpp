@@ -73,7 +73,8 @@ class Message {
 // from `first`), an error for any of its messages ends the wait too: the kernel may answer
 // nothing more (a refused batch start).
 template <class F>
-Result<int> exchange(int fd, const Message& m, std::uint32_t seq, F&& on_reply, std::uint32_t first = 0) {
+Result<int> exchange(int fd, const Message& m, std::uint32_t seq, F&& on_reply,
+                     std::uint32_t first = 0) {
   if (first == 0) first = seq;
   const auto& b = m.bytes();
   if (common::retry_eintr([&] { return ::send(fd, b.data(), b.size(), 0); }) < 0)
@@ -84,7 +85,8 @@ Result<int> exchange(int fd, const Message& m, std::uint32_t seq, F&& on_reply, 
     if (n < 0) return common::fail_errno("netlink: waiting for the kernel's answer");
     int left = static_cast<int>(n);
     for (auto* h = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
-      if (h->nlmsg_seq < first || h->nlmsg_seq > seq) continue;  // a late answer to an earlier request
+      if (h->nlmsg_seq < first || h->nlmsg_seq > seq)
+        continue;  // a late answer to an earlier request
       if (h->nlmsg_type == NLMSG_ERROR) {
         const auto* e = static_cast<const nlmsgerr*>(NLMSG_DATA(h));
         if (h->nlmsg_seq == seq || e->error != 0) return -e->error;
@@ -145,15 +147,17 @@ Status PodTeardown::run(const std::vector<NetworkPlan>& plans) {
     const auto first_seq = m.begin(NFNL_MSG_BATCH_BEGIN, NLM_F_REQUEST, seq_++);
     m.fixed(batch);
     m.end();
-    const auto seq = m.begin((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_DELTABLE, NLM_F_REQUEST | NLM_F_ACK, seq_++);
+    const auto seq =
+        m.begin((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_DELTABLE, NLM_F_REQUEST | NLM_F_ACK, seq_++);
     m.fixed(nfgenmsg{NFPROTO_INET, NFNETLINK_V0, 0});
     m.attr_str(NFTA_TABLE_NAME, kNftTable);
     m.end();
     m.begin(NFNL_MSG_BATCH_END, NLM_F_REQUEST, seq_++);
     m.fixed(batch);
     m.end();
-    keep(check(exchange(netfilter_.get(), m, seq, [](const nlmsghdr*) {}, first_seq), std::string("nftables: deleting table inet ") + kNftTable,
-               {ENOENT}));
+    keep(check(exchange(
+                   netfilter_.get(), m, seq, [](const nlmsghdr*) {}, first_seq),
+               std::string("nftables: deleting table inet ") + kNftTable, {ENOENT}));
   }
 
   auto delete_link = [&](const std::string& name) {
@@ -173,7 +177,8 @@ Status PodTeardown::run(const std::vector<NetworkPlan>& plans) {
     m.end();
     int index = 0;
     auto r = exchange(rt, m, seq, [&index](const nlmsghdr* h) {
-      if (h->nlmsg_type == RTM_NEWLINK) index = static_cast<const ifinfomsg*>(NLMSG_DATA(h))->ifi_index;
+      if (h->nlmsg_type == RTM_NEWLINK)
+        index = static_cast<const ifinfomsg*>(NLMSG_DATA(h))->ifi_index;
     });
     if (!r) return tl::unexpected(r.error().wrap("netlink: looking up link " + name));
     if (*r == ENODEV) return 0;
@@ -196,7 +201,8 @@ Status PodTeardown::run(const std::vector<NetworkPlan>& plans) {
     const std::string cidr = format_ipv4_cidr(p.lease.address);
     {
       Message m;
-      const auto seq = m.begin(RTM_NEWADDR, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL, seq_++);
+      const auto seq =
+          m.begin(RTM_NEWADDR, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL, seq_++);
       ifaddrmsg ifa{};
       ifa.ifa_family = AF_INET;
       ifa.ifa_prefixlen = static_cast<std::uint8_t>(p.lease.address.prefix);
@@ -227,7 +233,8 @@ Status PodTeardown::run(const std::vector<NetworkPlan>& plans) {
       }
       m.attr_u32(RTA_OIF, static_cast<std::uint32_t>(index));
       m.end();
-      keep(check(exchange(rt, m, seq), "netlink: adding route " + format_ipv4_cidr(r.destination) + " via " + pod,
+      keep(check(exchange(rt, m, seq),
+                 "netlink: adding route " + format_ipv4_cidr(r.destination) + " via " + pod,
                  {EEXIST}));
     }
   };
@@ -239,8 +246,10 @@ Status PodTeardown::run(const std::vector<NetworkPlan>& plans) {
     keep(delete_link(p.tap));
     if (p.binding == PlanBinding::Bridge) {
       auto index = index_of(p.pod_iface);
-      if (!index) keep(tl::unexpected(index.error()));
-      else if (*index > 0) give_back(p, *index);
+      if (!index)
+        keep(tl::unexpected(index.error()));
+      else if (*index > 0)
+        give_back(p, *index);
     }
     keep(delete_link(p.bridge));
   }

@@ -80,6 +80,8 @@ run_once() {
   mapped=$(grep -o -E 'libchl-network[^ ]*|libnl-route[^ ]*|libnftables[^ ]*' "/proc/$lp/maps" | sort -u | tr '\n' ' ' || true)
   "$CHL" kill --state-dir "$W/state" > /dev/null
   wait "$lp" 2>/dev/null || true
+  # The wiring time the launcher logs (discovery, plan, phase 1 and phase 2), for the record.
+  grep -o 'interface(s) wired in [0-9]* ms' "$W/run.log" | grep -o '[0-9]* ms' >> "$W/wire-times" || true
   echo "$rss ${mapped:--}"
 }
 
@@ -104,6 +106,7 @@ echo "launcher RSS, VM running, default pod interface (bridge binding) in a netn
 echo "launcher RSS, VM running, one masquerade interface in a netns (kB, $N runs): ${masq[*]}"
 echo "wiring libraries mapped in the launcher with the VM running: ${mapped:-none}"
 echo "bridge/tap devices left in the pod after the runs: $left"
+echo "pod network wired in (the launcher's log, every run): $(tr '\n' ' ' < "$W/wire-times" 2>/dev/null || true)"
 awk -v n="$n" -v p="$p" -v q="$q" 'BEGIN {
   printf "RESULT\trss_pod\tlauncher RSS, VM running, default pod interface (wired in a netns)\t%.1f\tno interface\t%.1f\tMiB\tabs_le\t8\n", p / 1024, n / 1024
   printf "RESULT\trss_pod_masquerade\tlauncher RSS, VM running, masquerade interface (wired in a netns)\t%.1f\tno interface\t%.1f\tMiB\tabs_le\t8\n", q / 1024, n / 1024 }'
