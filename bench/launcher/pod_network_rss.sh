@@ -62,6 +62,8 @@ run_once() {
   local vmi=$1 ns=$2 prefix=()
   [ -n "$ns" ] && prefix=(ip netns exec "$ns")
   rm -rf "$W/state"
+  local t0
+  t0=$(( $(date +%s%N) / 1000 ))
   "${prefix[@]}" "$CHL" run --vmi "$vmi" --state-dir "$W/state" --vmm-binary "$VMM" \
     --volume "kernel-boot=$W/kernel" --log-level info > /dev/null 2> "$W/run.log" &
   local lp=$! i=0
@@ -74,6 +76,10 @@ run_once() {
       exit 1
     fi
   done
+  # start -> Running: the launcher's own "Started" log line (as bench_launcher.sh), in ms.
+  local ts
+  ts=$(grep -m1 '"msg":"domain event Started' "$W/run.log" | sed 's/.*"timestamp":"\([^"]*\)".*/\1/')
+  echo "$(( ($(date -d "$ts" +%s%6N) - t0) / 1000 ))" >> "$W/launch-$(basename "$vmi" .yaml)"
   sleep 2
   local rss mapped
   rss=$(awk '/VmRSS/ {print $2}' "/proc/$lp/status")
@@ -107,6 +113,9 @@ echo "launcher RSS, VM running, one masquerade interface in a netns (kB, $N runs
 echo "wiring libraries mapped in the launcher with the VM running: ${mapped:-none}"
 echo "bridge/tap devices left in the pod after the runs: $left"
 echo "pod network wired in (the launcher's log, every run): $(tr '\n' ' ' < "$W/wire-times" 2>/dev/null || true)"
+for v in none pod masq; do
+  echo "run -> Running, $v (ms, median of $N): $(median < "$W/launch-vmi-$v")"
+done
 awk -v n="$n" -v p="$p" -v q="$q" 'BEGIN {
   printf "RESULT\trss_pod\tlauncher RSS, VM running, default pod interface (wired in a netns)\t%.1f\tno interface\t%.1f\tMiB\tabs_le\t8\n", p / 1024, n / 1024
   printf "RESULT\trss_pod_masquerade\tlauncher RSS, VM running, masquerade interface (wired in a netns)\t%.1f\tno interface\t%.1f\tMiB\tabs_le\t8\n", q / 1024, n / 1024 }'
