@@ -28,6 +28,7 @@
 #include "common/child_process.hpp"
 #include "network/netlink.hpp"
 #include "network/nft_ruleset.hpp"
+#include "network/pod_teardown.hpp"
 #include "network/tap.hpp"
 #include "network/wire.hpp"
 #include "sandbox/seccomp_filter.hpp"
@@ -517,6 +518,45 @@ TEST_CASE("netns: teardown works under the launcher's seccomp sandbox (no new so
     CHECK_FALSE(nl->find_link("k6t-eth0")->has_value());
     CHECK_FALSE(nl->find_link("tap0")->has_value());
     CHECK(nft_list_table().value_or("x").empty());
+  });
+}
+
+TEST_CASE("netns: what one process wired, another removes with PodTeardown alone (run's phase 1 child, then the launcher), and twice is fine") {
+  Topology t;
+  if (auto why = t.up(1500); !why.empty()) {
+    chl::test::skip(why);
+    return;
+  }
+  auto vmi = vmi_with("      - name: default\n        masquerade: {}\n");
+  std::vector<NetworkPlan> plans;
+  in_netns(t.pod.name(), [&] {
+    auto facts = discover_pod("");
+    REQUIRE(facts);
+    auto plan = plan_networks(vmi, *facts, 1);
+    REQUIRE(plan.refusals.empty());
+    plans = plan.plans;
+    auto w = wire_pod_network(plans, nullptr);
+    REQUIRE_MESSAGE(w, (w ? "" : w.error().message()));
+    (*w)->abandon();  // as the phase 1 child leaves it
+    REQUIRE_FALSE(nft_list_table().value_or("").empty());
+    auto nl = Netlink::open();
+    REQUIRE(nl);
+    REQUIRE(nl->find_link("k6t-eth0")->has_value());
+    REQUIRE(nl->find_link("tap0")->has_value());
+  });
+  in_netns(t.pod.name(), [&] {
+    auto td = PodTeardown::open();
+    REQUIRE_MESSAGE(td, (td ? "" : td.error().message()));
+    auto st = td->run(plans);
+    CHECK_MESSAGE(st, (st ? "" : st.error().message()));
+    auto nl = Netlink::open();
+    REQUIRE(nl);
+    CHECK_FALSE(nl->find_link("k6t-eth0")->has_value());
+    CHECK_FALSE(nl->find_link("tap0")->has_value());
+    CHECK(nft_list_table().value_or("x").empty());
+    // Nothing left to remove: no error (a restarted launcher's teardown, a second call).
+    st = td->run(plans);
+    CHECK_MESSAGE(st, (st ? "" : st.error().message()));
   });
 }
 
