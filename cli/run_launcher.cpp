@@ -13,8 +13,7 @@
 #include "drivers/libvirt/accel_probe.hpp"
 #include "drivers/libvirt/domain_xml.hpp"
 #include "drivers/libvirt/module_loader.hpp"
-#include "network/host_namespace.hpp"
-#include "network/module_loader.hpp"
+#include "network/phase1_child.hpp"
 #include "network/phase2.hpp"
 #include "launcher/plan.hpp"
 #include "launcher/prepare.hpp"
@@ -170,41 +169,46 @@ int run_launcher(const launcher::LaunchOptions& opts, const LaunchHooks& hooks) 
   //     namespace, before the VMM starts and before the launcher confines itself. Cloud
   //     Hypervisor gets the taps as fds (vm.add-net; its VmConfig names no tap). QEMU gets them
   //     through libvirt, by name: the domain XML names the wired taps (managed='no').
-  //     The code that needs libnl-route-3 and libnftables is the module libchl-network.so
-  //     (network/network_module.hpp), loaded only here, for a VMI with interfaces: a VMI
-  //     without any never maps those libraries. It stays loaded until the WiredNetwork and the
-  //     io_context (which holds its servers' handlers) are gone: declared before both.
-  //     In virt-launcher mode (opts.network_phase1 false) virt-handler did phase 1: the
-  //     launcher only attaches to its taps and serves DHCP (network/phase2.hpp), as uid 107
-  //     without capabilities, and never loads the module.
-  std::optional<network::NetworkModule> network_module;
-  if (!plan->nics.empty() && opts.network_phase1) {
-    auto m = network::load_network_module();
-    if (!m) return launch_error("pod network: " + m.error().message());
-    network_module.emplace(std::move(*m));
-  }
+  //     Phase 1 (the devices, the nftables table) needs libnl-route-3 and libnftables, which are
+  //     the module libchl-network.so: `run` loads it only in a short-lived child that wires and
+  //     exits (network/phase1_child.hpp), so the launcher never maps it, nor keeps its heap.
+  //     Phase 2 (attach to the taps, DHCP) is then the launcher's, as in virt-launcher mode, and
+  //     the teardown at exit removes what the child made with two netlink sockets opened now
+  //     (network/pod_teardown.hpp). In virt-launcher mode (opts.network_phase1 false)
+  //     virt-handler did phase 1: the launcher only attaches to its taps and serves DHCP, as
+  //     uid 107 without capabilities.
+  //     (Phase 2 alone changes nothing in the namespace: no host-namespace refusal is needed
+  //     in virt-launcher mode; the child refuses to wire the host's own namespace.)
   boost::asio::io_context io;
   std::unique_ptr<network::WiredNetwork> wired;
-  // (Phase 2 alone changes nothing in the namespace: no refusal needed in virt-launcher mode.)
-  if (!plan->nics.empty() && opts.network_phase1 && !opts.allow_host_network && network::in_host_network_namespace())
-    return launch_error(
-        "pod network: this is the host's own network namespace, not a pod's: wiring the VMI's interfaces here "
-        "would put a bridge, NAT rules and a DHCP server on the host for the VM's life. Run it in a pod or a "
-        "network namespace of its own (ip netns exec), give the VMI no interfaces "
-        "(spec.domain.devices.autoattachPodInterface: false and no interfaces), or pass --allow-host-network");
   if (!plan->nics.empty()) {
     const auto t0 = std::chrono::steady_clock::now();
-    auto facts = opts.network_phase1 ? network_module->api->discover_pod("/etc/resolv.conf")
-                                     : network::read_pod_facts("/etc/resolv.conf");
+    network::Phase1Options p1;
+    p1.allow_host_network = opts.allow_host_network;
+    auto facts = opts.network_phase1 ? network::wire_in_child(vmi, p1) : network::read_pod_facts("/etc/resolv.conf");
     if (!facts) return launch_error("pod network: " + facts.error().message());
     auto nets = network::plan_networks(vmi, *facts, vmi::cpu_topology(vmi).vcpus());
     if (!nets.refusals.empty()) return print_violations(nets.refusals);
     network::Phase2Options p2;
     p2.private_dir = opts.private_dir;
-    auto w = opts.network_phase1 ? network_module->api->wire_pod_network(nets.plans, &io)
-                                 : network::attach_pod_network(nets.plans, &io, p2);
-    if (!w) return launch_error("pod network: " + w.error().message());
-    wired = std::move(*w);
+    if (opts.network_phase1) {
+      // This launcher made the devices (its child did): it serves router advertisements on
+      // its bridges, takes the bridge binding's lease from its own plans, and removes them.
+      p2.router_adverts = true;
+      p2.dhcp_cache = false;
+      auto teardown = network::PodTeardown::open();
+      if (!teardown) return launch_error("pod network: " + teardown.error().message());
+      auto w = network::attach_pod_network(nets.plans, &io, p2);
+      if (!w) {
+        (void)teardown->run(nets.plans);
+        return launch_error("pod network: " + w.error().message());
+      }
+      wired = network::own_pod_network(std::move(*w), std::move(*teardown));
+    } else {
+      auto w = network::attach_pod_network(nets.plans, &io, p2);
+      if (!w) return launch_error("pod network: " + w.error().message());
+      wired = std::move(*w);
+    }
     CHL_LOG_INFO("pod network: {} interface(s) {} in {} ms", wired->interfaces().size(),
                  opts.network_phase1 ? "wired" : "attached (phase 2)",
                  std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count());

@@ -2,8 +2,9 @@
 // Pod networking as a module: libchl-network.so holds the code that needs libnl-route-3 and
 // libnftables (wire.cpp, netlink.cpp, nft_ruleset.cpp) and is the only thing that links them
 // (with libnl-3, libnftnl, libmnl, libgmp, libjansson, libxtables: ~1.1 MiB of the launcher's
-// RSS once mapped and relocated). `ch-launcher` loads it (network/module_loader.hpp) only
-// for a VMI with interfaces to wire; a VMI without any never maps those libraries.
+// RSS once mapped and relocated). `ch-launcher run` loads it (network/module_loader.hpp) only
+// for a VMI with interfaces to wire, and only in its short-lived phase 1 child
+// (network/phase1_child.hpp): a running launcher never maps those libraries.
 //
 // This header is the contract between the two, included by both and free of libnl/libnftables
 // headers. As with libchl-libvirt.so, the module resolves the launcher's own symbols (logging,

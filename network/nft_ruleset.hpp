@@ -28,8 +28,8 @@ std::string masquerade_ruleset(const std::vector<NetworkPlan>& plans);
 // The transaction that deletes our table (whether or not it exists).
 std::string delete_ruleset();
 
-// A libnftables context (it holds its netlink socket from creation: keep one open to change
-// rules after the launcher's seccomp sandbox forbids new non-Unix sockets).
+// A libnftables context (it holds its netlink socket from creation). Used while wiring only:
+// the teardown deletes the table with a plain nfnetlink message (pod_teardown.hpp).
 class Nft {
  public:
   static common::Result<Nft> open();

@@ -219,7 +219,7 @@ Result<std::unique_ptr<WiredNetwork>> attach_pod_network(std::vector<NetworkPlan
     if (::if_nametoindex(p.bridge.c_str()) == 0)
       return common::fail(std::errc::no_such_device,
                           where + ": bridge " + p.bridge + " is missing (phase 1 creates it: virt-handler in a pod)");
-    if (p.binding == PlanBinding::Bridge) {
+    if (p.binding == PlanBinding::Bridge && options.dhcp_cache) {
       CHL_TRY(auto cache, wrap(read_kubevirt_dhcp_cache(options.private_dir, p.pod_iface), where));
       CHL_TRY_VOID(wrap(apply_dhcp_cache(p, cache, link_mtu(sock.get(), bridged_nic_name(p.pod_iface))), where));
     }

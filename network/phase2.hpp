@@ -9,8 +9,10 @@
 //     k6t-<pod iface>; router advertisements only when asked (`run`: KubeVirt sends none).
 // Phase 1 is virt-handler's in virt-launcher mode (the launcher only reads what it left: the
 // taps, the links' addresses and MTUs, and for bridge binding the DHCP cache
-// vif-cache-<pod iface>.json, network/kubevirt_cache.hpp), and wire.cpp's in `run`, which then
-// starts its servers through start_pod_servers below: one implementation of the servers.
+// vif-cache-<pod iface>.json, network/kubevirt_cache.hpp). In `run` phase 1 is wire.cpp's, in a
+// short-lived child (phase1_child.hpp), and phase 2 is attach_pod_network below as here, with
+// router advertisements; `network up` (wire_pod_network with an io_context) starts its servers
+// through start_pod_servers: one implementation of the servers.
 //
 // This is in chl_network (linked into ch-launcher): nothing here loads libnl-route or
 // libnftables, and nothing creates, renames or deletes a link, an address or an nftables rule.
@@ -59,6 +61,10 @@ common::Result<PodServers> start_pod_servers(const std::vector<NetworkPlan>& pla
 struct Phase2Options {
   std::string private_dir = kVirtPrivateDir;  // where the DHCP caches are
   bool router_adverts = false;                // KubeVirt sends none
+  // Bridge binding's lease from virt-handler's DHCP cache (virt-launcher mode). `run` wires
+  // phase 1 itself (phase1_child.hpp): its plans already carry the pod interface's address and
+  // routes, read before the wiring took them, and it reads no cache.
+  bool dhcp_cache = true;
 };
 
 // Bridge binding: the plan's lease (and, when the VMI sets no MAC, the guest's MAC) from
@@ -67,8 +73,9 @@ struct Phase2Options {
 // that config in the launcher, MasqueradeConfigGenerator).
 common::Status apply_dhcp_cache(NetworkPlan& p, const KubevirtDhcpConfig& cache, std::uint32_t pod_nic_mtu);
 
-// Phase 2 only (virt-launcher mode): for every non-SR-IOV plan, check the bridge exists, read
-// the cache (bridge binding), attach to the tap, then serve DHCP on `io` (nullptr: none). The
+// Phase 2 (virt-launcher mode, and `run` after its phase 1 child): for every non-SR-IOV plan,
+// check the bridge exists, read the cache (bridge binding, when options.dhcp_cache), attach to
+// the tap, then serve DHCP on `io` (nullptr: none). The
 // WiredNetwork's teardown closes the launcher's fds and sockets and nothing else.
 common::Result<std::unique_ptr<WiredNetwork>> attach_pod_network(std::vector<NetworkPlan> plans,
                                                                  boost::asio::io_context* io,

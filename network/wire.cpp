@@ -6,6 +6,7 @@
 #include "network/netlink.hpp"
 #include "network/nft_ruleset.hpp"
 #include "network/phase2.hpp"
+#include "network/pod_teardown.hpp"
 #include "network/resolv_conf.hpp"
 #include "network/tap.hpp"
 
@@ -113,8 +114,8 @@ Status wire_one(Netlink& nl, const NetworkPlan& p, WiredInterface& out) {
   return {};
 }
 
-// What wire_pod_network made: the plans, the taps, the DHCP/IPv6 servers and the netlink and
-// nftables sockets the teardown uses.
+// What wire_pod_network made: the plans, the taps, the DHCP/IPv6 servers and the two netlink
+// sockets the teardown uses (pod_teardown.hpp: no libnl or libnftables at teardown).
 class PodNetwork final : public WiredNetwork {
  public:
   ~PodNetwork() override { (void)teardown(); }
@@ -130,8 +131,7 @@ class PodNetwork final : public WiredNetwork {
   std::vector<NetworkPlan> plans_;
   std::vector<WiredInterface> interfaces_;
   PodServers servers_;
-  std::optional<Netlink> nl_;
-  std::optional<Nft> nft_;
+  std::optional<PodTeardown> teardown_;
   bool done_ = false;
 };
 
@@ -161,20 +161,20 @@ Result<std::unique_ptr<WiredNetwork>> wire_pod_network(const std::vector<Network
   auto wired = std::make_unique<PodNetwork>();
   CHL_TRY(auto nl, wrap(Netlink::open(), "wiring the pod network"));
   CHL_TRY(auto nft, wrap(Nft::open(), "wiring the pod network"));
-  wired->nl_.emplace(std::move(nl));
-  wired->nft_.emplace(std::move(nft));
+  CHL_TRY(auto teardown, wrap(PodTeardown::open(), "wiring the pod network"));
+  wired->teardown_.emplace(std::move(teardown));
   for (const auto& p : plans) {
     if (p.binding == PlanBinding::Sriov) continue;
     wired->plans_.push_back(p);  // recorded first: a failure half way is torn down too
     WiredInterface w;
-    if (auto st = wire_one(*wired->nl_, p, w); !st) {
+    if (auto st = wire_one(nl, p, w); !st) {
       auto err = st.error().wrap("wiring interface " + p.iface_name);
       (void)wired->teardown();
       return tl::unexpected(err);
     }
     wired->interfaces_.push_back(std::move(w));
   }
-  if (auto st = wired->nft_->run(masquerade_ruleset(wired->plans_)); !st) {
+  if (auto st = nft.run(masquerade_ruleset(wired->plans_)); !st) {
     auto err = st.error().wrap("wiring the pod network: masquerade rules");
     (void)wired->teardown();
     return tl::unexpected(err);
@@ -210,33 +210,9 @@ Status PodNetwork::teardown() {
   if (done_) return {};
   done_ = true;
   servers_ = {};
-  Status first;
-  auto keep = [&first](Status st) {
-    if (!st) {
-      CHL_LOG_WARN("network teardown: {}", st.error().message());
-      if (first) first = std::move(st);
-    }
-  };
   interfaces_.clear();  // close our tap fds
-  if (!nl_ || !nft_) return {};  // nothing was wired
-  auto& nl = nl_;
-  keep(nft_->run(delete_ruleset()));
-  for (auto it = plans_.rbegin(); it != plans_.rend(); ++it) {
-    const NetworkPlan& p = *it;
-    keep(nl->delete_link(p.tap));
-    if (p.binding == PlanBinding::Bridge) {
-      auto pod = nl->find_link(p.pod_iface);
-      if (pod && *pod) {
-        keep(nl->set_master(p.pod_iface, ""));
-        if (p.lease.address.address.value != 0) {
-          keep(nl->add_address(p.pod_iface, format_ipv4_cidr(p.lease.address)));
-          for (const auto& r : p.lease.routes) keep(nl->add_route4(p.pod_iface, r));
-        }
-      }
-    }
-    keep(nl->delete_link(p.bridge));
-  }
-  return first;
+  if (!teardown_) return {};  // nothing was wired
+  return teardown_->run(plans_);
 }
 
 }  // namespace chl::network

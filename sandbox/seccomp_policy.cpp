@@ -69,7 +69,6 @@ constexpr SyscallRule kAllow[] = {
     {"timerfd_settime", ArgCheck::None, "asio timers: grace period, VMM exit timeout"},
     {"poll", ArgCheck::None, "API calls with a deadline, the console's liveness check"},
     {"ppoll", ArgCheck::None, "as poll"},
-    {"pselect6", ArgCheck::None, "libnftables waits on its netlink socket when the pod network is torn down"},
     {"pipe2", ArgCheck::None, "asio's interrupter fallback"},
     // ---- file descriptors ----
     {"read", ArgCheck::None, "PTY, sockets, event monitor pipe"},

@@ -28,6 +28,7 @@
 #include "common/child_process.hpp"
 #include "network/netlink.hpp"
 #include "network/nft_ruleset.hpp"
+#include "network/pod_teardown.hpp"
 #include "network/tap.hpp"
 #include "network/wire.hpp"
 #include "sandbox/seccomp_filter.hpp"
@@ -479,15 +480,8 @@ TEST_CASE("netns: teardown works under the launcher's seccomp sandbox (no new so
     chl::test::skip(why);
     return;
   }
-  // libnftables waits for its netlink answers with pselect6 (seen with strace: the only
-  // syscall of teardown the filter refused). Until the allow-list has it, say so and skip.
-  bool has_pselect6 = false;
-  for (const auto& rule : chl::sandbox::launcher_allow_list()) has_pselect6 = has_pselect6 || rule.name == "pselect6";
-  if (!has_pselect6) {
-    chl::test::skip("the launcher's seccomp allow-list (sandbox/seccomp_policy.cpp) lacks pselect6, which "
-                    "libnftables needs to delete our table at teardown (docs/network.md)");
-    return;
-  }
+  // The teardown is plain netlink on the two sockets opened at wiring (network/pod_teardown.hpp):
+  // send and recv only, no library waiting with pselect6.
   auto vmi = vmi_with("      - name: default\n        masquerade: {}\n");
   // In a forked child (the filter is irreversible): join the pod namespace, wire, load the
   // filter in Enforce mode (non-Unix socket() -> EPERM), tear down. Exit codes say where it failed.
@@ -524,6 +518,45 @@ TEST_CASE("netns: teardown works under the launcher's seccomp sandbox (no new so
     CHECK_FALSE(nl->find_link("k6t-eth0")->has_value());
     CHECK_FALSE(nl->find_link("tap0")->has_value());
     CHECK(nft_list_table().value_or("x").empty());
+  });
+}
+
+TEST_CASE("netns: what one process wired, another removes with PodTeardown alone (run's phase 1 child, then the launcher), and twice is fine") {
+  Topology t;
+  if (auto why = t.up(1500); !why.empty()) {
+    chl::test::skip(why);
+    return;
+  }
+  auto vmi = vmi_with("      - name: default\n        masquerade: {}\n");
+  std::vector<NetworkPlan> plans;
+  in_netns(t.pod.name(), [&] {
+    auto facts = discover_pod("");
+    REQUIRE(facts);
+    auto plan = plan_networks(vmi, *facts, 1);
+    REQUIRE(plan.refusals.empty());
+    plans = plan.plans;
+    auto w = wire_pod_network(plans, nullptr);
+    REQUIRE_MESSAGE(w, (w ? "" : w.error().message()));
+    (*w)->abandon();  // as the phase 1 child leaves it
+    REQUIRE_FALSE(nft_list_table().value_or("").empty());
+    auto nl = Netlink::open();
+    REQUIRE(nl);
+    REQUIRE(nl->find_link("k6t-eth0")->has_value());
+    REQUIRE(nl->find_link("tap0")->has_value());
+  });
+  in_netns(t.pod.name(), [&] {
+    auto td = PodTeardown::open();
+    REQUIRE_MESSAGE(td, (td ? "" : td.error().message()));
+    auto st = td->run(plans);
+    CHECK_MESSAGE(st, (st ? "" : st.error().message()));
+    auto nl = Netlink::open();
+    REQUIRE(nl);
+    CHECK_FALSE(nl->find_link("k6t-eth0")->has_value());
+    CHECK_FALSE(nl->find_link("tap0")->has_value());
+    CHECK(nft_list_table().value_or("x").empty());
+    // Nothing left to remove: no error (a restarted launcher's teardown, a second call).
+    st = td->run(plans);
+    CHECK_MESSAGE(st, (st ? "" : st.error().message()));
   });
 }
 
