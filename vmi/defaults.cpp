@@ -1,6 +1,7 @@
 #include "vmi/defaults.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <set>
 
 #include "vmi/quantity.hpp"
@@ -12,7 +13,9 @@ Quantity bytes_quantity(std::int64_t bytes) {
   Quantity q;
   q.text = format_bytes_quantity(bytes);
   q.value = bytes;
-  q.milli = bytes * 1000;
+  // Thousandths, saturated: a bytes value this large has no use for them (fuzz_vmi found the
+  // overflow with a guest size near 2^62).
+  q.milli = bytes > INT64_MAX / 1000 ? INT64_MAX : bytes * 1000;
   return q;
 }
 

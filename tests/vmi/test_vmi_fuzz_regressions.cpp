@@ -2,8 +2,10 @@
 // answer, not hang.
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <string>
 
+#include "vmi/defaults.hpp"
 #include "vmi/validator.hpp"
 #include "vmi/parser.hpp"
 
@@ -34,4 +36,22 @@ TEST_CASE("multi-document streams still parse after the document bound") {
   CHECK_FALSE(out.fatal);
   CHECK(out.vmi.kind == "VirtualMachineInstance");
   CHECK(out.vmi.metadata.name == "vm1");
+}
+
+// fuzz_vmi (regress-max-guest-milli-overflow.yaml): a 1Ei memory request becomes a 4Ei maxGuest
+// under KubeVirt's LiveUpdate defaulting, whose thousandths overflowed int64 (UBSan). They
+// saturate now; the bytes are right.
+TEST_CASE("a 1Ei guest: the defaulted maxGuest is 4Ei, its thousandths saturate instead of overflowing") {
+  const ParseOutcome out = parse_vmi(
+      "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nmetadata:\n  name: big\n"
+      "spec:\n  domain:\n    devices: {}\n    resources:\n      requests:\n        memory: 1Ei\n");
+  REQUIRE_FALSE(out.fatal);
+  Vmi vmi = out.vmi;
+  apply_kubevirt_defaults(vmi);
+  REQUIRE(vmi.spec.domain.memory.max_guest);
+  CHECK(vmi.spec.domain.memory.max_guest->value == (std::int64_t{1} << 62));
+  CHECK(vmi.spec.domain.memory.max_guest->milli == INT64_MAX);
+  CHECK_NOTHROW((void)check_vmi(std::string("apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nmetadata:\n  name: big\n"
+                                            "spec:\n  domain:\n    devices: {}\n    resources:\n      requests:\n        memory: 1Ei\n"),
+                                "cloud-hypervisor"));
 }
