@@ -370,8 +370,15 @@ Result<json> LibvirtDriver::add_disk(const json&) {
 Status LibvirtDriver::remove_device(const std::string&) {
   return fail(std::errc::operation_not_supported, std::string("device removal: ") + kNotSupported);
 }
-Status LibvirtDriver::resize(std::optional<std::uint32_t>, std::optional<std::uint64_t>) {
-  return fail(std::errc::operation_not_supported, std::string("CPU and memory hotplug: ") + kNotSupported);
+Status LibvirtDriver::resize(std::optional<std::uint32_t> vcpus, std::optional<std::uint64_t> memory_bytes) {
+  // vCPUs: the domain XML has <vcpu current='boot'>max</vcpu>, so libvirt plugs (or unplugs)
+  // vCPUs up to max live. Memory would need DIMM devices: not done on this path.
+  if (memory_bytes) return fail(std::errc::operation_not_supported, std::string("memory hotplug: ") + kNotSupported);
+  if (!vcpus) return {};
+  CHL_TRY_VOID(need_domain());
+  if (virDomainSetVcpusFlags(dom_.get(), *vcpus, VIR_DOMAIN_AFFECT_LIVE) != 0)
+    return libvirt_fail("setting " + std::to_string(*vcpus) + " vCPUs");
+  return {};
 }
 
 void LibvirtDriver::kill_vmm() {
