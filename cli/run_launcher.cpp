@@ -247,6 +247,7 @@ int run_launcher(const launcher::LaunchOptions& opts, const LaunchHooks& hooks) 
     xo.emulator = emulator;
     xo.run_as = std::make_pair(::geteuid(), ::getegid());
     xo.state_dir = fs::absolute(dir).lexically_normal().string();
+    xo.smbios = opts.smbios;
     libvirt::LibvirtDriverOptions lo;
     lo.domain_name = libvirt::domain_name(vmi);
     lo.domain_xml = libvirt::to_domain_xml(vmi, *plan, xo);
@@ -268,6 +269,10 @@ int run_launcher(const launcher::LaunchOptions& opts, const LaunchHooks& hooks) 
     if (auto placeholder = launcher::placeholder_vmm_message(*found); !placeholder.empty())
       return launch_error(placeholder);
     if (auto device = launcher::cloud_hypervisor_device_error(); !device.empty()) return launch_error(device);
+    if (opts.smbios)
+      CHL_LOG_INFO("SMBIOS system fields (manufacturer {}, product {}, family {}): Cloud Hypervisor sets only the "
+                   "serial number and UUID, the rest is left out",
+                   opts.smbios->manufacturer, opts.smbios->product, opts.smbios->family);
     cloud_hypervisor::ChDriverOptions co;
     co.vmm_binary = *found;
     co.state_dir = dir;

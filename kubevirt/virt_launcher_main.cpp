@@ -251,6 +251,7 @@ int virt_launcher_main(const std::vector<std::string>& argv, const launcher::Run
   bool launched = false;
   while (!launched) {
     std::string vmi_text;
+    std::optional<chl::launcher::SmbiosSystem> smbios;
     if (standalone) {
       vmi_text = std::move(*standalone);
       standalone.reset();
@@ -258,8 +259,12 @@ int virt_launcher_main(const std::vector<std::string>& argv, const launcher::Run
       auto req = handler.wait_launch();
       if (!req) break;  // SIGTERM before any VM ran
       vmi_text = std::move(req->vmi_json);
+      // VirtualMachineOptions.VirtualMachineSMBios: KubeVirt's cluster SMBIOS setting.
+      if (const auto& s = req->options.smbios)
+        smbios = chl::launcher::SmbiosSystem{s->manufacturer, s->product, s->version, s->sku, s->family};
     }
     chl::launcher::LaunchOptions this_launch = lo;
+    this_launch.smbios = smbios;
     launcher::LaunchHooks hooks;
     hooks.vmi_text = vmi_text;
     hooks.on_failure = [&handler](const std::string& msg, int) { handler.launch_failed(msg); };

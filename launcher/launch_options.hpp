@@ -21,6 +21,12 @@ enum ExitCode : int {
   kExitForcedOff = 4,
 };
 
+// The guest's SMBIOS system information, as virt-handler passes KubeVirt's cluster setting
+// (VirtualMachineOptions.VirtualMachineSMBios). Empty fields keep the defaults.
+struct SmbiosSystem {
+  std::string manufacturer, product, version, sku, family;
+};
+
 struct LaunchOptions {
   std::filesystem::path vmi_path;
   std::optional<std::filesystem::path> state_dir;   // default: default_state_dir(ns, name)
@@ -56,6 +62,9 @@ struct LaunchOptions {
   std::string seccomp = "enforce";
   // Deadline of one VMM API call; default 5 s for quick calls, 30 s for create/boot/shutdown.
   std::optional<int> api_timeout_ms;
+  // SMBIOS system fields for the guest (virt-launcher mode: from Sync's options). The libvirt
+  // path writes them into the domain's sysinfo; Cloud Hypervisor has no such fields.
+  std::optional<SmbiosSystem> smbios;
 };
 
 }  // namespace chl::launcher

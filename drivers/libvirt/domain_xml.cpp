@@ -107,10 +107,20 @@ std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan,
       x << "    <vcpupin vcpu='" << i << "' cpuset='" << plan.cpus.pinning[i] << "'/>\n";
     x << "  </cputune>\n";
   }
-  if (!fw.serial.empty() || !uuid.empty()) {
-    x << "  <sysinfo type='smbios'>\n    <system>\n      <entry "
-         "name='manufacturer'>KubeVirt</entry>\n"
-         "      <entry name='product'>None</entry>\n";
+  const bool sysinfo = !fw.serial.empty() || !uuid.empty() || opts.smbios.has_value();
+  if (sysinfo) {
+    // KubeVirt's domain sysinfo: its cluster SMBIOS setting (from Sync's options), else its
+    // defaults (manufacturer KubeVirt, product None).
+    const launcher::SmbiosSystem sm = opts.smbios.value_or(launcher::SmbiosSystem{});
+    auto entry = [&x](const char* name, const std::string& value) {
+      if (!value.empty()) x << "      <entry name='" << name << "'>" << xml_escape(value) << "</entry>\n";
+    };
+    x << "  <sysinfo type='smbios'>\n    <system>\n";
+    entry("manufacturer", sm.manufacturer.empty() ? std::string("KubeVirt") : sm.manufacturer);
+    entry("product", sm.product.empty() ? std::string("None") : sm.product);
+    entry("version", sm.version);
+    entry("sku", sm.sku);
+    entry("family", sm.family);
     if (!fw.serial.empty())
       x << "      <entry name='serial'>" << xml_escape(fw.serial) << "</entry>\n";
     if (!uuid.empty()) x << "      <entry name='uuid'>" << uuid << "</entry>\n";
@@ -140,7 +150,7 @@ std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan,
     if (!plan.payload.cmdline.empty())
       x << "    <cmdline>" << xml_escape(plan.payload.cmdline) << "</cmdline>\n";
   }
-  if (!fw.serial.empty() || !uuid.empty()) x << "    <smbios mode='sysinfo'/>\n";
+  if (sysinfo) x << "    <smbios mode='sysinfo'/>\n";
   x << "  </os>\n";
 
   // Features.

@@ -18,6 +18,7 @@
 #include "launcher/plan.hpp"
 #include "vmi/vmi.hpp"
 #include "common/xml_escape.hpp"
+#include "launcher/launch_options.hpp"
 
 namespace chl::libvirt {
 
@@ -35,6 +36,9 @@ struct DomainXmlOptions {
   // so that a later launcher can tell its own leftover domain from another launcher's live one
   // of the same name. "" = no metadata element.
   std::string state_dir;
+  // SMBIOS system fields (manufacturer, product, version, sku, family); unset: KubeVirt's
+  // defaults, manufacturer KubeVirt and product None.
+  std::optional<launcher::SmbiosSystem> smbios;
 };
 
 // The XML namespace of ch-launcher's element in <metadata>:

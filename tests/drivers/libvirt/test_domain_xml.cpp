@@ -294,3 +294,25 @@ TEST_CASE("domain XML: render --hypervisor qemu-kvm prints the XML through the C
   CHECK(bad.exit_code == 2);
   CHECK(has(bad.output, "--accel"));
 }
+
+TEST_CASE("domain XML: Sync's SMBIOS system fields go into the sysinfo (KubeVirt's defaults without them), schema-valid") {
+  Rendered r =
+      render_file({"kernel-boot.yaml",
+                   {{"containerdisk", "/images/alpine.img"}, {"kernel-boot", "/kernel-root"}}});
+  DomainXmlOptions xo;
+  xo.run_as = std::make_pair(uid_t{0}, gid_t{0});
+  xo.smbios = chl::launcher::SmbiosSystem{"Acme & Co", "", "1.2", "sku-9", "Rack"};
+  const std::string xml = to_domain_xml(r.vmi, r.plan, xo);
+  CHECK(has(xml, "<entry name='manufacturer'>Acme &amp; Co</entry>"));
+  CHECK(has(xml, "<entry name='product'>None</entry>"));  // not given: KubeVirt's default
+  CHECK(has(xml, "<entry name='version'>1.2</entry>"));
+  CHECK(has(xml, "<entry name='sku'>sku-9</entry>"));
+  CHECK(has(xml, "<entry name='family'>Rack</entry>"));
+  CHECK(has(xml, "<smbios mode='sysinfo'/>"));
+  if (auto errors = schema_errors(xml, "smbios")) CHECK_MESSAGE(errors->empty(), *errors << "\n" << xml);
+  // Without them: as before (a sysinfo with KubeVirt's defaults only for a serial or UUID).
+  xo.smbios.reset();
+  const std::string plain = to_domain_xml(r.vmi, r.plan, xo);
+  CHECK_FALSE(has(plain, "Acme"));
+  CHECK_FALSE(has(plain, "<entry name='family'>"));
+}
