@@ -16,6 +16,7 @@
 
 #include "common/log.hpp"
 #include "kubevirt/k8s_event.hpp"
+#include "kubevirt/launcher_hotplug.hpp"
 #include "kubevirt/proc_stats.hpp"
 #include "kubevirt/stats_json.hpp"
 #include "launcher/launcher_service.hpp"
@@ -32,45 +33,6 @@ namespace {
 std::string join(const vmi::Violations& vs) {
   std::string all;
   for (const auto& v : vs) all += (all.empty() ? "" : "; ") + vmi::to_string(v);
-  return all;
-}
-
-// The names of the VMI's hotplug volumes (status.volumeStatus[] with hotplugVolume), with
-// whether virt-handler has mounted them into the pod (phase HotplugVolumeMounted or Ready: what
-// virt-launcher's converter attaches).
-std::map<std::string, bool> hotplug_volumes(const Json& vmi) {
-  std::map<std::string, bool> out;
-  const Json status = vmi.value("status", Json::object());
-  for (const auto& v : status.value("volumeStatus", Json::array())) {
-    if (!v.is_object() || !v.contains("hotplugVolume") || v["hotplugVolume"].is_null()) continue;
-    const std::string phase = v.value("phase", "");
-    out[v.value("name", "")] = phase == "HotplugVolumeMounted" || phase == "Ready";
-  }
-  return out;
-}
-
-// The VMI without its hotplug volumes and their disks: what must not change while it runs.
-Json without_hotplug_volumes(Json vmi) {
-  const auto hot = hotplug_volumes(vmi);
-  if (hot.empty() || !vmi.contains("spec")) return vmi;
-  // (A list left empty goes: the VMI that ran may have had none.)
-  auto drop = [&hot](Json& parent, const char* key) {
-    if (!parent.is_object() || !parent.contains(key) || !parent[key].is_array()) return;
-    Json kept = Json::array();
-    for (auto& e : parent[key])
-      if (!e.is_object() || !hot.count(e.value("name", ""))) kept.push_back(std::move(e));
-    if (kept.empty()) parent.erase(key);
-    else parent[key] = std::move(kept);
-  };
-  Json& spec = vmi["spec"];
-  drop(spec, "volumes");
-  if (spec.contains("domain") && spec["domain"].contains("devices")) drop(spec["domain"]["devices"], "disks");
-  return vmi;
-}
-
-std::string join_paths(const std::vector<std::string>& v) {
-  std::string all;
-  for (const auto& s : v) all += (all.empty() ? "" : "; ") + s;
   return all;
 }
 
@@ -465,133 +427,6 @@ Result<std::string> LauncherHandler::get_qemu_version() {
   }
   if (version.empty()) return fail(std::errc::resource_unavailable_try_again, "the VMM has not reported its version yet");
   return version;
-}
-
-Status LauncherHandler::sync_hotplug_volumes(const Json& vmi) {
-  const auto hot = hotplug_volumes(vmi);
-  std::map<std::string, Json> disks;  // the VMI's disks by name
-  for (const auto& d : vmi["spec"]["domain"]["devices"].value("disks", Json::array()))
-    if (d.is_object()) disks[d.value("name", "")] = d;
-  std::map<std::string, std::string> attached;
-  {
-    std::lock_guard lock(mu_);
-    attached = hotplugged_;
-  }
-  bool changed = false;
-  // Detach first: a volume replaced under the same name comes back below.
-  for (const auto& [name, id] : attached) {
-    auto h = hot.find(name);
-    if (h != hot.end() && h->second && disks.count(name)) continue;
-    CHL_TRY_VOID(command("detaching hotplug volume " + name,
-                         [id = id](auto& s, auto reply) { s.remove_device(id, std::move(reply)); }));
-    std::lock_guard lock(mu_);
-    hotplugged_.erase(name);
-    std::erase_if(doc_.disks, [&name](const DomainDisk& d) { return d.name == name; });
-    changed = true;
-  }
-  for (const auto& [name, mounted] : hot) {
-    if (!mounted || !disks.count(name) || attached.count(name)) continue;
-    // virt-handler's mount: <dir>/<volume>.img for a filesystem volume, <dir>/<volume> for a
-    // block one (pkg/hotplug-disk).
-    namespace fs = std::filesystem;
-    const fs::path dir(opts_.hotplug_disk_dir);
-    std::error_code ec;
-    fs::path path = dir / (name + ".img");
-    bool block = false;
-    if (!fs::is_regular_file(path, ec)) {
-      path = dir / name;
-      block = fs::is_block_file(path, ec);
-      if (!block)
-        return fail(std::errc::no_such_file_or_directory,
-                    "hotplug volume " + name + ": not mounted into the pod (neither " + (dir / (name + ".img")).string() +
-                        " nor a block device " + path.string() + ")");
-    }
-    const Json& d = disks[name];
-    const bool readonly = d.value("disk", Json::object()).value("readonly", false);
-    const std::string id = "hotplug-" + name;
-    const Json config = {{"path", path.string()}, {"readonly", readonly}, {"id", id}};
-    CHL_TRY_VOID(command("attaching hotplug volume " + name,
-                         [config](auto& s, auto reply) { s.add_disk(config, std::move(reply)); }));
-    std::lock_guard lock(mu_);
-    hotplugged_[name] = id;
-    DomainDisk dd;
-    dd.name = name;
-    dd.source = path.string();
-    dd.block_device = block;
-    dd.read_only = readonly;
-    doc_.disks.push_back(std::move(dd));
-    changed = true;
-  }
-  if (changed) {
-    std::lock_guard lock(mu_);
-    if (notify_ && phase_ == Phase::Running) notify_->send_domain_event(to_domain_json(doc_).dump(), DomainEventType::Modified);
-  }
-  return {};
-}
-
-LauncherHandler::Hotplug LauncherHandler::hotplug_now() const {
-  std::lock_guard lock(mu_);
-  return hotplug_;
-}
-
-std::vector<std::string> LauncherHandler::beyond_headroom(const Hotplug& h, const vmi::Vmi& want) {
-  std::vector<std::string> why;
-  const auto t = vmi::cpu_topology(want);
-  if (t.cores != h.cores) why.push_back("spec.domain.cpu.cores: " + std::to_string(t.cores) + " (was " + std::to_string(h.cores) + "): only sockets can change while the VM runs");
-  if (t.threads != h.threads) why.push_back("spec.domain.cpu.threads: " + std::to_string(t.threads) + " (was " + std::to_string(h.threads) + "): only sockets can change while the VM runs");
-  if (t.sockets > h.max_sockets)
-    why.push_back("spec.domain.cpu.sockets: " + std::to_string(t.sockets) + " is more than the " +
-                  std::to_string(h.max_sockets) + " (maxSockets) the VM was started with");
-  const std::int64_t mem = vmi::guest_memory_bytes(want).value_or(h.memory);
-  if (mem > h.max_memory)
-    why.push_back("spec.domain.memory.guest: " + std::to_string(mem) + " bytes is more than the " +
-                  std::to_string(h.max_memory) + " (maxGuest) the VM was started with");
-  if (mem < h.memory)
-    why.push_back("spec.domain.memory.guest: " + std::to_string(mem) + " bytes is less than the " +
-                  std::to_string(h.memory) + " the VM has: memory cannot be unplugged");
-  return why;
-}
-
-Status LauncherHandler::hotplug(const std::string& what, std::optional<std::uint32_t> vcpus,
-                                std::optional<std::int64_t> memory) {
-  std::optional<std::uint64_t> bytes;
-  if (memory) bytes = static_cast<std::uint64_t>(*memory);
-  CHL_TRY_VOID(command(what, [vcpus, bytes](auto& s, auto reply) { s.resize(vcpus, bytes, std::move(reply)); }));
-  std::lock_guard lock(mu_);
-  if (vcpus) {
-    hotplug_.sockets = *vcpus / (hotplug_.cores * hotplug_.threads);
-    doc_.vcpus = *vcpus;
-  }
-  if (memory) {
-    hotplug_.memory = *memory;
-    doc_.memory_kib = doc_.current_memory_kib = static_cast<std::uint64_t>(*memory / 1024);
-  }
-  // virt-handler learns the domain's new size from its next event, as from libvirt's.
-  if (notify_ && phase_ == Phase::Running) notify_->send_domain_event(to_domain_json(doc_).dump(), DomainEventType::Modified);
-  return {};
-}
-
-// SyncVirtualMachineCPUs: the VMI's sockets, within maxSockets (cores and threads fixed), as
-// CH's vm.resize desired_vcpus. SyncVirtualMachineMemory: memory.guest, within maxGuest, never
-// less, as desired_ram.
-Status LauncherHandler::sync_cpus(std::string_view vmi_json) {
-  if (auto st = check_identity(vmi_json); !st) return st;
-  const auto want = vmi::parse_vmi(vmi_json).vmi;
-  auto why = beyond_headroom(hotplug_now(), want);
-  std::erase_if(why, [](const std::string& w) { return w.rfind("spec.domain.memory", 0) == 0; });
-  if (!why.empty()) return fail(std::errc::invalid_argument, "CPU hotplug: " + join_paths(why));
-  return hotplug("CPU hotplug", static_cast<std::uint32_t>(vmi::cpu_topology(want).vcpus()), std::nullopt);
-}
-
-Status LauncherHandler::sync_memory(std::string_view vmi_json) {
-  if (auto st = check_identity(vmi_json); !st) return st;
-  const auto want = vmi::parse_vmi(vmi_json).vmi;
-  auto why = beyond_headroom(hotplug_now(), want);
-  std::erase_if(why, [](const std::string& w) { return w.rfind("spec.domain.cpu", 0) == 0; });
-  if (!why.empty()) return fail(std::errc::invalid_argument, "memory hotplug: " + join_paths(why));
-  const auto mem = vmi::guest_memory_bytes(want);
-  if (!mem) return fail(std::errc::invalid_argument, "memory hotplug: the VMI sets no guest memory (spec.domain.memory.guest)");
-  return hotplug("memory hotplug", std::nullopt, *mem);
 }
 
 }  // namespace chl::kubevirt
