@@ -109,6 +109,10 @@ Status wire_one(Netlink& nl, const NetworkPlan& p, WiredInterface& out) {
   out.tap_fds = std::move(fds);
   if (p.binding == PlanBinding::Masquerade) {
     CHL_TRY_VOID(write_sysctl("net/ipv4/ip_forward", "1"));
+    // As KubeVirt's netpod (masqueradeBindingSpec: IP4RouteLocalNet on the bridge): the output
+    // chain DNATs the pod's own 127.0.0.1 to the guest, which needs loopback-sourced packets
+    // routed out of the bridge.
+    CHL_TRY_VOID(write_sysctl("net/ipv4/conf/" + p.bridge + "/route_localnet", "1"));
     if (!p.gateway6.empty()) CHL_TRY_VOID(write_sysctl("net/ipv6/conf/all/forwarding", "1"));
   }
   return {};

@@ -172,7 +172,8 @@ struct PodNetns {
     if (auto e = ns.create(); !e.empty()) return e;
     for (auto e : {chl::test::net::ip(ns.name(), {"link", "add", "eth0", "type", "veth", "peer", "name", "peer0"}),
                    chl::test::net::ip(ns.name(), {"addr", "add", "10.244.0.5/24", "dev", "eth0"}),
-                   chl::test::net::ip(ns.name(), {"link", "set", "eth0", "up"})})
+                   chl::test::net::ip(ns.name(), {"link", "set", "eth0", "up"}),
+                   chl::test::net::ip(ns.name(), {"link", "set", "lo", "up"})})  // as in every pod
       if (!e.empty()) return e;
     return {};
   }

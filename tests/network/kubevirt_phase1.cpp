@@ -76,6 +76,7 @@ std::string kubevirt_phase1_masquerade(const Phase1& p) {
                  ip(p.pod_ns, {"addr", "add", "10.0.2.1/24", "dev", bridge}),
                  ip(p.pod_ns, {"link", "set", bridge, "up"}),
                  sysctl_in(p.pod_ns, "net/ipv4/ip_forward", "1"),
+                 sysctl_in(p.pod_ns, "net/ipv4/conf/" + bridge + "/route_localnet", "1"),
                  unprivileged_ports(p),
                  kubevirt_create_tap(p, "tap0")})
     if (!e.empty()) return e;

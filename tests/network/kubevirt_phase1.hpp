@@ -3,7 +3,7 @@
 // test made, as KubeVirt's source does it (kubevirt/kubevirt, pkg/network/setup):
 //   masquerade  netpod.go (setupPodNetwork → bridge): bridge k6t-<pod iface> with MAC
 //               02:00:00:00:00:00, the pod interface's MTU, 10.0.2.1/24 (the vmNetworkCIDR's
-//               first host), up; net.ipv4.ip_forward=1; the tap (cmd/virt-chroot
+//               first host), route_localnet on it (IP4RouteLocalNet), up; net.ipv4.ip_forward=1; the tap (cmd/virt-chroot
 //               tap-device-maker.go createTapDevice: persistent, owner/group 107, TUNTAP_DEFAULTS
 //               = vnet_hdr + no_pi, + multi_queue when queues > 1, the MTU), enslaved and up;
 //               netpod/masquerade/masquerade.go setupNATByFamily's `table ip nat` (prerouting,
