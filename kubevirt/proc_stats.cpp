@@ -41,15 +41,22 @@ std::optional<CpuTicks> read_stat(const fs::path& file) {
 
 std::uint64_t ns_per_tick() { return 1000000000ULL / static_cast<std::uint64_t>(::sysconf(_SC_CLK_TCK)); }
 
-// "vcpu12" -> 12.
+// The vCPU a thread runs: Cloud Hypervisor's "vcpu12" -> 12; QEMU's "CPU 12/KVM" or
+// "CPU 12/TCG" (libvirt starts QEMU with debug-threads=on) -> 12.
 std::optional<std::size_t> vcpu_index(const std::string& comm) {
-  if (comm.size() <= 4 || comm.compare(0, 4, "vcpu") != 0) return std::nullopt;
-  std::size_t n = 0;
-  for (std::size_t i = 4; i < comm.size(); ++i) {
-    if (comm[i] < '0' || comm[i] > '9') return std::nullopt;
-    n = n * 10 + static_cast<std::size_t>(comm[i] - '0');
+  // The number at `from`, and what follows it; nullopt without digits.
+  auto number = [&comm](std::size_t from) -> std::optional<std::pair<std::size_t, std::string>> {
+    std::size_t i = from, n = 0;
+    for (; i < comm.size() && comm[i] >= '0' && comm[i] <= '9'; ++i) n = n * 10 + static_cast<std::size_t>(comm[i] - '0');
+    if (i == from) return std::nullopt;
+    return std::make_pair(n, comm.substr(i));
+  };
+  if (comm.rfind("vcpu", 0) == 0) {
+    if (auto r = number(4); r && r->second.empty()) return r->first;
+  } else if (comm.rfind("CPU ", 0) == 0) {
+    if (auto r = number(4); r && (r->second == "/KVM" || r->second == "/TCG")) return r->first;
   }
-  return n;
+  return std::nullopt;
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 #pragma once
 // What virt-launcher takes from libvirt about the VMM process, which libvirt reads from /proc
-// for QEMU, read here from /proc for Cloud Hypervisor: the process's CPU time and RSS, and per
-// vCPU thread (CH names them vcpu0, vcpu1, …) its CPU time and its run-queue delay.
+// for QEMU, read here from /proc: the process's CPU time and RSS, and per vCPU thread (Cloud
+// Hypervisor names them vcpu0, vcpu1, …; QEMU "CPU 0/KVM" or "CPU 0/TCG") its CPU time and its
+// run-queue delay.
 #include <filesystem>
 
 #include "kubevirt/stats_json.hpp"

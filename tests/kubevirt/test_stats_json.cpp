@@ -159,13 +159,22 @@ TEST_CASE("stats from /proc: the VMM process's CPU time and RSS, each vcpuN thre
   chl::test::write_file(pid / "task" / "4244" / "comm", "vcpu0\n");
   chl::test::write_file(pid / "task" / "4244" / "stat", stat_line("vcpu0", 10, 0));
   chl::test::write_file(pid / "task" / "4245" / "comm", "http-server\n");
+  // QEMU's names for the same (libvirt's debug-threads=on), and two that are not vCPUs.
+  fs::create_directories(pid / "task" / "4246");
+  chl::test::write_file(pid / "task" / "4246" / "comm", "CPU 2/TCG\n");
+  chl::test::write_file(pid / "task" / "4246" / "stat", stat_line("CPU 2/TCG", 3, 0));
+  fs::create_directories(pid / "task" / "4247");
+  chl::test::write_file(pid / "task" / "4247" / "comm", "CPU 3/other\n");
+  fs::create_directories(pid / "task" / "4248");
+  chl::test::write_file(pid / "task" / "4248" / "comm", "vcpu3x\n");
   chl::test::write_file(pid / "task" / "4245" / "stat", stat_line("http-server", 99, 99));
   chl::kubevirt::DomainStatsDocument d;
   chl::kubevirt::add_process_stats(pid, d);
   CHECK(d.cpu.time_ns == 42 * tick_ns);
   CHECK(d.cpu.user_ns == 30 * tick_ns);
   CHECK(d.memory.rss_kib == 20480u);
-  REQUIRE(d.vcpus.size() == 2);
+  REQUIRE(d.vcpus.size() == 3);
+  CHECK(d.vcpus[2].time_ns == 3 * tick_ns);
   CHECK(d.vcpus[0].time_ns == 10 * tick_ns);
   CHECK_FALSE(d.vcpus[0].delay_ns);  // no schedstat
   CHECK(d.vcpus[1].time_ns == 7 * tick_ns);
