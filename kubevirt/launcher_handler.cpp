@@ -120,7 +120,7 @@ void LauncherHandler::attach(launcher::LauncherService& service, const vmi::Chec
     doc_ = document_of(checked.vmi);
     const auto t = vmi::cpu_topology(checked.vmi);
     const auto& cpu = checked.vmi.spec.domain.cpu;
-    hotplug_ = Hotplug{t.sockets, t.cores, t.threads, std::max(t.sockets, cpu.max_sockets), 0, 0};
+    hotplug_ = Hotplug{t.cores, t.threads, std::max(t.sockets, cpu.max_sockets), 0, 0};
     hotplug_.memory = vmi::guest_memory_bytes(checked.vmi).value_or(0);
     const auto& max_guest = checked.vmi.spec.domain.memory.max_guest;
     hotplug_.max_memory = std::max(hotplug_.memory, max_guest ? max_guest->value : std::int64_t{0});
@@ -227,12 +227,14 @@ Status LauncherHandler::sync(std::string_view vmi_json, const SyncOptions& optio
       Json launched = {{"spec", launched_spec_}, {"status", doc.value("status", Json::object())}};
       diff_paths(without_hotplug_volumes(std::move(launched))["spec"], spec, "spec", changed);
       // The sockets and the guest memory may change within the headroom the VM started with:
-      // virt-handler applies those with SyncVirtualMachineCPUs/Memory after this Sync.
-      const auto want = vmi::parse_vmi(vmi_json).vmi;
-      if (beyond_headroom(hotplug_, want).empty())
-        std::erase_if(changed, [](const std::string& p) {
-          return p == "spec.domain.cpu.sockets" || p == "spec.domain.memory.guest";
-        });
+      // virt-handler applies those with SyncVirtualMachineCPUs/Memory after this Sync. (The VMI
+      // is parsed for that only when one of them changed: every re-Sync comes through here.)
+      const auto resizable = [](const std::string& p) {
+        return p == "spec.domain.cpu.sockets" || p == "spec.domain.memory.guest";
+      };
+      if (std::any_of(changed.begin(), changed.end(), resizable) &&
+          beyond_headroom(hotplug_, vmi::parse_vmi(vmi_json).vmi).empty())
+        std::erase_if(changed, resizable);
       if (changed.empty()) {
         lock.unlock();
         return sync_hotplug_volumes(doc);

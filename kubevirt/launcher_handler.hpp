@@ -114,7 +114,7 @@ class LauncherHandler final : public CmdHandler {
   // CPU and memory hotplug (SyncVirtualMachineCPUs/Memory): the running VM's topology and memory
   // and the headroom it was created with (maxSockets, maxGuest).
   struct Hotplug {
-    std::uint32_t sockets = 1, cores = 1, threads = 1, max_sockets = 1;
+    std::uint32_t cores = 1, threads = 1, max_sockets = 1;
     std::int64_t memory = 0, max_memory = 0;
   };
   Hotplug hotplug_;

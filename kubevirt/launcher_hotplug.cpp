@@ -146,10 +146,7 @@ Status LauncherHandler::hotplug(const std::string& what, std::optional<std::uint
   if (memory) bytes = static_cast<std::uint64_t>(*memory);
   CHL_TRY_VOID(command(what, [vcpus, bytes](auto& s, auto reply) { s.resize(vcpus, bytes, std::move(reply)); }));
   std::lock_guard lock(mu_);
-  if (vcpus) {
-    hotplug_.sockets = *vcpus / (hotplug_.cores * hotplug_.threads);
-    doc_.vcpus = *vcpus;
-  }
+  if (vcpus) doc_.vcpus = *vcpus;
   if (memory) {
     hotplug_.memory = *memory;
     doc_.memory_kib = doc_.current_memory_kib = static_cast<std::uint64_t>(*memory / 1024);

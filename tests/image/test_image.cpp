@@ -144,6 +144,31 @@ std::string wire_phase1(Pod& pod) {
   return chl::test::net::kubevirt_phase1_masquerade(p1);
 }
 
+// A pod without something the VMI needs (`po`): phase 1 wired when `phase1`, Sync must answer
+// success:false, the launcher keep serving (GetDomain), docker stop end it with 0. Sync's message.
+std::string refused_sync(const std::string& image, PodOptions po, const std::string& vmi_text, bool phase1) {
+  po.vmi_uid = kUid;
+  Pod pod(image, po);
+  fill_container_disks(pod);
+  auto notify = notify_server(pod);
+  REQUIRE(pod.start() == "");
+  auto cmd = connect(pod);
+  if (phase1) {
+    const auto wired = wire_phase1(pod);
+    REQUIRE_MESSAGE(wired.empty(), wired);
+  }
+  v1::VMIRequest vmi;
+  vmi.mutable_vmi()->set_vmijson(vmi_text);
+  v1::Response r;
+  REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, vmi, &r); }).ok());
+  CHECK_FALSE(r.success());
+  v1::EmptyRequest empty;
+  v1::DomainResponse dom;
+  CHECK(call([&](auto& c) { return cmd->GetDomain(&c, empty, &dom); }).ok());
+  CHECK(pod.stop() == 0);
+  return r.message();
+}
+
 }  // namespace
 
 TEST_CASE("the image: the launcher, its modules and KubeVirt's entry points, every library resolved inside it, user 107, the VMM placeholder") {
@@ -330,48 +355,18 @@ TEST_CASE("the image in a pod missing what KubeVirt gives it: a clear message an
   }
   SUBCASE("no /dev/net/tun: Sync with a pod interface answers success:false naming it, the launcher keeps serving") {
     PodOptions po;
-    po.vmi_uid = kUid;
     po.tun = false;
-    Pod pod(*image, po);
-    fill_container_disks(pod);
-    auto notify = notify_server(pod);
-    REQUIRE(pod.start() == "");
-    auto cmd = connect(pod);
-    const auto wired = wire_phase1(pod);
-    REQUIRE_MESSAGE(wired.empty(), wired);
-    v1::VMIRequest vmi;
-    vmi.mutable_vmi()->set_vmijson(vmi_json());
-    v1::Response r;
-    REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, vmi, &r); }).ok());
-    CHECK_FALSE(r.success());
-    CHECK_MESSAGE(r.message().find("/dev/net/tun") != std::string::npos, r.message());
-    v1::EmptyRequest empty;
-    v1::DomainResponse dom;
-    CHECK(call([&](auto& c) { return cmd->GetDomain(&c, empty, &dom); }).ok());
-    CHECK(pod.stop() == 0);
+    const std::string why = refused_sync(*image, po, vmi_json(), true);
+    CHECK_MESSAGE(why.find("/dev/net/tun") != std::string::npos, why);
   }
   SUBCASE("no /dev/kvm: Sync answers success:false naming it, the launcher keeps serving, docker stop exits 0") {
     PodOptions po;
-    po.vmi_uid = kUid;
     po.kvm = false;
-    Pod pod(*image, po);
-    fill_container_disks(pod);
-    auto notify = notify_server(pod);
-    REQUIRE(pod.start() == "");
-    auto cmd = connect(pod);
     auto j = nlohmann::json::parse(vmi_json());
     j["spec"]["domain"]["devices"].erase("interfaces");
     j["spec"]["domain"]["devices"]["autoattachPodInterface"] = false;
     j["spec"].erase("networks");
-    v1::VMIRequest vmi;
-    vmi.mutable_vmi()->set_vmijson(j.dump());
-    v1::Response r;
-    REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, vmi, &r); }).ok());
-    CHECK_FALSE(r.success());
-    CHECK_MESSAGE(r.message().find("/dev/kvm") != std::string::npos, r.message());
-    v1::EmptyRequest empty;
-    v1::DomainResponse dom;
-    CHECK(call([&](auto& c) { return cmd->GetDomain(&c, empty, &dom); }).ok());
-    CHECK(pod.stop() == 0);
+    const std::string why = refused_sync(*image, po, j.dump(), false);
+    CHECK_MESSAGE(why.find("/dev/kvm") != std::string::npos, why);
   }
 }
