@@ -289,3 +289,17 @@ TEST_CASE("designated initializers build configs warning-free and serialize as s
         Json::parse(R"({"payload":{"kernel":"/k"},"cpus":{"boot_vcpus":2,"max_vcpus":4},)"
                     R"("memory":{"size":1073741824,"hugepages":true},"serial":{"mode":"Pty"}})"));
 }
+
+// fuzz_http (regress-float-in-integer-field): a number that does not fit an integer field was
+// static_cast by nlohmann (undefined for 1.28e75). Now it is a parse error naming the field.
+TEST_CASE("types: a fraction, a huge number or a negative one in an integer field is an error naming it") {
+  for (const char* bad : {"1.28e75", "2.5", "4294967296", "-1"}) {
+    CAPTURE(bad);
+    auto r = from_json_text<DiskConfig>(std::string(R"({"path": "/d.img", "num_queues": )") + bad + "}", "disk");
+    REQUIRE_FALSE(r);
+    CHECK_MESSAGE(r.error().message().find("field 'num_queues'") != std::string::npos, r.error().message());
+  }
+  auto ok = from_json_text<DiskConfig>(R"({"path": "/d.img", "num_queues": 4294967295})", "disk");
+  REQUIRE(ok);
+  CHECK(ok->num_queues == 4294967295u);
+}
