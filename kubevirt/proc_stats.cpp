@@ -8,6 +8,8 @@
 #include <sstream>
 #include <string>
 
+#include "common/proc_stat.hpp"
+
 namespace chl::kubevirt {
 
 namespace fs = std::filesystem;
@@ -20,23 +22,11 @@ struct CpuTicks {
 
 // utime and stime (fields 14 and 15) of a /proc/<pid>/stat or /proc/<pid>/task/<tid>/stat.
 std::optional<CpuTicks> read_stat(const fs::path& file) {
-  std::ifstream in(file);
-  std::string line;
-  if (!std::getline(in, line)) return std::nullopt;
-  const auto close = line.rfind(')');  // comm may hold spaces and parentheses
-  if (close == std::string::npos || close + 2 > line.size()) return std::nullopt;
-  std::istringstream rest(line.substr(close + 2));
-  std::string field;
-  CpuTicks t;
-  try {
-    for (int i = 3; i <= 15 && rest >> field; ++i) {
-      if (i == 14) t.user = std::stoull(field);
-      if (i == 15) t.system = std::stoull(field);
-    }
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-  return t;
+  auto st = common::ProcStat::read(file);
+  if (!st) return std::nullopt;
+  auto user = st->number(14), system = st->number(15);
+  if (!user || !system) return std::nullopt;
+  return CpuTicks{*user, *system};
 }
 
 std::uint64_t ns_per_tick() { return 1000000000ULL / static_cast<std::uint64_t>(::sysconf(_SC_CLK_TCK)); }

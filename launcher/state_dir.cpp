@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "common/log.hpp"
+#include "common/proc_stat.hpp"
 #include "disks/atomic_file.hpp"
 #include "common/syscall.hpp"
 
@@ -90,21 +91,9 @@ fs::path default_state_dir(const std::string& ns, const std::string& name) {
 }
 
 std::optional<unsigned long long> process_start_time(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  auto close = text.rfind(')');  // comm may contain spaces and parentheses
-  if (close == std::string::npos) return std::nullopt;
-  std::istringstream rest(text.substr(close + 2));
-  std::string field;
-  // Fields after comm start at 3 (state); starttime is field 22.
-  for (int i = 3; i <= 22; ++i) {
-    if (!(rest >> field)) return std::nullopt;
-  }
-  try {
-    return std::stoull(field);
-  } catch (...) {
-    return std::nullopt;
-  }
+  auto st = common::ProcStat::read(pid);
+  if (!st) return std::nullopt;
+  return st->number(22);  // starttime
 }
 
 Result<StateDir> StateDir::open(const fs::path& dir, const std::string& vmi_uid) {

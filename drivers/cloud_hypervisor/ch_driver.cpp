@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "common/log.hpp"
+#include "common/proc_stat.hpp"
 #include "common/syscall.hpp"
 #include "vmm_api/error.hpp"
 
@@ -108,7 +109,11 @@ void CloudHypervisorDriver::on_event_monitor_closed(const boost::system::error_c
 bool CloudHypervisorDriver::vmm_dead() const {
   if (!vmm_ || vmm_->child.exit_status().has_value()) return true;
   siginfo_t si{};
-  return ::waitid(P_PID, static_cast<id_t>(vmm_->child.pid()), &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid != 0;
+  if (::waitid(P_PID, static_cast<id_t>(vmm_->child.pid()), &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid != 0)
+    return true;
+  // A VMM that broke our API call by dying closes its sockets in do_exit(), before waitid() can
+  // see it exited: its PF_EXITING flag already says it is on its way out.
+  return common::process_exiting(vmm_->child.pid());
 }
 
 // Read what is left in the pipe, synchronously: the VMM has exited, so this cannot block long.

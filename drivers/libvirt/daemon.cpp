@@ -14,6 +14,7 @@
 #include "drivers/libvirt/handles.hpp"
 #include "common/child_process.hpp"
 #include "common/log.hpp"
+#include "common/proc_stat.hpp"
 #include "common/syscall.hpp"
 #include "common/unix_socket.hpp"
 
@@ -160,14 +161,8 @@ Status check_daemon_network_namespace(const fs::path& socket,
 
 bool process_alive(pid_t pid) {
   if (pid <= 0) return false;
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  if (!std::getline(f, text)) return false;
-  // "pid (comm) S ...": the state follows the last ')'.
-  auto close = text.rfind(')');
-  if (close == std::string::npos || close + 2 >= text.size()) return false;
-  char state = text[close + 2];
-  return state != 'Z' && state != 'X';
+  auto st = common::ProcStat::read(pid);
+  return st && st->state() != 'Z' && st->state() != 'X';
 }
 
 std::optional<pid_t> live_pid_from_file(const fs::path& pid_file) {
