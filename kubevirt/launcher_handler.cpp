@@ -213,6 +213,8 @@ Status LauncherHandler::check_identity(std::string_view vmi_json) const {
 
 Status LauncherHandler::sync(std::string_view vmi_json, const SyncOptions& options) {
   if (auto st = check_identity(vmi_json); !st) return st;
+  Json first_doc;           // a first Sync's VMI when it carries hotplug volumes
+  std::string launch_json;  // that VMI without them
   std::unique_lock lock(mu_);
   switch (phase_) {
     case Phase::Running: {
@@ -253,6 +255,16 @@ Status LauncherHandler::sync(std::string_view vmi_json, const SyncOptions& optio
       if (stopped_) return fail(std::errc::operation_canceled, "the launcher is stopping");
       // Refuse here what cannot run, naming the fields, without starting anything.
       lock.unlock();
+      // Hotplug volumes (a VM restarted with persisted ones, a migration target) are not part of
+      // the domain as created: the mounted ones are attached as soon as it runs, below, as
+      // KubeVirt's converter includes only those virt-handler has mounted.
+      first_doc = Json::parse(vmi_json, nullptr, false);
+      if (first_doc.is_object() && !hotplug_volumes(first_doc).empty()) {
+        launch_json = without_hotplug_volumes(first_doc).dump();
+        vmi_json = launch_json;
+      } else {
+        first_doc = Json();
+      }
       auto checked = vmi::check_vmi(vmi_json, opts_.hypervisor, vmi::current_host());
       if (!checked) {
         const std::string why = join(checked.error());
@@ -281,7 +293,12 @@ Status LauncherHandler::sync(std::string_view vmi_json, const SyncOptions& optio
   }
   if (!cv_.wait_for(lock, opts_.sync_timeout, [this] { return sync_result_.has_value(); }))
     return fail(std::errc::timed_out, "the domain did not reach Running within " + std::to_string(opts_.sync_timeout.count()) + " s");
-  return *sync_result_;
+  Status result = *sync_result_;
+  if (!result || first_doc.is_null()) return result;
+  lock.unlock();
+  // The domain runs: its mounted hotplug volumes now (a failure is the Sync's; virt-handler's
+  // next Sync tries again).
+  return sync_hotplug_volumes(first_doc);
 }
 
 Result<Json> LauncherHandler::on_service(const std::string& what, Call call) {

@@ -216,6 +216,7 @@ struct Devices {
   std::optional<bool> network_interface_multiqueue;
   std::optional<bool> block_multi_queue;
   std::optional<bool> use_virtio_transitional;
+  bool disable_hotplug = false;  // no hotplug controller (KubeVirt: no virtio-scsi unless a disk needs it)
   bool sound = false;
   bool watchdog = false;
   bool tpm = false;

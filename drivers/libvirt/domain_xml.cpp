@@ -1,5 +1,6 @@
 #include "drivers/libvirt/domain_xml.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -222,7 +223,9 @@ std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan,
     x << "      <alias" << attr("name", "ua-" + pd.name) << "/>\n";
     x << "    </disk>\n";
   }
-  if (scsi) x << "    <controller type='scsi' index='0' model='virtio-scsi'/>\n";
+  // The virtio-scsi controller hotplug volumes attach to, as KubeVirt adds it unless
+  // spec.domain.devices.disableHotplug (and no disk asks for the scsi bus).
+  if (scsi || !dev.disable_hotplug) x << "    <controller type='scsi' index='0' model='virtio-scsi'/>\n";
   if (usb) x << "    <controller type='usb' index='0' model='qemu-xhci'/>\n";
   // NICs: the pod network's taps, which the launcher wires (network/) before the domain starts
   // and libvirt opens by name (managed='no'), as KubeVirt does. One writer of the element:
@@ -271,6 +274,25 @@ std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan,
   }
   x << "</domain>\n";
   return x.str();
+}
+
+std::string hotplug_disk_xml(const HotplugDisk& d) {
+  std::ostringstream x;
+  x << "<disk" << attr("type", d.block ? "block" : "file") << " device='disk'>\n";
+  x << "  <driver name='qemu' type='raw' cache='none' io='native'/>\n";
+  x << "  <source" << attr(d.block ? "dev" : "file", d.path) << "/>\n";
+  x << "  <target" << attr("dev", d.target) << " bus='scsi'/>\n";
+  if (d.readonly) x << "  <readonly/>\n";
+  x << "  <alias" << attr("name", "ua-" + d.id) << "/>\n";
+  x << "</disk>\n";
+  return x.str();
+}
+
+std::string free_scsi_target(const std::vector<std::string>& used) {
+  for (std::size_t i = 0;; ++i) {
+    std::string t = target_name("sd", i);
+    if (std::find(used.begin(), used.end(), t) == used.end()) return t;
+  }
 }
 
 }  // namespace chl::libvirt

@@ -13,6 +13,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "drivers/libvirt/accel_probe.hpp"
 #include "launcher/plan.hpp"
@@ -52,5 +53,19 @@ std::string domain_name(const vmi::Vmi& vmi);
 using common::xml_escape;
 
 std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan, const DomainXmlOptions& opts);
+
+// A hotplug volume for virDomainAttachDevice: raw, on the domain's virtio-scsi controller at
+// `target` (sdX), aliased "ua-<id>" so that it is detached by that alias.
+struct HotplugDisk {
+  std::string id;
+  std::string path;
+  bool block = false;  // a block device (<source dev>) rather than a file
+  bool readonly = false;
+  std::string target;
+};
+std::string hotplug_disk_xml(const HotplugDisk& d);
+
+// The first sdX target none of `used` ("sda", "vdb"…) holds.
+std::string free_scsi_target(const std::vector<std::string>& used);
 
 }  // namespace chl::libvirt

@@ -6,8 +6,11 @@
 #include <unistd.h>
 
 #include <boost/asio/post.hpp>
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <fstream>
+#include <thread>
 
 #include "common/log.hpp"
 #include "common/xml_escape.hpp"
@@ -364,11 +367,51 @@ Status LibvirtDriver::snapshot(const std::filesystem::path&) {
 Status LibvirtDriver::restore(const std::filesystem::path&) {
   return fail(std::errc::operation_not_supported, std::string("restore: ") + kNotSupported);
 }
-Result<json> LibvirtDriver::add_disk(const json&) {
-  return fail(std::errc::operation_not_supported, std::string("disk hotplug: ") + kNotSupported);
+// Disk hotplug as KubeVirt does it on QEMU: a raw disk on the domain's virtio-scsi controller
+// (domain_xml.cpp adds it unless disableHotplug), at the first free sdX, aliased by its id.
+Result<json> LibvirtDriver::add_disk(const json& disk) {
+  HotplugDisk d;
+  d.path = disk.value("path", "");
+  d.id = disk.value("id", "");
+  d.readonly = disk.value("readonly", false);
+  if (d.path.empty() || d.id.empty()) return fail(std::errc::invalid_argument, "disk hotplug: a disk needs a path and an id");
+  std::error_code ec;
+  d.block = std::filesystem::is_block_file(d.path, ec);
+  CHL_TRY(auto xml, live_xml());
+  std::vector<std::string> used;
+  for (const auto& l : live_disks(xml)) {
+    if (l.id == d.id) return fail(std::errc::file_exists, "disk hotplug: the domain already has a disk " + d.id);
+    used.push_back(l.target);
+  }
+  if (xml.find("<controller type='scsi'") == std::string::npos)
+    return fail(std::errc::operation_not_supported,
+                "disk hotplug: the domain has no SCSI controller (spec.domain.devices.disableHotplug)");
+  d.target = free_scsi_target(used);
+  const std::string dev = hotplug_disk_xml(d);
+  if (virDomainAttachDeviceFlags(dom_.get(), dev.c_str(), VIR_DOMAIN_AFFECT_LIVE) != 0)
+    return libvirt_fail("attaching disk " + d.id + " (" + d.path + ")");
+  CHL_LOG_INFO("disk {} attached at {} ({})", d.id, d.target, d.path);
+  return json{{"id", d.id}, {"target", d.target}};
 }
-Status LibvirtDriver::remove_device(const std::string&) {
-  return fail(std::errc::operation_not_supported, std::string("device removal: ") + kNotSupported);
+
+Status LibvirtDriver::remove_device(const std::string& id) {
+  CHL_TRY_VOID(need_domain());
+  const std::string alias = "ua-" + id;
+  if (virDomainDetachDeviceAlias(dom_.get(), alias.c_str(), VIR_DOMAIN_AFFECT_LIVE) != 0)
+    return libvirt_fail("detaching device " + id);
+  // libvirt only asks QEMU to unplug; QEMU lets a SCSI disk go by itself, a moment later. Wait
+  // for it (this runs on the service's worker), as KubeVirt's detach waits, so that the caller
+  // sees the domain without the disk; past the wait it is left to QEMU, as on Cloud Hypervisor.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  for (;;) {
+    CHL_TRY(auto xml, live_xml());
+    const auto disks = live_disks(xml);
+    if (std::none_of(disks.begin(), disks.end(), [&id](const LiveDisk& l) { return l.id == id; })) return {};
+    if (std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  CHL_LOG_WARN("device {}: unplug requested, QEMU has not released it within 5 s", id);
+  return {};
 }
 Status LibvirtDriver::resize(std::optional<std::uint32_t> vcpus, std::optional<std::uint64_t> memory_bytes) {
   // vCPUs: the domain XML has <vcpu current='boot'>max</vcpu>, so libvirt plugs (or unplugs)

@@ -316,3 +316,52 @@ TEST_CASE("domain XML: Sync's SMBIOS system fields go into the sysinfo (KubeVirt
   CHECK_FALSE(has(plain, "Acme"));
   CHECK_FALSE(has(plain, "<entry name='family'>"));
 }
+
+TEST_CASE("domain XML: a virtio-scsi controller for hotplug volumes unless disableHotplug; a hotplug disk's XML") {
+  const std::string base = R"(apiVersion: kubevirt.io/v1
+kind: VirtualMachineInstance
+metadata: {name: hp, namespace: lab}
+spec:
+  domain:
+    memory: {guest: 256Mi}
+    devices:
+      autoattachPodInterface: false
+      DISABLE
+      disks:
+      - name: root
+        disk: {bus: virtio}
+  volumes:
+  - name: root
+    persistentVolumeClaim: {claimName: root-pvc}
+)";
+  auto with = [&](const std::string& line) {
+    std::string t = base;
+    t.replace(t.find("DISABLE"), 7, line);
+    return render_text(t, {"inline", {{"root", "/pvc/root.img"}}}).xml;
+  };
+  const std::string scsi = "<controller type='scsi' index='0' model='virtio-scsi'/>";
+  CHECK(has(with("disableHotplug: false"), scsi));    // KubeVirt's default: hotplug on
+  CHECK_FALSE(has(with("disableHotplug: true"), scsi));
+
+  HotplugDisk d{"hotplug-hp1", "/var/run/kubevirt/hotplug-disks/hp1.img", false, true, "sdb"};
+  const std::string x = hotplug_disk_xml(d);
+  CHECK(x == "<disk type='file' device='disk'>\n"
+             "  <driver name='qemu' type='raw' cache='none' io='native'/>\n"
+             "  <source file='/var/run/kubevirt/hotplug-disks/hp1.img'/>\n"
+             "  <target dev='sdb' bus='scsi'/>\n"
+             "  <readonly/>\n"
+             "  <alias name='ua-hotplug-hp1'/>\n"
+             "</disk>\n");
+  d.block = true;
+  d.readonly = false;
+  d.path = "/var/run/kubevirt/hotplug-disks/hp2";
+  CHECK(has(hotplug_disk_xml(d), "<disk type='block' device='disk'>"));
+  CHECK(has(hotplug_disk_xml(d), "<source dev='/var/run/kubevirt/hotplug-disks/hp2'/>"));
+  CHECK_FALSE(has(hotplug_disk_xml(d), "<readonly/>"));
+
+  CHECK(free_scsi_target({}) == "sda");
+  CHECK(free_scsi_target({"vda", "sda", "sdb", "sdd"}) == "sdc");
+  std::vector<std::string> used;
+  for (char c = 'a'; c <= 'z'; ++c) used.push_back(std::string("sd") + c);
+  CHECK(free_scsi_target(used) == "sdaa");
+}
