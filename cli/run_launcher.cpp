@@ -1,5 +1,6 @@
 #include "cli/run_launcher.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -153,6 +154,9 @@ int run_launcher(const launcher::LaunchOptions& opts, const LaunchHooks& hooks) 
   in.cpu_set = pod_cpu_set();
   auto plan = launcher::plan_launch(vmi, *checked->caps, in);
   if (!plan) return print_violations(plan.error());
+  for (auto& d : plan->disks)
+    d.preallocated = std::find(opts.preallocated_volumes.begin(), opts.preallocated_volumes.end(), d.name) !=
+                     opts.preallocated_volumes.end();
   launcher::PrepareOptions po;
   if (!opts.firmware_dir.empty()) po.firmware_dirs = {opts.firmware_dir};
   else po.firmware_dirs = {qemu ? "/usr/share/OVMF" : "/usr/share/cloud-hypervisor"};
@@ -248,6 +252,7 @@ int run_launcher(const launcher::LaunchOptions& opts, const LaunchHooks& hooks) 
     xo.run_as = std::make_pair(::geteuid(), ::getegid());
     xo.state_dir = fs::absolute(dir).lexically_normal().string();
     xo.smbios = opts.smbios;
+    xo.mem_balloon_stats_period = opts.mem_balloon_stats_period;
     libvirt::LibvirtDriverOptions lo;
     lo.domain_name = libvirt::domain_name(vmi);
     lo.domain_xml = libvirt::to_domain_xml(vmi, *plan, xo);

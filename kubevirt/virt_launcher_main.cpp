@@ -252,6 +252,8 @@ int virt_launcher_main(const std::vector<std::string>& argv, const launcher::Run
   while (!launched) {
     std::string vmi_text;
     std::optional<chl::launcher::SmbiosSystem> smbios;
+    std::vector<std::string> preallocated;
+    std::uint32_t balloon_stats = 0;
     if (standalone) {
       vmi_text = std::move(*standalone);
       standalone.reset();
@@ -262,9 +264,13 @@ int virt_launcher_main(const std::vector<std::string>& argv, const launcher::Run
       // VirtualMachineOptions.VirtualMachineSMBios: KubeVirt's cluster SMBIOS setting.
       if (const auto& s = req->options.smbios)
         smbios = chl::launcher::SmbiosSystem{s->manufacturer, s->product, s->version, s->sku, s->family};
+      preallocated = req->options.preallocated_volumes;
+      balloon_stats = req->options.mem_balloon_stats_period;
     }
     chl::launcher::LaunchOptions this_launch = lo;
     this_launch.smbios = smbios;
+    this_launch.preallocated_volumes = std::move(preallocated);
+    this_launch.mem_balloon_stats_period = balloon_stats;
     launcher::LaunchHooks hooks;
     hooks.vmi_text = vmi_text;
     hooks.on_failure = [&handler](const std::string& msg, int) { handler.launch_failed(msg); };

@@ -6,10 +6,12 @@
 //   3  the VM crashed (guest panic, the VMM died under it, or it was ended as Shutoff/Failed
 //      because the launcher lost the VMM's event monitor)
 //   4  the VM was forced off (grace period expired, or `kill`)
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace chl::launcher {
 
@@ -65,6 +67,12 @@ struct LaunchOptions {
   // SMBIOS system fields for the guest (virt-launcher mode: from Sync's options). The libvirt
   // path writes them into the domain's sysinfo; Cloud Hypervisor has no such fields.
   std::optional<SmbiosSystem> smbios;
+  // Sync's options.preallocatedVolumes: volumes CDI preallocated, kept allocated (no discard:
+  // Cloud Hypervisor's sparse=false, libvirt without discard='unmap'), as KubeVirt does.
+  std::vector<std::string> preallocated_volumes;
+  // Sync's options.memBalloonStatsPeriod (seconds, 0 = none): the libvirt balloon's <stats
+  // period>; Cloud Hypervisor's path attaches no balloon.
+  std::uint32_t mem_balloon_stats_period = 0;
 };
 
 }  // namespace chl::launcher

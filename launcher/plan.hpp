@@ -80,6 +80,7 @@ struct PlannedDisk {
   std::string serial;
   std::uint32_t num_queues = 0;  // 0 = hypervisor default
   bool qcow2_overlay = false;    // a qcow2 with a backing file
+  bool preallocated = false;     // keep it allocated: no discard (Sync's preallocatedVolumes)
   std::size_t spec_index = 0;    // index in spec.domain.devices.disks
 };
 

@@ -54,6 +54,7 @@ vmm_api::VmConfig to_ch_vm_config(const launcher::LaunchPlan& plan) {
       if (d.direct) dc.direct = true;
       if (!d.serial.empty()) dc.serial = d.serial;
       if (d.num_queues) dc.num_queues = d.num_queues;
+      if (d.preallocated) dc.sparse = false;  // CH keeps it allocated: no holes punched on discard
       if (d.qcow2_overlay) {
         dc.image_type = "Qcow2";
         dc.backing_files = true;

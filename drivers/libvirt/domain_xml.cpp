@@ -212,6 +212,8 @@ std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan,
     else if (cache == "none")
       x << " io='native'";
     if (pd.num_queues > 0 && bus.name == "virtio") x << " queues='" << pd.num_queues << "'";
+    // KubeVirt lets the guest discard on every disk but a preallocated volume's.
+    if (!cdrom && !pd.preallocated) x << " discard='unmap'";
     x << "/>\n";
     x << "      <source" << attr("file", pd.path) << "/>\n";
     x << "      <target" << attr("dev", bus.sd ? target_name("sd", sd++) : target_name("vd", vd++))
@@ -261,7 +263,10 @@ std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan,
   if (plan.rng)
     x << "    <rng model='virtio'>\n      <backend model='random'>/dev/urandom</backend>\n    "
          "</rng>\n";
-  if (dev.autoattach_mem_balloon.value_or(true))
+  if (dev.autoattach_mem_balloon.value_or(true) && opts.mem_balloon_stats_period > 0)
+    x << "    <memballoon model='virtio'>\n      <stats period='" << opts.mem_balloon_stats_period
+      << "'/>\n    </memballoon>\n";
+  else if (dev.autoattach_mem_balloon.value_or(true))
     x << "    <memballoon model='virtio'/>\n";
   else
     x << "    <memballoon model='none'/>\n";

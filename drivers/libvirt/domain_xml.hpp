@@ -40,6 +40,7 @@ struct DomainXmlOptions {
   // SMBIOS system fields (manufacturer, product, version, sku, family); unset: KubeVirt's
   // defaults, manufacturer KubeVirt and product None.
   std::optional<launcher::SmbiosSystem> smbios;
+  std::uint32_t mem_balloon_stats_period = 0;  // seconds; 0 = no <stats> in the balloon
 };
 
 // The XML namespace of ch-launcher's element in <metadata>:

@@ -342,11 +342,28 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): memory hotplug within max
   auto j = nlohmann::json::parse(vmi_json());
   j["spec"]["domain"]["memory"] = {{"guest", "128Mi"}, {"maxGuest", "512Mi"}};
   j["status"]["memory"] = {{"guestAtBoot", "128Mi"}, {"guestCurrent", "128Mi"}, {"guestRequested", "128Mi"}};
+  // Two disks, one of them among Sync's preallocatedVolumes: Cloud Hypervisor keeps that one
+  // allocated (sparse: false), as KubeVirt leaves discard off for it.
+  j["spec"]["volumes"] = nlohmann::json::parse(R"([{"name": "pre", "emptyDisk": {"capacity": "4Mi"}},
+                                                   {"name": "thin", "emptyDisk": {"capacity": "4Mi"}}])");
+  j["spec"]["domain"]["devices"]["disks"] = nlohmann::json::parse(R"([{"name": "pre", "disk": {"bus": "virtio"}},
+                                                                       {"name": "thin", "disk": {"bus": "virtio"}}])");
   v1::VMIRequest vmi;
   vmi.mutable_vmi()->set_vmijson(j.dump());
+  vmi.mutable_options()->add_preallocatedvolumes("pre");
+  vmi.mutable_options()->set_memballoonstatsperiod(10);  // no balloon on Cloud Hypervisor: nothing to set
   v1::Response r;
   REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, vmi, &r); }).ok());
   REQUIRE_MESSAGE(r.success(), r.message() << "\n" << pod.output());
+  {
+    auto st = nlohmann::json::parse(chl::test::run_command({chl::test::launcher_binary(), "status", "--json", "--state-dir",
+                                                            (pod.ephemeral() / "ch-launcher").string()}).output);
+    std::map<std::string, bool> sparse;
+    for (const auto& d : st["info"]["config"]["disks"]) sparse[d.value("id", "")] = d.value("sparse", true);
+    CHECK_MESSAGE(sparse.count("pre"), st.dump());
+    CHECK_FALSE(sparse["pre"]);
+    CHECK(sparse["thin"]);
+  }
   j["spec"]["domain"]["memory"]["guest"] = "256Mi";
   vmi.mutable_vmi()->set_vmijson(j.dump());
   REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, vmi, &r); }).ok());

@@ -214,7 +214,7 @@ spec:
   CHECK(has(r.xml, "<target dev='sda' bus='sata'/>"));  // the cdrom boots first (bootOrder 1)
   CHECK(has(r.xml, "<target dev='sdb' bus='scsi'/>"));
   CHECK(has(r.xml, "<target dev='vda' bus='virtio'/>"));
-  CHECK(has(r.xml, "<driver name='qemu' type='qcow2'/>"));  // the ephemeral overlay
+  CHECK(has(r.xml, "<driver name='qemu' type='qcow2' discard='unmap'/>"));  // the ephemeral overlay
   CHECK(has(r.xml, "<loader readonly='yes' type='pflash'>"));
   CHECK(has(r.xml, "OVMF_VARS.fd"));
   CHECK(has(r.xml, "<model fallback='forbid'>Skylake-Server</model>"));
@@ -341,6 +341,21 @@ spec:
   };
   const std::string scsi = "<controller type='scsi' index='0' model='virtio-scsi'/>";
   CHECK(has(with("disableHotplug: false"), scsi));    // KubeVirt's default: hotplug on
+  // Sync's options: the balloon's statistics period; no discard on a preallocated volume.
+  {
+    Rendered r = render_text(base.substr(0, base.find("DISABLE")) + base.substr(base.find("DISABLE") + 7),
+                             {"inline", {{"root", "/pvc/root.img"}}});
+    CHECK(has(r.xml, "discard='unmap'"));
+    CHECK(has(r.xml, "<memballoon model='virtio'/>"));
+    DomainXmlOptions xo;
+    xo.mem_balloon_stats_period = 10;
+    REQUIRE(r.plan.disks.size() == 1);
+    r.plan.disks[0].preallocated = true;
+    const std::string x = to_domain_xml(r.vmi, r.plan, xo);
+    CHECK_FALSE(has(x, "discard="));
+    CHECK(has(x, "<memballoon model='virtio'>\n      <stats period='10'/>\n    </memballoon>"));
+    if (auto errors = schema_errors(x, "balloon-stats")) CHECK_MESSAGE(errors->empty(), *errors);
+  }
   CHECK_FALSE(has(with("disableHotplug: true"), scsi));
 
   HotplugDisk d{"hotplug-hp1", "/var/run/kubevirt/hotplug-disks/hp1.img", false, true, "sdb"};
