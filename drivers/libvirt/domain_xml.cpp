@@ -88,6 +88,13 @@ std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan,
       << "</chl:state-dir></chl:launcher>\n  </metadata>\n";
 
   // Memory (bytes; libvirt rounds to KiB) and its backing.
+  // Memory hotplug headroom (maxGuest) as KubeVirt gives it: <maxMemory>, and a virtio-mem
+  // device attached at the first SyncVirtualMachineMemory (libvirt_driver.cpp), on the one
+  // guest NUMA node below. (KubeVirt writes slots='0'; the libvirt here, 9.0, wants a count: one
+  // slot, which virtio-mem does not use.)
+  const bool memory_hotplug = plan.memory.hotplug_size > 0;
+  if (memory_hotplug)
+    x << "  <maxMemory slots='1' unit='b'>" << plan.memory.size + plan.memory.hotplug_size << "</maxMemory>\n";
   x << "  <memory unit='b'>" << plan.memory.size << "</memory>\n";
   if (plan.memory.hugepage_size > 0 || plan.memory.shared) {
     x << "  <memoryBacking>\n";
@@ -186,6 +193,9 @@ std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan,
   for (const auto& f : dom.cpu.features)
     x << "    <feature" << attr("policy", f.policy.empty() ? "require" : f.policy)
       << attr("name", f.name) << "/>\n";
+  if (memory_hotplug)
+    x << "    <numa>\n      <cell id='0' cpus='0-" << plan.cpus.max_vcpus - 1 << "' memory='" << plan.memory.size
+      << "' unit='b'/>\n    </numa>\n";
   x << "  </cpu>\n";
   x << "  <clock offset='utc'/>\n";
   x << "  <on_poweroff>destroy</on_poweroff>\n  <on_reboot>restart</on_reboot>\n  "

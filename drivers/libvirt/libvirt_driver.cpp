@@ -335,6 +335,11 @@ Result<json> LibvirtDriver::info() {
                      {"target", d.target},
                      {"device", d.device}});
   const auto ours = libvirt_domain_state(st, reason);
+  json memory_device;  // the virtio-mem device once memory was hotplugged
+  if (auto dev = live_virtio_mem(xml))
+    memory_device = {{"size_kib", live_size_kib(*dev, "size").value_or(0)},
+                     {"requested_kib", live_size_kib(*dev, "requested").value_or(0)},
+                     {"current_kib", live_size_kib(*dev, "current").value_or(0)}};
   return json{{"config",
                {{"cpus", {{"boot_vcpus", in.nrVirtCpu}, {"max_vcpus", max_vcpus}}},
                 {"memory", {{"size", std::uint64_t{in.maxMem} * 1024}}},
@@ -349,6 +354,7 @@ Result<json> LibvirtDriver::info() {
               {"memory_kib", in.memory},
               {"vcpus", in.nrVirtCpu},
               {"cpu_time_ns", in.cpuTime},
+              {"virtio_mem", memory_device},
               {"accel", to_string(opts_.accel.accel)}};
 }
 
@@ -415,12 +421,55 @@ Status LibvirtDriver::remove_device(const std::string& id) {
 }
 Status LibvirtDriver::resize(std::optional<std::uint32_t> vcpus, std::optional<std::uint64_t> memory_bytes) {
   // vCPUs: the domain XML has <vcpu current='boot'>max</vcpu>, so libvirt plugs (or unplugs)
-  // vCPUs up to max live. Memory would need DIMM devices: not done on this path.
-  if (memory_bytes) return fail(std::errc::operation_not_supported, std::string("memory hotplug: ") + kNotSupported);
-  if (!vcpus) return {};
+  // vCPUs up to max live. Memory: a virtio-mem device, as KubeVirt's UpdateGuestMemory.
   CHL_TRY_VOID(need_domain());
+  if (memory_bytes) CHL_TRY_VOID(resize_memory(*memory_bytes));
+  if (!vcpus) return {};
   if (virDomainSetVcpusFlags(dom_.get(), *vcpus, VIR_DOMAIN_AFFECT_LIVE) != 0)
     return libvirt_fail("setting " + std::to_string(*vcpus) + " vCPUs");
+  return {};
+}
+
+// Memory hotplug as KubeVirt does it on QEMU: the domain has <maxMemory>; the first resize
+// attaches a virtio-mem device on node 0 whose size is the headroom (max - boot) and whose
+// `requested` is what is added to the boot memory (2 MiB blocks); later ones change `requested`
+// on the live device. The guest's virtio-mem driver plugs the blocks; libvirt reports `current`.
+Status LibvirtDriver::resize_memory(std::uint64_t bytes) {
+  CHL_TRY(auto xml, live_xml());
+  const auto max = live_size_kib(xml, "maxMemory");
+  const auto total = live_size_kib(xml, "memory");
+  if (!max || !total)
+    return fail(std::errc::operation_not_supported,
+                "memory hotplug: the domain has no memory headroom (spec.domain.memory.maxGuest)");
+  const auto device = live_virtio_mem(xml);
+  const std::uint64_t plugged = device ? live_size_kib(*device, "size").value_or(0) : 0;
+  const std::uint64_t boot = *total - std::min(*total, plugged);
+  const std::uint64_t want = bytes / 1024;
+  if (want < boot)
+    return fail(std::errc::invalid_argument, "memory hotplug: " + std::to_string(want) + " KiB is less than the " +
+                                                 std::to_string(boot) + " KiB the domain booted with");
+  if (want > *max)
+    return fail(std::errc::invalid_argument, "memory hotplug: " + std::to_string(want) + " KiB is more than the domain's " +
+                                                 std::to_string(*max) + " KiB maximum");
+  const std::uint64_t requested = want - boot;
+  std::string dev;
+  if (device) {
+    dev = *device;
+    const auto open = dev.find("<requested");
+    const auto close = dev.find("</requested>");
+    if (open == std::string::npos || close == std::string::npos)
+      return fail(std::errc::protocol_error, "memory hotplug: the live virtio-mem device has no <requested>");
+    dev.replace(open, close - open, "<requested unit='KiB'>" + std::to_string(requested));
+    if (virDomainUpdateDeviceFlags(dom_.get(), dev.c_str(), VIR_DOMAIN_DEVICE_MODIFY_LIVE) != 0)
+      return libvirt_fail("memory hotplug: requesting " + std::to_string(requested) + " KiB of the virtio-mem device");
+  } else {
+    dev = "<memory model='virtio-mem'>\n  <target>\n    <size unit='KiB'>" + std::to_string(*max - boot) +
+          "</size>\n    <node>0</node>\n    <block unit='KiB'>2048</block>\n    <requested unit='KiB'>" +
+          std::to_string(requested) + "</requested>\n  </target>\n</memory>\n";
+    if (virDomainAttachDeviceFlags(dom_.get(), dev.c_str(), VIR_DOMAIN_AFFECT_LIVE) != 0)
+      return libvirt_fail("memory hotplug: attaching a virtio-mem device of " + std::to_string(*max - boot) + " KiB");
+  }
+  CHL_LOG_INFO("memory hotplug: {} KiB requested beyond the {} KiB booted", requested, boot);
   return {};
 }
 

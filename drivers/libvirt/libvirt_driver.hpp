@@ -82,6 +82,7 @@ class LibvirtDriver final : public launcher::Driver {
   common::Status connect();
   common::Result<std::optional<std::string>> pty_from_live_xml();
   common::Result<std::string> live_xml();
+  common::Status resize_memory(std::uint64_t bytes);
   void cleanup();
   pid_t read_qemu_pid() const;
   common::Status need_domain() const;

@@ -1,5 +1,7 @@
 #include "drivers/libvirt/live_xml.hpp"
 
+#include <charconv>
+
 #include "common/xml_escape.hpp"
 
 namespace chl::libvirt {
@@ -73,6 +75,32 @@ std::vector<LiveDisk> live_disks(std::string_view xml) {
     out.push_back(std::move(d));
   }
   return out;
+}
+
+std::optional<std::uint64_t> live_size_kib(std::string_view xml, std::string_view element) {
+  auto tag = find_tag(xml, element);
+  if (tag.empty() || tag[tag.size() - 2] == '/') return std::nullopt;
+  const auto start = static_cast<std::size_t>(tag.data() - xml.data()) + tag.size();
+  const auto end = xml.find('<', start);
+  if (end == std::string_view::npos) return std::nullopt;
+  std::uint64_t v = 0;
+  const auto text = xml.substr(start, end - start);
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || p != text.data() + text.size()) return std::nullopt;
+  const std::string unit = attr(tag, "unit").value_or("KiB");
+  if (unit == "KiB" || unit == "k") return v;
+  if (unit == "b" || unit == "bytes") return v / 1024;
+  if (unit == "MiB" || unit == "M") return v * 1024;
+  if (unit == "GiB" || unit == "G") return v * 1024 * 1024;
+  return std::nullopt;
+}
+
+std::optional<std::string> live_virtio_mem(std::string_view xml) {
+  auto devices = xml.find("<devices>");
+  if (devices == std::string_view::npos) return std::nullopt;
+  for (auto b : blocks(xml.substr(devices), "memory"))
+    if (attr(find_tag(b, "memory"), "model") == "virtio-mem") return std::string(b);
+  return std::nullopt;
 }
 
 std::optional<std::string> live_serial_pty(std::string_view xml) {

@@ -3,6 +3,7 @@
 // disks (status) and the console PTY QEMU opened. libvirt writes it in one canonical form
 // (attributes in single quotes, escaped); these readers take only what they name and ignore
 // the rest. Pure: no libvirt call.
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -20,6 +21,14 @@ struct LiveDisk {
 };
 
 std::vector<LiveDisk> live_disks(std::string_view xml);
+
+// A size element of the domain, in KiB: the top-level <memory> or <maxMemory> ("memory",
+// "maxMemory"), or inside a block (<size>, <requested> of a memory device). libvirt writes KiB;
+// b, KiB, MiB and GiB are read. nullopt when absent or malformed.
+std::optional<std::uint64_t> live_size_kib(std::string_view xml, std::string_view element);
+
+// The first <memory model='virtio-mem'>…</memory> device, whole, as libvirt wrote it.
+std::optional<std::string> live_virtio_mem(std::string_view xml);
 
 // The host side of the first <serial type='pty'> (its <source path>), nullopt when there is none.
 std::optional<std::string> live_serial_pty(std::string_view xml);

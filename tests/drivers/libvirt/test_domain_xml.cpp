@@ -358,6 +358,20 @@ spec:
   }
   CHECK_FALSE(has(with("disableHotplug: true"), scsi));
 
+  // maxGuest: <maxMemory> and the guest NUMA node a virtio-mem device goes on; none without it.
+  {
+    std::string t = base;
+    t.replace(t.find("DISABLE"), 7, "");
+    t.replace(t.find("memory: {guest: 256Mi}"), 22, "memory: {guest: 256Mi, maxGuest: 1Gi}");
+    const std::string x = render_text(t, {"inline", {{"root", "/pvc/root.img"}}}).xml;
+    CHECK(has(x, "<maxMemory slots='1' unit='b'>1073741824</maxMemory>"));
+    CHECK(has(x, "<memory unit='b'>268435456</memory>"));
+    CHECK(has(x, "<cell id='0' cpus='0-3' memory='268435456' unit='b'/>"));  // maxSockets 4 by default
+    if (auto errors = schema_errors(x, "max-memory")) CHECK_MESSAGE(errors->empty(), *errors);
+    CHECK_FALSE(has(with(""), "<maxMemory"));
+    CHECK_FALSE(has(with(""), "<numa>"));
+  }
+
   HotplugDisk d{"hotplug-hp1", "/var/run/kubevirt/hotplug-disks/hp1.img", false, true, "sdb"};
   const std::string x = hotplug_disk_xml(d);
   CHECK(x == "<disk type='file' device='disk'>\n"

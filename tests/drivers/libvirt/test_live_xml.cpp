@@ -86,3 +86,41 @@ TEST_CASE("live XML: the console PTY is the first pty serial's source path") {
                   .has_value());
   CHECK_FALSE(live_serial_pty("").has_value());
 }
+
+TEST_CASE("live XML: memory sizes in KiB and the virtio-mem device, as libvirt writes them after a hotplug") {
+  const char* live = R"(<domain type='qemu' id='3'>
+  <name>default_testvm</name>
+  <maxMemory slots='1' unit='KiB'>524288</maxMemory>
+  <memory unit='KiB'>524288</memory>
+  <currentMemory unit='KiB'>131072</currentMemory>
+  <devices>
+    <memballoon model='virtio'><alias name='balloon0'/></memballoon>
+    <memory model='virtio-mem'>
+      <target>
+        <size unit='KiB'>393216</size>
+        <node>0</node>
+        <block unit='KiB'>2048</block>
+        <requested unit='KiB'>131072</requested>
+        <current unit='KiB'>0</current>
+      </target>
+      <alias name='virtiomem0'/>
+      <address type='pci' domain='0x0000' bus='0x01' slot='0x00' function='0x0'/>
+    </memory>
+  </devices>
+</domain>)";
+  CHECK(live_size_kib(live, "maxMemory") == 524288u);
+  CHECK(live_size_kib(live, "memory") == 524288u);  // the top-level one, not the device
+  auto dev = live_virtio_mem(live);
+  REQUIRE(dev);
+  CHECK(dev->rfind("<memory model='virtio-mem'>", 0) == 0);
+  CHECK(dev->find("</memory>") == dev->size() - 9);
+  CHECK(live_size_kib(*dev, "size") == 393216u);
+  CHECK(live_size_kib(*dev, "requested") == 131072u);
+  CHECK(live_size_kib(*dev, "current") == 0u);
+  CHECK(live_size_kib("<memory unit='b'>134217728</memory>", "memory") == 131072u);
+  CHECK(live_size_kib("<memory unit='MiB'>2</memory>", "memory") == 2048u);
+  CHECK_FALSE(live_size_kib("<memory unit='KiB'>12x</memory>", "memory"));
+  CHECK_FALSE(live_size_kib("<memory unit='furlongs'>1</memory>", "memory"));
+  CHECK_FALSE(live_size_kib("<domain/>", "maxMemory"));
+  CHECK_FALSE(live_virtio_mem("<domain><devices><memory model='dimm'/></devices></domain>"));
+}
