@@ -9,11 +9,7 @@
 #include "tests/kubevirt/virt_launcher_harness.hpp"
 
 TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): Info, Sync, ADDED then Running, GetDomain/Stats, pause, console, shutdown, final NoState, exit 0") {
-  if (!fs::exists(chl::test::guest_kernel())) {
-    chl::test::skip("the PVH test guest is not built");
-    return;
-  }
-  if (kQemu && !chl::test::libvirt_runnable()) return;  // says why
+  if (!guest_runnable()) return;
   Pod pod;
   chl::test::TestNotifyServer notify(pod.share() / "domain-notify-pipe.sock");
   pod.start();
@@ -155,10 +151,7 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): Info, Sync, ADDED then Ru
     { std::ofstream(pod.hotplug() / "hp1.img").put('\0'); }
     fs::resize_file(pod.hotplug() / "hp1.img", 1 << 20);
     auto hj = nlohmann::json::parse(vmi_json());
-    const auto status_json = [&] {
-      return chl::test::run_command({chl::test::launcher_binary(), "status", "--json", "--state-dir",
-                                     (pod.ephemeral() / "ch-launcher").string()}).output;
-    };
+    const auto status_json = [&] { return pod.status_text(); };
     hj["spec"]["volumes"] = nlohmann::json::parse(R"([{"name": "hp1", "persistentVolumeClaim": {"claimName": "hp1-pvc", "hotpluggable": true}}])");
     hj["spec"]["domain"]["devices"]["disks"] = nlohmann::json::parse(R"([{"name": "hp1", "disk": {"bus": "scsi"}}])");
     hj["status"]["volumeStatus"] = nlohmann::json::parse(
@@ -200,9 +193,8 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): Info, Sync, ADDED then Ru
   // The launcher confined itself once the VMM ran, gRPC transport and all (its own command socket
   // moved into the state directory under the ephemeral-disk dir).
   {
-    auto st = chl::test::run_command({chl::test::launcher_binary(), "status", "--json", "--state-dir",
-                                      (pod.ephemeral() / "ch-launcher").string()});
-    CHECK_MESSAGE(st.output.find("\"seccomp\":\"enforce\"") != std::string::npos, st.output);
+    const std::string st = pod.status_text();
+    CHECK_MESSAGE(st.find("\"seccomp\":\"enforce\"") != std::string::npos, st);
   }
   REQUIRE(call([&](auto& c) { return cmd->GetDomain(&c, empty, &dom); }).ok());
   auto d = nlohmann::json::parse(dom.domain());
@@ -277,11 +269,7 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): Info, Sync, ADDED then Ru
 }
 
 TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): SIGTERM before any Sync ends the launcher at once, exit 0, nothing left") {
-  if (kQemu && !chl::test::libvirt_runnable()) return;  // says why
-  if (!fs::exists(chl::test::guest_kernel())) {
-    chl::test::skip("the PVH test guest is not built");
-    return;
-  }
+  if (!guest_runnable()) return;
   Pod pod;
   pod.start();
   const auto sock = chl::kubevirt::ready_socket_path(pod.share());
@@ -328,11 +316,7 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): --hypervisor is KubeVirt'
 }
 
 TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): memory hotplug within maxGuest — Sync accepts the new size, SyncVirtualMachineMemory resizes, a step CH cannot add, beyond maxGuest or less is refused") {
-  if (kQemu && !chl::test::libvirt_runnable()) return;  // says why
-  if (!fs::exists(chl::test::guest_kernel())) {
-    chl::test::skip("the PVH test guest is not built");
-    return;
-  }
+  if (!guest_runnable()) return;
   Pod pod;
   chl::test::TestNotifyServer notify(pod.share() / "domain-notify-pipe.sock");
   pod.start();
@@ -355,10 +339,7 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): memory hotplug within max
   v1::Response r;
   REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, vmi, &r); }).ok());
   REQUIRE_MESSAGE(r.success(), r.message() << "\n" << pod.output());
-  const auto status = [&] {
-    return nlohmann::json::parse(chl::test::run_command({chl::test::launcher_binary(), "status", "--json", "--state-dir",
-                                                         (pod.ephemeral() / "ch-launcher").string()}).output);
-  };
+  const auto status = [&] { return pod.status(); };
   if (!kQemu) {
     const auto st = status();
     std::map<std::string, bool> sparse;
@@ -411,11 +392,7 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): memory hotplug within max
 // are attached before the Sync answers, as KubeVirt's converter includes only mounted ones; one
 // not mounted yet is attached by the Sync after its mount.
 TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a first Sync with hotplug volumes attaches the mounted ones, a later Sync the rest") {
-  if (kQemu && !chl::test::libvirt_runnable()) return;  // says why
-  if (!fs::exists(chl::test::guest_kernel())) {
-    chl::test::skip("the PVH test guest is not built");
-    return;
-  }
+  if (!guest_runnable()) return;
   Pod pod;
   chl::test::TestNotifyServer notify(pod.share() / "domain-notify-pipe.sock");
   fs::create_directories(pod.hotplug());
@@ -428,10 +405,7 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a first Sync with hotplug
   const auto sock = chl::kubevirt::ready_socket_path(pod.share());
   REQUIRE_MESSAGE(chl::test::wait_until(10s, [&] { return fs::exists(sock); }), pod.output());
   auto cmd = v1::Cmd::NewStub(grpc::CreateChannel("unix:" + sock.string(), grpc::InsecureChannelCredentials()));
-  const auto status_json = [&] {
-    return chl::test::run_command({chl::test::launcher_binary(), "status", "--json", "--state-dir",
-                                   (pod.ephemeral() / "ch-launcher").string()}).output;
-  };
+  const auto status_json = [&] { return pod.status_text(); };
   auto j = nlohmann::json::parse(vmi_json());
   j["spec"]["volumes"] = nlohmann::json::parse(R"([
     {"name": "hp1", "persistentVolumeClaim": {"claimName": "hp1-pvc", "hotpluggable": true}},

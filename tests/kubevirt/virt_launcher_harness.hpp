@@ -127,7 +127,24 @@ struct Pod {
     child = std::move(*c);
   }
   std::string output() const { return chl::test::read_file(out()); }
+  // `ch-launcher status --json` of the launcher's state directory (under the ephemeral-disk dir).
+  std::string status_text() const {
+    return chl::test::run_command({chl::test::launcher_binary(), "status", "--json", "--state-dir",
+                                   (ephemeral() / "ch-launcher").string()}).output;
+  }
+  nlohmann::json status() const { return nlohmann::json::parse(status_text(), nullptr, false); }
 };
+
+// What a test booting the PVH guest needs: the guest built, and on the libvirt path a runnable
+// libvirt; false (having said why) otherwise.
+inline bool guest_runnable() {
+  if (kQemu && !chl::test::libvirt_runnable()) return false;  // says why
+  if (!fs::exists(chl::test::guest_kernel())) {
+    chl::test::skip("the PVH test guest is not built");
+    return false;
+  }
+  return true;
+}
 
 template <typename F>
 grpc::Status call(F&& f, std::chrono::seconds timeout = 60s) {
