@@ -317,7 +317,7 @@ TEST_CASE("domain XML: Sync's SMBIOS system fields go into the sysinfo (KubeVirt
   CHECK_FALSE(has(plain, "<entry name='family'>"));
 }
 
-TEST_CASE("domain XML: a virtio-scsi controller for hotplug volumes unless disableHotplug; a hotplug disk's XML") {
+TEST_CASE("domain XML: a virtio-scsi controller for hotplug volumes unless disableHotplug, a hotplug disk's XML, maxMemory, balloon stats, discard") {
   const std::string base = R"(apiVersion: kubevirt.io/v1
 kind: VirtualMachineInstance
 metadata: {name: hp, namespace: lab}
