@@ -85,21 +85,6 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): after virt-handler's phas
 
 namespace {
 
-// The processes in network namespace `ns` (named by `ip netns`): their pids.
-std::vector<pid_t> processes_in(const std::string& ns) {
-  struct stat want {};
-  std::vector<pid_t> out;
-  if (::stat(("/run/netns/" + ns).c_str(), &want) != 0) return out;
-  for (const auto& e : fs::directory_iterator("/proc")) {
-    const std::string name = e.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    struct stat got {};
-    if (::stat((e.path() / "ns/net").c_str(), &got) == 0 && got.st_dev == want.st_dev && got.st_ino == want.st_ino)
-      out.push_back(static_cast<pid_t>(std::stol(name)));
-  }
-  return out;
-}
-
 // What one run of the Linux test guest through the KubeVirt protocol gave.
 struct RealGuestRun {
   bool skipped = true;
@@ -110,7 +95,7 @@ struct RealGuestRun {
   std::string inbound, inbound6;        // the node's connection to the pod's 10.244.0.5:8080 / [fd00:10:244::5]:8080
   std::string outbound_from, outbound6_from;  // where the node's listener saw the guest's connection come from
   std::string before, after;            // netns_snapshot after phase 1 (before Sync), and after the launcher exited
-  std::vector<pid_t> left;              // processes left in the pod's namespace after the launcher exited
+  std::vector<long> left;              // processes left in the pod's namespace after the launcher exited
   std::string output;                   // the launcher's output
 };
 
@@ -224,7 +209,7 @@ RealGuestRun real_guest(const std::string& binding, bool ipv6 = false) {
   run.console = chl::test::read_socket_until(console, "chl-net: ready", 240s);
   if (run.console.find("chl-net: ready") != std::string::npos) {
     run.launcher_credentials = credentials(pod.child.pid());
-    for (pid_t p : processes_in(ns))
+    for (long p : chl::test::net::processes_in(ns))
     {
       std::string comm = chl::test::read_file("/proc/" + std::to_string(p) + "/comm");
       if (!comm.empty() && comm.back() == '\n') comm.pop_back();
@@ -243,8 +228,8 @@ RealGuestRun real_guest(const std::string& binding, bool ipv6 = false) {
   CHECK_MESSAGE(*st, pod.output());
   run.output = pod.output();
   // Nothing of the launcher's stays: libvirt's session daemons and QEMU go with it.
-  (void)chl::test::wait_until(15s, [&] { return processes_in(ns).empty(); });
-  run.left = processes_in(ns);
+  (void)chl::test::wait_until(15s, [&] { return chl::test::net::processes_in(ns).empty(); });
+  run.left = chl::test::net::processes_in(ns);
   run.after = chl::test::net::netns_snapshot(ns);
   return run;
 }
