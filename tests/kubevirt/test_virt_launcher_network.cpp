@@ -209,6 +209,9 @@ RealGuestRun real_guest(const std::string& binding, bool ipv6 = false) {
   run.console = chl::test::read_socket_until(console, "chl-net: ready", 240s);
   if (run.console.find("chl-net: ready") != std::string::npos) {
     run.launcher_credentials = credentials(pod.child.pid());
+    std::istringstream status(chl::test::read_file("/proc/" + std::to_string(pod.child.pid()) + "/status"));
+    for (std::string l; std::getline(status, l);)
+      if (l.rfind("VmRSS:", 0) == 0) MESSAGE("launcher RSS as uid 107, " << binding + (ipv6 ? " dual-stack" : "") << ", guest running: " << l);
     for (long p : chl::test::net::processes_in(ns))
     {
       std::string comm = chl::test::read_file("/proc/" + std::to_string(p) + "/comm");
