@@ -249,7 +249,11 @@ int run_launcher(const launcher::LaunchOptions& opts, const LaunchHooks& hooks) 
     if (accel.nested_pvm && !vmi.spec.domain.cpu.model.empty() && vmi.spec.domain.cpu.model != "host-model")
       CHL_LOG_WARN("accelerator: nested PVM KVM: the VMI's CPU model {} is replaced by qemu64", vmi.spec.domain.cpu.model);
     xo.emulator = emulator;
-    xo.run_as = std::make_pair(::geteuid(), ::getegid());
+    // As root, QEMU under qemu:///system runs as the launcher through a static DAC seclabel.
+    // Not root (KubeVirt's non-root launcher), libvirt's session daemon runs QEMU as its own
+    // user already and has no DAC security driver ("Security driver model 'dac' is not
+    // available"): no seclabel.
+    if (::geteuid() == 0) xo.run_as = std::make_pair(::geteuid(), ::getegid());
     xo.state_dir = fs::absolute(dir).lexically_normal().string();
     xo.smbios = opts.smbios;
     xo.mem_balloon_stats_period = opts.mem_balloon_stats_period;

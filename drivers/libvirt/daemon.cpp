@@ -1,12 +1,14 @@
 #include "drivers/libvirt/daemon.hpp"
 
 #include <fcntl.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <thread>
@@ -81,10 +83,11 @@ bool wait_for(std::chrono::milliseconds timeout, const std::function<bool()>& pr
 
 // Run `argv` (a daemon that forks into the background) and wait for its first process to exit 0.
 Status run_daemonizing(const std::vector<std::string>& argv, const fs::path& log,
-                       std::chrono::seconds timeout) {
+                       std::chrono::seconds timeout, const std::vector<std::string>& env = {}) {
   common::SpawnOptions so;
   so.argv = argv;
   so.env = {kPath, "LC_ALL=C"};
+  so.env.insert(so.env.end(), env.begin(), env.end());
   common::UniqueFd out(
       ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600));
   so.stdout_fd = out.get();
@@ -119,8 +122,8 @@ Status stop_pid(pid_t pid, const char* what) {
 }
 
 // Domains the daemon runs (-1 when it cannot be asked).
-int running_domains() {
-  VirConnect c(virConnectOpen("qemu:///system"));
+int running_domains(const std::string& uri) {
+  VirConnect c(virConnectOpen(uri.c_str()));
   if (!c) return -1;
   return virConnectNumOfDomains(c.get());
 }
@@ -186,6 +189,54 @@ Result<common::UniqueFd> lock_exclusive(const fs::path& path) {
 
 }  // namespace
 
+Result<LibvirtDaemonOptions> daemon_options_for_user() {
+  LibvirtDaemonOptions o;
+  const uid_t uid = ::geteuid();
+  if (uid == 0) return o;
+  const std::string who = "running as uid " + std::to_string(uid) + " (not root), libvirt's session daemon";
+  const char* rt = std::getenv("XDG_RUNTIME_DIR");
+  if (rt == nullptr || *rt == '\0')
+    return fail(std::errc::invalid_argument,
+                who + " needs XDG_RUNTIME_DIR (KubeVirt's non-root pod sets /var/run), and it is not set");
+  std::error_code ec;
+  if (!fs::is_directory(rt, ec))
+    return fail(std::errc::not_a_directory, who + " needs XDG_RUNTIME_DIR, and " + rt + " is not a directory");
+  // libvirt looks the user up (virGetUserName) and refuses a connection without a record:
+  // "Failed to find user record for uid '107'". KubeVirt's launcher image has qemu:107.
+  if (::getpwuid(uid) == nullptr)
+    return fail(std::errc::invalid_argument,
+                who + " needs a user record for uid " + std::to_string(uid) +
+                    " (/etc/passwd; KubeVirt's launcher image has qemu:107), and there is none");
+  const fs::path base = rt;
+  o.session = true;
+  o.private_qemu_conf = false;
+  o.run_dir = base / "ch-launcher" / "libvirt";
+  o.libvirtd_socket = base / "libvirt" / "libvirt-sock";
+  o.virtlogd_socket = base / "libvirt" / "virtlogd-sock";
+  o.session_env = {"XDG_RUNTIME_DIR=" + base.string()};
+  // Where the session daemon keeps its configuration and logs: KubeVirt's pod sets both to
+  // /var/run/kubevirt-private; left unset, beside our pid files rather than in a home
+  // directory the pod may not have.
+  const std::pair<const char*, const char*> homes[] = {{"XDG_CONFIG_HOME", "config"}, {"XDG_CACHE_HOME", "cache"}};
+  for (const auto& [key, sub] : homes) {
+    const char* v = std::getenv(key);
+    o.session_env.push_back(std::string(key) + "=" + (v != nullptr && *v != '\0' ? v : (o.run_dir / sub).string()));
+  }
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0')
+    o.session_env.push_back(std::string("HOME=") + home);
+  return o;
+}
+
+std::string connect_uri(const LibvirtDaemonOptions& opts) {
+  if (!opts.session) return "qemu:///system";
+  return "qemu+unix:///session?socket=" + opts.libvirtd_socket.string();
+}
+
+fs::path qemu_pid_dir(const LibvirtDaemonOptions& opts) {
+  if (!opts.session) return "/run/libvirt/qemu";
+  return opts.libvirtd_socket.parent_path() / "qemu" / "run";
+}
+
 Result<LibvirtDaemons> LibvirtDaemons::ensure(const LibvirtDaemonOptions& opts) {
   LibvirtDaemons d;
   d.opts_ = opts;
@@ -206,7 +257,7 @@ Result<LibvirtDaemons> LibvirtDaemons::ensure(const LibvirtDaemonOptions& opts) 
   if (unix_socket_answers(opts.libvirtd_socket)) {
     d.managed_ = live_pid_from_file(libvirtd_pid).has_value();
   } else {
-    if (::geteuid() != 0)
+    if (!opts.session && ::geteuid() != 0)
       return fail(std::errc::permission_denied,
                   "no libvirt daemon answers on " + opts.libvirtd_socket.string() +
                       " and starting one for qemu:///system needs root");
@@ -224,7 +275,8 @@ Result<LibvirtDaemons> LibvirtDaemons::ensure(const LibvirtDaemonOptions& opts) 
                    opts.virtlogd_socket.string(), *virtlogd);
       ::unlink(virtlogd_pid.c_str());
       CHL_TRY_VOID(common::wrap(
-          run_daemonizing({*virtlogd, "-d", "-p", virtlogd_pid.string()}, log, opts.start_timeout),
+          run_daemonizing({*virtlogd, "-d", "-p", virtlogd_pid.string()}, log, opts.start_timeout,
+                          opts.session_env),
           "starting virtlogd"));
       if (!wait_for(opts.start_timeout, [&] { return unix_socket_answers(opts.virtlogd_socket); }))
         return fail(std::errc::timed_out,
@@ -237,7 +289,10 @@ Result<LibvirtDaemons> LibvirtDaemons::ensure(const LibvirtDaemonOptions& opts) 
     auto unshare = common::find_program("unshare");
     const fs::path daemon_conf = opts.run_dir / "libvirtd.conf";
     CHL_TRY_VOID(write_config(daemon_conf, kLibvirtdConf));
-    if (opts.private_qemu_conf && unshare) {
+    if (opts.session) {
+      // QEMU runs as the launcher's user: no qemu.conf of ours, no mount namespace.
+      argv = {*libvirtd, "-d", "-f", daemon_conf.string(), "-p", libvirtd_pid.string()};
+    } else if (opts.private_qemu_conf && unshare) {
       const fs::path conf = opts.run_dir / "qemu.conf";
       CHL_TRY_VOID(write_config(conf, kQemuConf));
       // Positional parameters, no interpolation: paths never become shell code.
@@ -262,7 +317,8 @@ Result<LibvirtDaemons> LibvirtDaemons::ensure(const LibvirtDaemonOptions& opts) 
           unshare ? "private qemu.conf disabled" : "no unshare(1)");
       argv = {*libvirtd, "-d", "-f", daemon_conf.string(), "-p", libvirtd_pid.string()};
     }
-    CHL_TRY_VOID(common::wrap(run_daemonizing(argv, log, opts.start_timeout), "starting libvirtd"));
+    CHL_TRY_VOID(common::wrap(run_daemonizing(argv, log, opts.start_timeout, opts.session_env),
+                              "starting libvirtd"));
     if (!wait_for(opts.start_timeout, [&] { return unix_socket_answers(opts.libvirtd_socket); }))
       return fail(std::errc::timed_out, "starting libvirtd: " + opts.libvirtd_socket.string() +
                                             " does not answer within " +
@@ -281,17 +337,21 @@ LibvirtDaemons::~LibvirtDaemons() { release(); }
 
 std::optional<pid_t> LibvirtDaemons::libvirtd_pid() const {
   if (managed_) return live_pid_from_file(opts_.run_dir / "libvirtd.pid");
+  // A session daemon writes its pid file beside its socket ($XDG_RUNTIME_DIR/libvirt).
+  if (opts_.session) return live_pid_from_file(opts_.libvirtd_socket.parent_path() / "libvirtd.pid");
   return live_pid_from_file("/run/libvirtd.pid");
 }
 
 std::optional<pid_t> LibvirtDaemons::virtlogd_pid() const {
   if (auto p = live_pid_from_file(opts_.run_dir / "virtlogd.pid")) return p;
+  if (opts_.session) return live_pid_from_file(opts_.virtlogd_socket.parent_path() / "virtlogd.pid");
   return live_pid_from_file("/run/virtlogd.pid");
 }
 
 std::string LibvirtDaemons::describe() const {
   auto pid = libvirtd_pid();
   std::string who = managed_ ? "ch-launcher's libvirtd" : "the host's libvirtd";
+  if (opts_.session) who = (managed_ ? "ch-launcher's session libvirtd" : "a session libvirtd") + std::string(" as uid ") + std::to_string(::geteuid());
   std::string s = who + " (pid " + (pid ? std::to_string(*pid) : "?");
   if (started_here_) s += ", started by this launcher";
   return s + ")";
@@ -314,7 +374,7 @@ void LibvirtDaemons::release() {
   }
   const auto libvirtd = live_pid_from_file(opts_.run_dir / "libvirtd.pid");
   // A libvirtd that died (killed) runs nothing: its virtlogd is still ours to stop.
-  if (int n = libvirtd ? running_domains() : 0; n != 0) {
+  if (int n = libvirtd ? running_domains(connect_uri(opts_)) : 0; n != 0) {
     CHL_LOG_INFO("libvirt: libvirtd runs {} other domain(s); leaving it running", n < 0 ? "unknown" : std::to_string(n));
     return;
   }

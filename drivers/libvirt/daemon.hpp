@@ -16,6 +16,13 @@
 // decides whether it is the last: a launcher never waits for another to finish its run. A daemon that was not started by a
 // launcher (no live pid file of ours) is never stopped.
 //
+// Session mode (the launcher is not root: KubeVirt's non-root virt-launcher, uid 107, no
+// capability): the daemons run as the launcher's user, in libvirt's session mode, under
+// $XDG_RUNTIME_DIR/libvirt (KubeVirt's pod sets XDG_RUNTIME_DIR=/var/run, XDG_CONFIG_HOME and
+// XDG_CACHE_HOME=/var/run/kubevirt-private: virt-controller's rendercontainer.go); QEMU runs as
+// that user too, so there is no qemu.conf to bind-mount (no mount namespace either: that would
+// need CAP_SYS_ADMIN). `daemon_options_for_user` picks the mode from the effective uid.
+//
 // Liveness is decided by connecting to the socket and by /proc/<pid>/stat (a killed daemon
 // can linger as a zombie: kill(pid, 0) still succeeds on it), never by the socket file's
 // existence or kill(pid, 0) alone.
@@ -41,7 +48,23 @@ struct LibvirtDaemonOptions {
   std::chrono::seconds start_timeout{60};
   // Bind-mount our qemu.conf (QEMU as root) over the host's in libvirtd's mount namespace.
   bool private_qemu_conf = true;
+  // libvirt's session daemon as the calling user (above); the paths above are then under
+  // $XDG_RUNTIME_DIR.
+  bool session = false;
+  std::vector<std::string> session_env;  // XDG_* and HOME handed to the session daemons
 };
+
+// The options for the calling process: root gets the defaults (qemu:///system); any other uid
+// gets session mode, its sockets in $XDG_RUNTIME_DIR/libvirt and our pid files and locks in
+// $XDG_RUNTIME_DIR/ch-launcher/libvirt, or an error naming XDG_RUNTIME_DIR when it is unset
+// or not a directory.
+common::Result<LibvirtDaemonOptions> daemon_options_for_user();
+// The URI the driver connects with: qemu:///system, or
+// qemu+unix:///session?socket=<libvirtd_socket> in session mode (as KubeVirt's non-root
+// virt-launcher connects).
+std::string connect_uri(const LibvirtDaemonOptions& opts);
+// Where libvirt writes <domain>.pid: /run/libvirt/qemu, or $XDG_RUNTIME_DIR/libvirt/qemu/run.
+std::filesystem::path qemu_pid_dir(const LibvirtDaemonOptions& opts);
 
 // True when something accepts a connection on the Unix socket `path`.
 bool unix_socket_answers(const std::filesystem::path& path);

@@ -9,10 +9,17 @@ namespace chl::libvirt {
 namespace {
 
 common::Result<LibvirtLaunch> create_driver(boost::asio::io_context& io, LibvirtDriverOptions options) {
-  auto daemons = LibvirtDaemons::ensure();
+  // Root: qemu:///system. Another uid (KubeVirt's non-root launcher): libvirt's session daemon.
+  auto dopts = daemon_options_for_user();
+  if (!dopts) return tl::unexpected(dopts.error().wrap("libvirt"));
+  if (dopts->session) {
+    options.uri = connect_uri(*dopts);
+    options.qemu_pid_dir = qemu_pid_dir(*dopts);
+  }
+  auto daemons = LibvirtDaemons::ensure(*dopts);
   if (!daemons) return tl::unexpected(daemons.error().wrap("libvirt"));
   if (!options.taps.empty()) {
-    if (auto st = check_daemon_network_namespace(LibvirtDaemonOptions{}.libvirtd_socket, options.taps); !st)
+    if (auto st = check_daemon_network_namespace(dopts->libvirtd_socket, options.taps); !st)
       return tl::unexpected(st.error().wrap("libvirt"));
   }
   LibvirtLaunch out;

@@ -1,7 +1,11 @@
 // virt-launcher mode and the pod network as KubeVirt wires it (test_virt_launcher.cpp says how
 // these are built and run): virt-handler's phase 1 missing or done, and a real guest's lease
 // through phase 2 on the libvirt path.
+#include <sys/stat.h>
+
+#include <atomic>
 #include <functional>
+#include <thread>
 
 #include "tests/kubevirt/virt_launcher_harness.hpp"
 
@@ -81,37 +85,56 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): after virt-handler's phas
 
 namespace {
 
+// What one run of the Linux test guest through the KubeVirt protocol gave.
+struct RealGuestRun {
+  bool skipped = true;
+  std::string console;                  // the guest's console until "chl-net: ready"
+  std::string launcher_credentials;     // credentials(launcher) while the guest ran
+  std::vector<std::string> pod_processes;  // "comm: credentials" of each process in the pod's namespace then
+  std::string loopback;                 // the pod's own 127.0.0.1:8080 (masquerade's output-chain DNAT)
+  std::string inbound, inbound6;        // the node's connection to the pod's 10.244.0.5:8080 / [fd00:10:244::5]:8080
+  std::string outbound_from, outbound6_from;  // where the node's listener saw the guest's connection come from
+  std::string before, after;            // netns_snapshot after phase 1 (before Sync), and after the launcher exited
+  std::vector<long> left;              // processes left in the pod's namespace after the launcher exited
+  std::string output;                   // the launcher's output
+};
+
 // The Linux test guest through the KubeVirt protocol on the libvirt path, after virt-handler's
-// phase 1 for `binding` ("masquerade" or "bridge"; `ipv6`: a dual-stack pod and the guest's
-// chl.ipv6): its console once it is ready ("" when skipped).
-std::string real_guest_console(const std::string& binding, bool ipv6 = false,
-                               const std::function<void(const std::string& ns)>& while_ready = {}) {
-  if (!chl::test::libvirt_runnable()) return "";  // says why
+// phase 1 for `binding` ("masquerade" or "bridge"; `ipv6`: a dual-stack pod, and the guest's
+// chl.ipv6), with the launcher as KubeVirt's non-root one (uid/gid 107, no capability:
+// PodNetns::start_non_root; libvirt's session daemon and QEMU then run as 107 too). The pod's
+// eth0 is cabled to a node namespace (10.244.0.1, fd00:10:244::1) that listens on 8081; the
+// guest connects there (chl.reach) and the node connects to the pod's 8080.
+RealGuestRun real_guest(const std::string& binding, bool ipv6 = false) {
+  RealGuestRun run;
+  if (!chl::test::libvirt_runnable()) return run;  // says why
   std::string why;
   auto guest = chl::test::find_linux_guest(&why);
   if (!guest) {
     chl::test::skip(why);
-    return "";
+    return run;
   }
   PodNetns pn;
   if (auto w = pn.up(); !w.empty()) {
     chl::test::skip(w);
-    return "";
+    return run;
   }
+  if (auto w = pn.add_node(ipv6); !w.empty()) {
+    chl::test::skip("a node namespace for the pod: " + w);
+    return run;
+  }
+  const std::string ns = pn.ns.name(), node = pn.node.name();
   Pod pod;
-  chl::test::net::Phase1 p1{pn.ns.name()};
+  chl::test::net::Phase1 p1{ns};
   if (binding == "bridge") {
     // The pod's interface as CNI made it (its MAC is the guest's: the VMI sets it here).
     const chl::test::net::PodIface iface{"02:00:00:aa:bb:cc", "10.244.0.5/24", "10.244.0.1"};
-    REQUIRE(chl::test::net::ip(pn.ns.name(), {"link", "set", "eth0", "address", iface.mac}) == "");
+    REQUIRE(chl::test::net::ip(ns, {"link", "set", "eth0", "address", iface.mac}) == "");
     fs::create_directories(pod.priv());
     const auto e = chl::test::net::kubevirt_phase1_bridge(p1, iface, pod.priv().string());
     REQUIRE_MESSAGE(e.empty(), e);
   } else {
-    if (ipv6) {
-      REQUIRE(chl::test::net::ip(pn.ns.name(), {"addr", "add", "fd00:10:244::5/64", "dev", "eth0", "nodad"}) == "");
-      p1.ipv6 = true;
-    }
+    p1.ipv6 = ipv6;
     const auto e = chl::test::net::kubevirt_phase1_masquerade(p1);
     REQUIRE_MESSAGE(e.empty(), e);
   }
@@ -123,16 +146,52 @@ std::string real_guest_console(const std::string& binding, bool ipv6 = false,
                                         guest->kernel.parent_path().string(), (kb / "initrd.cpio.gz").string()});
   if (initrd.exit_code == 3) {
     chl::test::skip(initrd.output);
-    return "";
+    return run;
   }
   REQUIRE_MESSAGE(initrd.exit_code == 0, initrd.output);
+  // The node's listeners, for the guest's way out through the pod interface.
+  auto listen4 = chl::test::net::tcp_listen(node, 8081);
+  REQUIRE(listen4);
+  chl::common::UniqueFd listen6;
+  if (ipv6) {
+    listen6 = chl::test::net::tcp_listen(node, 8081, true);
+    REQUIRE(listen6);
+  }
+  run.before = chl::test::net::netns_snapshot(ns);
   chl::test::TestNotifyServer notify(pod.share() / "domain-notify-pipe.sock");
-  auto cmd = pn.start(pod);
+  std::unique_ptr<v1::Cmd::Stub> cmd;
+  if (auto w = pn.start_non_root(pod, cmd); !w.empty()) {
+    chl::test::skip(w);
+    return run;
+  }
+  run.skipped = false;
+  // The node answers the guest's connection (one each) until the guest is ready: it connects
+  // before that.
+  std::atomic<bool> stop{false};
+  const auto answer = [&stop](int fd, const char* greeting, std::string& from) {
+    while (!stop && from.empty()) from = chl::test::net::accept_one(fd, 1s, greeting);
+  };
+  std::thread accept4([&] { answer(listen4.get(), "hello-from-node\n", run.outbound_from); });
+  std::thread accept6([&] {
+    if (ipv6) answer(listen6.get(), "hello-from-node6\n", run.outbound6_from);
+  });
+  struct Joined {  // also when a REQUIRE below throws
+    std::atomic<bool>& stop;
+    std::thread &a, &b;
+    void join() {
+      stop = true;
+      if (a.joinable()) a.join();
+      if (b.joinable()) b.join();
+    }
+    ~Joined() { join(); }
+  } joined{stop, accept4, accept6};
   auto j = nlohmann::json::parse(vmi_json());
   j["spec"]["domain"]["memory"]["guest"] = "256Mi";
   j["status"]["memory"] = {{"guestAtBoot", "256Mi"}, {"guestCurrent", "256Mi"}, {"guestRequested", "256Mi"}};
+  std::string args = "console=ttyS0 quiet panic=-1 chl.reach=10.244.0.1,8081";
+  if (ipv6) args += " chl.ipv6 chl.reach=fd00:10:244::1,8081";
   j["spec"]["domain"]["firmware"]["kernelBoot"] = {
-      {"kernelArgs", ipv6 ? "console=ttyS0 quiet panic=-1 chl.ipv6" : "console=ttyS0 quiet panic=-1"},
+      {"kernelArgs", args},
       {"container", {{"image", "registry.example/linux:1"}, {"kernelPath", "/vmlinuz"}, {"initrdPath", "/initrd.cpio.gz"}}}};
   j["spec"]["domain"]["devices"]["interfaces"] =
       nlohmann::json::parse(R"([{"name": "default", "macAddress": "02:00:00:aa:bb:cc"}])");
@@ -146,46 +205,116 @@ std::string real_guest_console(const std::string& binding, bool ipv6 = false,
   REQUIRE_MESSAGE(r.success(), r.message() << "\n" << pod.output());
   // virtctl console's way in: the guest's lease, printed by its /init.
   const auto console = pod.priv() / kUid / "virt-serial0";
-  REQUIRE(chl::test::wait_until(30s, [&] { return fs::exists(console); }));
-  const std::string got = chl::test::read_socket_until(console, "chl-net: ready", 180s);
-  if (while_ready && got.find("chl-net: ready") != std::string::npos) while_ready(pn.ns.name());
+  REQUIRE_MESSAGE(chl::test::wait_until(30s, [&] { return fs::exists(console); }), pod.output());
+  run.console = chl::test::read_socket_until(console, "chl-net: ready", 240s);
+  if (run.console.find("chl-net: ready") != std::string::npos) {
+    run.launcher_credentials = credentials(pod.child.pid());
+    std::istringstream status(chl::test::read_file("/proc/" + std::to_string(pod.child.pid()) + "/status"));
+    for (std::string l; std::getline(status, l);)
+      if (l.rfind("VmRSS:", 0) == 0) MESSAGE("launcher RSS as uid 107, " << binding + (ipv6 ? " dual-stack" : "") << ", guest running: " << l);
+    for (long p : chl::test::net::processes_in(ns))
+    {
+      std::string comm = chl::test::read_file("/proc/" + std::to_string(p) + "/comm");
+      if (!comm.empty() && comm.back() == '\n') comm.pop_back();
+      run.pod_processes.push_back(comm + ": " + credentials(p));
+    }
+    std::string back;
+    if (chl::test::net::tcp_connect(node, "10.244.0.5", 8080, 10s, &back) == 0) run.inbound = back;
+    if (ipv6 && chl::test::net::tcp_connect(node, "fd00:10:244::5", 8080, 10s, &back) == 0) run.inbound6 = back;
+    if (binding == "masquerade")
+      run.loopback = chl::test::run_command({"ip", "netns", "exec", ns, "sh", "-c", "echo | busybox nc -w 5 127.0.0.1 8080"}).output;
+  }
+  joined.join();
   REQUIRE(call([&](auto& c) { return cmd->KillVirtualMachine(&c, vmi, &r); }).ok());
   auto st = pod.child.wait_for(60s);
   REQUIRE(st);
-  REQUIRE(*st);
-  return got;
+  CHECK_MESSAGE(*st, pod.output());
+  run.output = pod.output();
+  // Nothing of the launcher's stays: libvirt's session daemons and QEMU go with it.
+  (void)chl::test::wait_until(15s, [&] { return chl::test::net::processes_in(ns).empty(); });
+  run.left = chl::test::net::processes_in(ns);
+  run.after = chl::test::net::netns_snapshot(ns);
+  return run;
+}
+
+// A real guest needs a real VMM: the libvirt path (QEMU, TCG here) runs these cases; on Cloud
+// Hypervisor the VMM double runs no guest, and these cases do not drive a real CH yet.
+void skip_without_real_vmm() {
+  chl::test::skip("a real guest through the protocol is run on the libvirt path only (test_virt_launcher_qemu): the VMM "
+                  "double runs no guest, and this case does not drive a real Cloud Hypervisor yet");
+}
+
+// What every real-guest run asserts: the launcher and everything it started in the pod ran as
+// uid/gid 107 with no capability; the namespace's links, addresses and nftables rules are
+// exactly as phase 1 left them (not even libvirt's noqueue qdisc on the tap: without
+// CAP_NET_ADMIN it cannot set it); nothing is left running.
+void check_non_root_and_untouched(const RealGuestRun& run) {
+  const std::string none = "0000000000000000";
+  const std::string want = "Uid=107,107,107,107 Gid=107,107,107,107 CapPrm=" + none + " CapEff=" + none +
+                           " CapBnd=" + none + " CapAmb=" + none + " NoNewPrivs=1";
+  CHECK_MESSAGE(run.launcher_credentials == want, run.launcher_credentials);
+  // The launcher, libvirtd, virtlogd and QEMU.
+  CHECK_MESSAGE(run.pod_processes.size() >= 4, run.pod_processes.size());
+  bool qemu = false;
+  for (const auto& p : run.pod_processes) {
+    CHECK_MESSAGE(p.find(want) != std::string::npos, p);
+    qemu = qemu || p.rfind("qemu-system", 0) == 0;
+  }
+  CHECK(qemu);
+  // libvirt's session daemon, started by the launcher under the pod's XDG_RUNTIME_DIR.
+  CHECK_MESSAGE(run.output.find("libvirt: using ch-launcher's session libvirtd as uid 107") != std::string::npos, run.output);
+  CHECK_MESSAGE(run.after == run.before, "before Sync:\n" << run.before << "\nafter the launcher exited:\n" << run.after);
+  CHECK_MESSAGE(run.left.empty(), run.left.size() << " process(es) left in the pod's namespace");
 }
 
 }  // namespace
 
-TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a real guest gets its masquerade lease through phase 2 — the Linux test guest's udhcpc, the gateway answers") {
-  if (!kQemu) return;  // a real guest needs a real VMM: the libvirt path (QEMU, TCG here)
-  std::string forwarded;
-  const std::string got = real_guest_console("masquerade", false, [&forwarded](const std::string& ns) {
-    // A connection in the pod to a port of its own (virt-handler's output-chain DNAT of loopback,
-    // KubeVirt's rule for sidecars) reaches the guest's listener through the tap.
-    forwarded = chl::test::run_command({"ip", "netns", "exec", ns, "sh", "-c", "echo | busybox nc -w 5 127.0.0.1 8080"}).output;
-  });
-  if (got.empty()) return;  // skipped, saying why
-  CHECK_MESSAGE(forwarded.find("hello-from-guest") != std::string::npos, forwarded);
+TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a real guest behind masquerade, the launcher as uid 107 without capabilities — the lease and gateway, reached from the node and from the pod through port 8080, reaches the node through the pod interface, the namespace untouched") {
+  if (!kQemu) return skip_without_real_vmm();
+  const auto run = real_guest("masquerade");
+  if (run.skipped) return;  // skipped, saying why
+  const std::string& got = run.console;
   CHECK_MESSAGE(got.find("chl-net: lease ip=10.0.2.2 subnet=255.255.255.0 router=10.0.2.1 mtu=1500") != std::string::npos, got);
   CHECK_MESSAGE(got.find("chl-net: gateway ok") != std::string::npos, got);
+  // The node reaches the guest's listener through the pod's address (phase 1's prerouting DNAT).
+  CHECK_MESSAGE(run.inbound.find("hello-from-guest") != std::string::npos, run.inbound);
+  // A connection in the pod to a port of its own (virt-handler's output-chain DNAT of loopback,
+  // KubeVirt's rule for sidecars) reaches the guest's listener through the tap.
+  CHECK_MESSAGE(run.loopback.find("hello-from-guest") != std::string::npos, run.loopback);
+  // The guest reaches the node, which sees the pod's address (phase 1's masquerade).
+  CHECK_MESSAGE(got.find("chl-net: reach 10.244.0.1 8081: hello-from-node") != std::string::npos, got);
+  CHECK(run.outbound_from == "10.244.0.5");
+  check_non_root_and_untouched(run);
 }
 
-TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a real guest on a dual-stack pod reaches its IPv6 masquerade gateway through phase 2") {
-  if (!kQemu) return;
-  const std::string got = real_guest_console("masquerade", true);
-  if (got.empty()) return;
+TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a real guest on a dual-stack pod behind masquerade, the launcher as uid 107 — its IPv6 gateway, reached from the node over IPv6, reaches the node over IPv6 as the pod") {
+  if (!kQemu) return skip_without_real_vmm();
+  const auto run = real_guest("masquerade", true);
+  if (run.skipped) return;
+  const std::string& got = run.console;
   CHECK_MESSAGE(got.find("chl-net: lease ip=10.0.2.2") != std::string::npos, got);
-  // KubeVirt's static fd10:0:2::2/120 in the guest (busybox has no DHCPv6 client), fd10:0:2::1
-  // on phase 1's bridge answers.
+  // KubeVirt's static fd10:0:2::2/120 and gateway fd10:0:2::1 in the guest (busybox has no
+  // DHCPv6 client, and phase 2 sends no router advertisements, as KubeVirt's): the gateway on
+  // phase 1's bridge answers.
+  CHECK_MESSAGE(got.find("chl-net: ipv6 static gateway") != std::string::npos, got);
   CHECK_MESSAGE(got.find("chl-net: ipv6 gateway ok") != std::string::npos, got);
+  CHECK_MESSAGE(run.inbound6.find("hello-from-guest") != std::string::npos, run.inbound6);
+  CHECK_MESSAGE(got.find("chl-net: reach fd00:10:244::1 8081: hello-from-node6") != std::string::npos, got);
+  CHECK(run.outbound6_from == "fd00:10:244::5");
+  // And IPv4 the same.
+  CHECK_MESSAGE(run.inbound.find("hello-from-guest") != std::string::npos, run.inbound);
+  CHECK(run.outbound_from == "10.244.0.5");
+  check_non_root_and_untouched(run);
 }
 
-TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a real guest gets the pod's address over bridge binding through phase 2 — from virt-handler's DHCP cache") {
-  if (!kQemu) return;
-  const std::string got = real_guest_console("bridge");
-  if (got.empty()) return;
+TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a real guest over bridge binding, the launcher as uid 107 — the pod's address from virt-handler's DHCP cache, the node and the guest reach each other on the pod's segment") {
+  if (!kQemu) return skip_without_real_vmm();
+  const auto run = real_guest("bridge");
+  if (run.skipped) return;
+  const std::string& got = run.console;
   CHECK_MESSAGE(got.find("chl-net: lease ip=10.244.0.5 subnet=255.255.255.0 router=10.244.0.1 mtu=1500") != std::string::npos, got);
+  CHECK_MESSAGE(run.inbound.find("hello-from-guest") != std::string::npos, run.inbound);
+  CHECK_MESSAGE(got.find("chl-net: reach 10.244.0.1 8081: hello-from-node") != std::string::npos, got);
+  CHECK(run.outbound_from == "10.244.0.5");
+  check_non_root_and_untouched(run);
 }
-

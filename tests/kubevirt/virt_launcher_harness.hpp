@@ -11,9 +11,12 @@
 #include <grpcpp/grpcpp.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -89,6 +92,9 @@ struct Pod {
   chl::common::ChildProcess child;
   std::vector<std::string> prefix;  // e.g. `ip netns exec NS`: the launcher in a pod namespace
   std::string hypervisor = CHL_VL_HYPERVISOR;
+  // KubeVirt's non-root launcher: uid/gid 107, no capability (PodNetns::start_non_root).
+  bool non_root = false;
+  fs::path runtime_dir() const { return dir.path() / "run"; }  // XDG_RUNTIME_DIR (KubeVirt: /var/run)
 
   void start() {
     fs::create_directories(cdisks() / "kernel-boot");
@@ -116,7 +122,18 @@ struct Pod {
     argv.insert(argv.begin(), prefix.begin(), prefix.end());
     chl::common::SpawnOptions so;
     so.argv = argv;
-    for (char** e = environ; *e; ++e) so.env.emplace_back(*e);
+    for (char** e = environ; *e; ++e) {
+      const std::string_view v(*e);
+      if (non_root && (v.rfind("XDG_", 0) == 0 || v.rfind("HOME=", 0) == 0)) continue;
+      so.env.emplace_back(*e);
+    }
+    if (non_root) {
+      // As virt-controller's rendercontainer.go sets them for a non-root compute container.
+      so.env.push_back("XDG_RUNTIME_DIR=" + runtime_dir().string());
+      so.env.push_back("XDG_CONFIG_HOME=" + priv().string());
+      so.env.push_back("XDG_CACHE_HOME=" + priv().string());
+      so.env.push_back("HOME=" + priv().string());
+    }
     int fd = ::open(out().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     so.stdout_fd = fd;
     so.stderr_fd = fd;
@@ -194,17 +211,97 @@ struct PodNetns {
       if (!e.empty()) return e;
     return {};
   }
+  // The node this pod's eth0 is cabled to (its veth peer moved into a namespace of its own):
+  // 10.244.0.1/24 (and fd00:10:244::1/64 with `ipv6`), the pod's default route through it. ""
+  // when ready, else why not.
+  chl::test::net::Netns node{"chlvn" + std::to_string(::getpid())};
+  std::string add_node(bool ipv6) {
+    if (auto e = node.create(); !e.empty()) return e;
+    std::vector<std::string> errors = {
+        chl::test::net::ip(ns.name(), {"link", "set", "peer0", "netns", node.name()}),
+        chl::test::net::ip(node.name(), {"addr", "add", "10.244.0.1/24", "dev", "peer0"}),
+        chl::test::net::ip(node.name(), {"link", "set", "peer0", "up"}),
+        chl::test::net::ip(node.name(), {"link", "set", "lo", "up"}),
+        chl::test::net::ip(ns.name(), {"route", "add", "default", "via", "10.244.0.1"})};
+    if (ipv6)
+      for (auto e : {chl::test::net::ip(node.name(), {"addr", "add", "fd00:10:244::1/64", "dev", "peer0", "nodad"}),
+                     chl::test::net::ip(ns.name(), {"addr", "add", "fd00:10:244::5/64", "dev", "eth0", "nodad"}),
+                     chl::test::net::ip(ns.name(), {"-6", "route", "add", "default", "via", "fd00:10:244::1"})})
+        errors.push_back(e);
+    for (const auto& e : errors)
+      if (!e.empty()) return e;
+    return {};
+  }
   // Start the launcher in this namespace (`ip netns exec`); its command stub once it serves.
   std::unique_ptr<v1::Cmd::Stub> start(Pod& pod) {
     const auto ip_tool = chl::test::tool("ip");
     REQUIRE(ip_tool);
     pod.prefix = {*ip_tool, "netns", "exec", ns.name()};
+    return started(pod);
+  }
+  // The same as KubeVirt's non-root launcher: uid/gid 107 with no capability at all (setpriv:
+  // an empty bounding set, no_new_privs). The pod as KubeVirt's gives it to that launcher: its
+  // directories owned by 107, /dev/net/tun usable by any uid (the tun device plugin's node; this
+  // machine's is 0600, so a 0666 node is bind-mounted over it in the launcher's mount namespace,
+  // which `ip netns exec` made), and a user record for 107 (the launcher image's qemu:107:
+  // libvirt's session daemon refuses a uid without one: "Failed to find user record for uid
+  // '107'"), bind-mounted over /etc/passwd the same way. "" when started, else why the test
+  // must skip.
+  std::string start_non_root(Pod& pod, std::unique_ptr<v1::Cmd::Stub>& stub) {
+    const auto ip_tool = chl::test::tool("ip");
+    const auto setpriv = chl::test::tool("setpriv");
+    if (!ip_tool || !setpriv) return "needs ip and setpriv (util-linux) to start the launcher as uid 107";
+    if (::access("/dev/net/tun", F_OK) != 0) return "no /dev/net/tun";
+    pod.non_root = true;
+    fs::create_directories(pod.runtime_dir());
+    fs::create_directories(pod.priv());
+    const fs::path tun = pod.dir.path() / "tun", passwd = pod.dir.path() / "passwd";
+    if (::mknod(tun.c_str(), S_IFCHR | 0666, ::makedev(10, 200)) != 0 || ::chmod(tun.c_str(), 0666) != 0)
+      return "cannot make a tun node in " + pod.dir.path().string() + ": " + std::strerror(errno);
+    std::string users = chl::test::read_file("/etc/passwd");
+    if (users.find(":x:107:") == std::string::npos) users += "qemu:x:107:107:qemu user:" + pod.priv().string() + ":/sbin/nologin\n";
+    chl::test::write_file(passwd.string(), users);
+    ::chmod(passwd.c_str(), 0644);
+    for (const auto& e : fs::recursive_directory_iterator(pod.dir.path())) (void)::lchown(e.path().c_str(), 107, 107);
+    (void)::chown(pod.dir.path().c_str(), 107, 107);
+    pod.prefix = {*ip_tool, "netns", "exec", ns.name(), "/bin/sh", "-c",
+                  "t=$1 p=$2 s=$3; shift 3; mount --bind \"$t\" /dev/net/tun && mount --bind \"$p\" /etc/passwd && "
+                  "exec \"$s\" --reuid 107 --regid 107 --clear-groups --inh-caps -all --bounding-set -all --no-new-privs \"$@\"",
+                  "chl-pod", tun.string(), passwd.string(), *setpriv};
+    stub = started(pod);
+    return {};
+  }
+
+ private:
+  std::unique_ptr<v1::Cmd::Stub> started(Pod& pod) {
     pod.start();
     const auto sock = chl::kubevirt::ready_socket_path(pod.share());
     REQUIRE_MESSAGE(chl::test::wait_until(10s, [&] { return fs::exists(sock); }), pod.output());
     return v1::Cmd::NewStub(grpc::CreateChannel("unix:" + sock.string(), grpc::InsecureChannelCredentials()));
   }
 };
+
+// The launcher's credentials from /proc/PID/status: "uid=… gid=… CapPrm=… CapEff=… CapBnd=…
+// NoNewPrivs=…".
+inline std::string credentials(pid_t pid) {
+  std::istringstream status(chl::test::read_file("/proc/" + std::to_string(pid) + "/status"));
+  std::string out;
+  for (std::string l; std::getline(status, l);) {
+    const auto colon = l.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string key = l.substr(0, colon);
+    std::istringstream v(l.substr(colon + 1));
+    std::string first;
+    v >> first;  // Uid/Gid: real (the effective, saved and fs ids follow)
+    if (key == "Uid" || key == "Gid" || key == "CapPrm" || key == "CapEff" || key == "CapBnd" || key == "CapAmb" ||
+        key == "NoNewPrivs") {
+      std::string rest, x;
+      while (v >> x) rest += "," + x;
+      out += (out.empty() ? "" : " ") + key + "=" + first + rest;
+    }
+  }
+  return out;
+}
 
 // The VMI with one masquerade interface on the pod network.
 inline v1::VMIRequest vmi_with_nic() {

@@ -47,6 +47,14 @@ std::string sysctl_in(const std::string& ns, const std::string& key, const std::
   return why;
 }
 
+// The MAC of `link` in `ns` ("" when not found).
+std::string link_mac(const std::string& ns, const std::string& link) {
+  const auto out = run_command({"ip", "-n", ns, "-o", "link", "show", link}).output;
+  std::smatch m;
+  static const std::regex ether(R"(link/ether ([0-9a-f:]{17}))");
+  return std::regex_search(out, m, ether) ? m[1].str() : std::string();
+}
+
 // Phase1::lower_unprivileged_ports.
 std::string unprivileged_ports(const Phase1& p) {
   return p.lower_unprivileged_ports ? sysctl_in(p.pod_ns, "net/ipv4/ip_unprivileged_port_start", "0") : std::string();
@@ -155,12 +163,20 @@ std::string kubevirt_phase1_bridge(const Phase1& p, const PodIface& pod, const s
                  ip(p.pod_ns, {"link", "add", bridge, "mtu", mtu, "type", "bridge"}),
                  ip(p.pod_ns, {"addr", "add", "169.254.75.10/32", "dev", bridge}),
                  ip(p.pod_ns, {"link", "set", bridge, "up"}),
+                 // CopyMacFrom the bridge (netpod.go, nmstate spec.go Apply): the pod's MAC is
+                 // the guest's now, and a port with it would make the bridge keep the guest's
+                 // frames for itself (a local FDB entry).
+                 ip(p.pod_ns, {"link", "set", nic, "address", link_mac(p.pod_ns, bridge)}),
                  ip(p.pod_ns, {"link", "set", nic, "master", bridge}),
                  ip(p.pod_ns, {"link", "set", nic, "type", "bridge_slave", "learning", "off"}),
                  ip(p.pod_ns, {"link", "set", nic, "up"}),
                  // The `dummy` stand-in: the pod's MAC, MTU and address.
                  ip(p.pod_ns, {"link", "add", p.pod_iface, "mtu", mtu, "address", pod.mac, "type", "bridge"}),
                  ip(p.pod_ns, {"addr", "add", pod.cidr, "dev", p.pod_iface}),
+                 // netpod.go: an IPv4 bridge binding sets arp_ignore 1 (ARPReplyMode1), so the
+                 // pod's stack answers no ARP for the pod's address (on the dummy) from the
+                 // bridge: the guest, which has it now, does.
+                 sysctl_in(p.pod_ns, "net/ipv4/conf/all/arp_ignore", "1"),
                  unprivileged_ports(p), kubevirt_create_tap(p, "tap0")})
     if (!e.empty()) return e;
   return {};

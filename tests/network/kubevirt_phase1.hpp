@@ -12,8 +12,10 @@
 //   bridge      netpod.go bridgeBindingSpec: virt-handler's DHCP cache vif-cache-<iface>.json
 //               written first (cache.WriteDHCPInterfaceCache: the pod interface's address,
 //               MAC, routes, MTU and gateway, in Go's JSON), the pod interface renamed
-//               <iface>-nic without addresses, port learning off, enslaved to k6t-<iface>
-//               (which has 169.254.75.1<index>/32: the fake server address), the tap, and a
+//               <iface>-nic without addresses, with the bridge's MAC (CopyMacFrom), port
+//               learning off, enslaved to k6t-<iface>
+//               (which has 169.254.75.1<index>/32: the fake server address), arp_ignore 1
+//               (netpod.go: ARPReplyMode1 with an IPv4 bridge binding), the tap, and a
 //               `dummy` <iface> carrying the pod's MAC, MTU and address. These kernels have no
 //               dummy link type: a bridge without ports (down) named <iface> stands in for it.
 // One difference, said here: KubeVirt's non-root compute container gets NET_BIND_SERVICE (and

@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <sstream>
 #include <sys/stat.h>
 #include <exception>
@@ -53,6 +54,20 @@ void in_netns(const std::string& ns, const std::function<void()>& fn) {
   t.join();
   if (thrown) std::rethrow_exception(thrown);
   if (!err.empty()) throw std::runtime_error(err);
+}
+
+std::vector<long> processes_in(const std::string& ns) {
+  struct stat want {};
+  std::vector<long> pids;
+  if (::stat(("/run/netns/" + ns).c_str(), &want) != 0) return pids;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    struct stat st {};
+    if (::stat((e.path() / "ns" / "net").c_str(), &st) != 0) continue;
+    if (st.st_ino == want.st_ino && st.st_dev == want.st_dev) pids.push_back(std::stol(name));
+  }
+  return pids;
 }
 
 std::string ip(const std::string& ns, const std::vector<std::string>& args) {

@@ -35,6 +35,9 @@ class Netns {
 // Run `fn` on a new thread that has joined namespace `ns` (setns), and wait for it.
 void in_netns(const std::string& ns, const std::function<void()>& fn);
 
+// Pids of the processes in namespace `ns` (named by `ip netns`), by the namespace's inode.
+std::vector<long> processes_in(const std::string& ns);
+
 // `ip -n NS args...`; returns "" on success, else the command and its output.
 std::string ip(const std::string& ns, const std::vector<std::string>& args);
 

@@ -68,21 +68,6 @@ struct PodResolvConf {
   }
 };
 
-// Pids of the processes in network namespace `ns` (by the namespace's inode).
-std::vector<long> processes_in(const std::string& ns) {
-  struct stat want {};
-  std::vector<long> pids;
-  if (::stat(("/run/netns/" + ns).c_str(), &want) != 0) return pids;
-  for (const auto& e : fs::directory_iterator("/proc")) {
-    const std::string name = e.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    struct stat st {};
-    if (::stat((e.path() / "ns" / "net").c_str(), &st) != 0) continue;
-    if (st.st_ino == want.st_ino && st.st_dev == want.st_dev) pids.push_back(std::stol(name));
-  }
-  return pids;
-}
-
 std::string describe_processes(const std::vector<long>& pids) {
   std::string s;
   for (long p : pids) {
@@ -300,7 +285,7 @@ spec:
     CHECK_MESSAGE(table.empty(), table);
     std::vector<long> left;
     auto others = [&] {
-      left = processes_in(pod.name());
+      left = chl::test::net::processes_in(pod.name());
       std::erase(left, static_cast<long>(holder.pid()));
       return left.empty();
     };

@@ -8,7 +8,10 @@
 #   - with `chl.ipv6` on the kernel command line: waits up to 10 s for a default route from
 #     router advertisements ("chl-net: ipv6 router fe80::..."), adds fd10:0:2::2/120 (KubeVirt's
 #     static IPv6 address: busybox has no DHCPv6 client) and pings fd10:0:2::1
-#     ("chl-net: ipv6 gateway ok");
+#     ("chl-net: ipv6 gateway ok"); with no advertised router (KubeVirt sends none) it takes
+#     KubeVirt's documented static gateway, fd10:0:2::1 ("chl-net: ipv6 static gateway");
+#   - for each `chl.reach=ADDR,PORT` on the kernel command line (IPv4 or IPv6): connects with
+#     busybox nc and prints what the far end sent: "chl-net: reach ADDR PORT: REPLY";
 #   - listens with busybox nc: 8080 and 9090 answer "hello-from-guest", 5002 sends 20 MiB of
 #     zeros (throughput);
 #   - prints "chl-net: ready".
@@ -60,6 +63,10 @@ if grep -qw chl.ipv6 /proc/cmdline; then
   done
   echo "chl-net: ipv6 router ${r#via }"
   ip -6 addr add fd10:0:2::2/120 dev eth0
+  if [ -z "$r" ]; then ip -6 route add default via fd10:0:2::1 dev eth0 && echo "chl-net: ipv6 static gateway"; fi
+  i=0
+  while [ $i -lt 40 ] && ip -6 addr show dev eth0 | grep -q tentative; do i=$((i + 1)); sleep 0.5; done
+  ip -6 addr show dev eth0 | grep -q tentative && echo "chl-net: fd10:0:2::2 still tentative" || echo "chl-net: ipv6 address ready after $i"
   ok=failed i=0
   while [ $i -lt 5 ]; do
     if ping6 -c 1 -W 2 fd10:0:2::1 >/dev/null 2>&1; then ok=ok; break; fi
@@ -67,6 +74,14 @@ if grep -qw chl.ipv6 /proc/cmdline; then
   done
   echo "chl-net: ipv6 gateway $ok"
 fi
+for a in $(cat /proc/cmdline); do
+  case "$a" in chl.reach=*,*) t=${a#chl.reach=}; h=${t%,*}; p=${t##*,}
+    i=0 got=""
+    while [ $i -lt 5 ] && [ -z "$got" ]; do got=$(echo | nc -w 5 "$h" "$p" 2>&1); i=$((i + 1)); [ -n "$got" ] || sleep 1; done
+    echo "chl-net: reach $h $p: $got"
+    case "$got" in hello*) ;; *) ip addr; ip route; ip -6 route ;; esac ;;
+  esac
+done
 nc -ll -p 8080 -e /hello.sh &
 nc -ll -p 9090 -e /hello.sh &
 nc -ll -p 5002 -e /send.sh &
