@@ -50,6 +50,22 @@ fs::path big_image(const TempDir& tmp) {
   return src;
 }
 
+// A conversion into a directory too small for it, the free-space check off (as if the space
+// went after the check: another writer): ENOSPC from the write, naming the disk, nothing left.
+void check_full_while_writing(const fs::path& src, const fs::path& dst, d::ConvertOptions opts) {
+  opts.check_free_space = false;
+  auto r = d::convert_qcow2_to_raw(src, dst, opts);
+  REQUIRE_FALSE(r.has_value());
+  const std::string msg = r.error().message();
+  CAPTURE(msg);
+  CHECK(r.error().code == std::errc::no_space_on_device);
+  CHECK(msg.find(dst.string()) != std::string::npos);
+  CHECK(msg.find("writing") != std::string::npos);
+  CHECK(msg.find("No space left on device") != std::string::npos);
+  const auto left = entries(dst.parent_path());
+  CHECK_MESSAGE(left.empty(), "left: " << joined(left));
+}
+
 }  // namespace
 
 TEST_CASE("disk full: qcow2 conversion refused by the free-space check, ENOSPC, nothing written") {
@@ -82,17 +98,8 @@ TEST_CASE(
   for (bool direct : {false, true}) {
     CAPTURE(direct);
     d::ConvertOptions opts;
-    opts.check_free_space = false;  // as if the space went after the check (another writer)
     opts.direct = direct;
-    auto r = d::convert_qcow2_to_raw(src, dst, opts);
-    REQUIRE_FALSE(r.has_value());
-    const std::string msg = r.error().message();
-    CAPTURE(msg);
-    CHECK(r.error().code == std::errc::no_space_on_device);
-    CHECK(msg.find(dst.string()) != std::string::npos);
-    CHECK(msg.find("writing") != std::string::npos);
-    CHECK(msg.find("No space left on device") != std::string::npos);
-    CHECK_MESSAGE(entries(small.path()).empty(), "left: " << joined(entries(small.path())));
+    check_full_while_writing(src, dst, opts);
     // The space is back for the next writer.
     CHECK(d::free_space(small.path()).value_or(0) > kSmall / 2);
   }
@@ -107,17 +114,7 @@ TEST_CASE("disk full on ext4, where long runs are allocated before the write: EN
   const std::uint64_t free_before = d::free_space(small.path()).value_or(0);
   const fs::path src = big_image(tmp);  // 12 MiB of data: more than the filesystem holds
   const fs::path dst = small.path() / "disk.raw";
-  d::ConvertOptions opts;
-  opts.check_free_space = false;  // as if the space went after the check
-  auto r = d::convert_qcow2_to_raw(src, dst, opts);
-  REQUIRE_FALSE(r.has_value());
-  const std::string msg = r.error().message();
-  CAPTURE(msg);
-  CHECK(r.error().code == std::errc::no_space_on_device);
-  CHECK(msg.find(dst.string()) != std::string::npos);
-  CHECK(msg.find("writing") != std::string::npos);
-  CHECK(msg.find("No space left on device") != std::string::npos);
-  CHECK_MESSAGE(entries(small.path()).empty(), "left: " << joined(entries(small.path())));
+  check_full_while_writing(src, dst, {});
   CHECK(d::free_space(small.path()).value_or(0) == free_before);  // every block given back
   // What fits is converted there, preallocated, identical to qemu-img's.
   const fs::path fits = tmp.path() / "fits.qcow2";
