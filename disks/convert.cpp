@@ -116,14 +116,17 @@ std::uint64_t preallocate_min(int fd, const ConvertOptions& opts) {
   return kPreallocateMin;
 }
 
-// Below this much data a conversion runs on the calling thread alone: starting threads and
-// handing buffers over costs more than it saves.
+// Below this much compressed data a conversion runs on the calling thread alone: starting
+// threads and handing buffers over costs more than it saves. Plain data never pays for them:
+// copying it is the writer's work (reading it is a memcpy from the source's page cache), and
+// on the bench's plain images one thread was as fast as two fillers and a writer (64 MiB:
+// 12-13 ms against 14-18 ms; 4 GiB: 0.27-0.30 s against 0.29-0.32 s) for ~20 % less CPU.
 constexpr std::uint64_t kParallelMin = 8ull << 20;
 
-unsigned filler_count(const ConvertOptions& opts, std::uint64_t data, std::uint64_t chunks) {
+unsigned filler_count(const ConvertOptions& opts, std::uint64_t compressed, std::uint64_t chunks) {
   unsigned n = opts.threads;
   if (n == 0)
-    n = data < kParallelMin ? 1u : std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
+    n = compressed < kParallelMin ? 1u : std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
   return static_cast<unsigned>(std::clamp<std::uint64_t>(chunks, 1, n));
 }
 
@@ -367,7 +370,9 @@ common::Result<ConvertStats> convert_chain(const ImageLayer& top, const std::fil
     // Walk all metadata first: every table entry is checked before anything is written, and
     // the data it maps is what the destination needs at most.
     ReadContext ctx(top.chain_length());
-    CHL_TRY(stats.allocated_bytes, top.allocated_bytes(ctx));
+    CHL_TRY(Allocation a, top.allocation(ctx));
+    stats.allocated_bytes = a.bytes;
+    stats.compressed_bytes = a.compressed;
   }
   if (opts.check_free_space) CHL_TRY_VOID(check_space(dst, stats.allocated_bytes));
   CHL_TRY(AtomicFile out, AtomicFile::create(dst));
@@ -378,7 +383,7 @@ common::Result<ConvertStats> convert_chain(const ImageLayer& top, const std::fil
   const bool copy = opts.copy == CopyMethod::CopyFileRange ||
                     (opts.copy == CopyMethod::Auto && clones_extents(top, out.fd()));
   stats.threads =
-      filler_count(opts, stats.allocated_bytes, (stats.virtual_size + kChunk - 1) / kChunk);
+      filler_count(opts, stats.compressed_bytes, (stats.virtual_size + kChunk - 1) / kChunk);
   Pipeline pipeline(top, dest, opts, stats.threads, copy);
   CHL_TRY_VOID(pipeline.run());
   stats.bytes_written = pipeline.written();

@@ -312,6 +312,26 @@ TEST_CASE("a small image is converted on the calling thread alone") {
   q::check_same_as_qemu(img, tmp / "s.raw");
 }
 
+TEST_CASE("a plain image of any size is converted on the calling thread alone") {
+  if (!q::have_qemu_tools()) return skip("qemu-img/qemu-io not installed");
+  TempDir tmp("chl-qcopy");
+  const fs::path raw = mixed_raw(tmp, "src.raw", 48);  // 32 MiB of data, none compressed
+  const fs::path img = qcow2_of(raw, tmp / "plain.qcow2", "none");
+  auto stats = convert_ok(img, tmp / "plain.raw");
+  CHECK(stats.allocated_bytes == 32u << 20);
+  CHECK(stats.compressed_bytes == 0);
+  CHECK(stats.threads == 1);
+  q::check_same_as_qemu(img, tmp / "plain.raw");
+  // The same data compressed pays for threads: its 16 text MiB, and in each of the 16 random
+  // MiB the cluster holding the zero block (deflate saves those 4 KiB); the rest stays plain.
+  const fs::path zimg = qcow2_of(raw, tmp / "z.qcow2", "zlib");
+  auto z = convert_ok(zimg, tmp / "z.raw");
+  CHECK(z.compressed_bytes == (16u << 20) + 16 * 65536);
+  CHECK(z.allocated_bytes == 32u << 20);
+  CHECK(z.threads == std::min(std::max(1u, std::thread::hardware_concurrency()), 4u));
+  q::check_same_as_qemu(zimg, tmp / "z.raw");
+}
+
 TEST_CASE("sync: the flushed output is the same, and still never replaces a file") {
   if (!q::have_qemu_tools()) return skip("qemu-img/qemu-io not installed");
   TempDir tmp("chl-qcopy");
