@@ -185,8 +185,8 @@ struct Slot {
 // slots, and written strictly in order by the calling thread.
 class Pipeline {
  public:
-  Pipeline(const ImageLayer& top, OutputFile out, const ConvertOptions& opts,
-           unsigned fillers, bool copy)
+  Pipeline(const ImageLayer& top, OutputFile out, const ConvertOptions& opts, unsigned fillers,
+           bool copy)
       : top_(top), out_(std::move(out)), opts_(opts), fillers_(fillers), copy_(copy) {
     size_ = top.virtual_size();
     chunks_ = (size_ + kChunk - 1) / kChunk;

@@ -57,12 +57,12 @@ struct ConvertOptions {
 struct ConvertStats {
   ImageFormat source_format = ImageFormat::Raw;
   std::uint64_t virtual_size = 0;
-  std::uint64_t allocated_bytes = 0;  // data the source (chain) may hold: the free space needed
-  std::uint64_t compressed_bytes = 0;  // of those, in compressed clusters (decompressed size)
-  std::uint64_t bytes_written = 0;    // non-zero bytes written to the destination
-  std::uint64_t bytes_copied = 0;     // of those, copied file to file with copy_file_range
+  std::uint64_t allocated_bytes = 0;     // data the source (chain) may hold: the free space needed
+  std::uint64_t compressed_bytes = 0;    // of those, in compressed clusters (decompressed size)
+  std::uint64_t bytes_written = 0;       // non-zero bytes written to the destination
+  std::uint64_t bytes_copied = 0;        // of those, copied file to file with copy_file_range
   std::uint64_t bytes_preallocated = 0;  // of those, allocated with fallocate before the write
-  std::size_t chain_length = 0;       // 1: no backing file
+  std::size_t chain_length = 0;          // 1: no backing file
   unsigned threads = 0;
   bool passthrough = false;  // raw source and !copy_raw: nothing was written
   bool copied_raw = false;   // raw source copied to the destination

@@ -128,8 +128,6 @@ common::Result<Mapping> RawLayer::map(ReadContext&, std::uint64_t off, std::uint
   return Mapping{len, fd_.get(), off};
 }
 
-common::Result<Allocation> RawLayer::allocation(ReadContext&) const {
-  return Allocation{size_, 0};
-}
+common::Result<Allocation> RawLayer::allocation(ReadContext&) const { return Allocation{size_, 0}; }
 
 }  // namespace chl::disks

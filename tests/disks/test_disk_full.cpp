@@ -105,7 +105,8 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("disk full on ext4, where long runs are allocated before the write: ENOSPC, nothing left") {
+TEST_CASE(
+    "disk full on ext4, where long runs are allocated before the write: ENOSPC, nothing left") {
   if (!q::have_qemu_tools()) return skip("qemu-img/qemu-io not installed (qemu-utils)");
   TempDir tmp("chl-diskfull");
   chl::test::SizeLimitedDir small(tmp.path() / "small", 8ull << 20,

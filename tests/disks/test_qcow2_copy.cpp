@@ -130,11 +130,11 @@ TEST_CASE("long runs allocated before they are written: identical, every zero bl
   // 16 KiB runs in one cluster, a zero cluster, and data in the last cluster.
   const fs::path img = tmp / "layout.qcow2";
   q::create(img, "8M");
-  q::io(img, {"write -P 0x11 8323072 65536", "write -z 5242880 65536",
-              "write -P 0x22 3145728 16384", "write -P 0x23 3166208 16384",
-              "write -P 0x33 2228224 65536", "write -P 0x34 2097152 65536",
-              "write -P 0x44 1048576 262144", "write -P 0 1056768 4096",
-              "write -P 0 1253376 4096", "write -P 0x55 0 1048576"});
+  q::io(img,
+        {"write -P 0x11 8323072 65536", "write -z 5242880 65536", "write -P 0x22 3145728 16384",
+         "write -P 0x23 3166208 16384", "write -P 0x33 2228224 65536",
+         "write -P 0x34 2097152 65536", "write -P 0x44 1048576 262144", "write -P 0 1056768 4096",
+         "write -P 0 1253376 4096", "write -P 0x55 0 1048576"});
   const bool ext4 = on_ext4(tmp.path());
   // The runs of 64 KiB or more: 1032 KiB, 188 KiB, the two separated clusters, the last one.
   constexpr std::uint64_t kLongRuns = (1032u << 10) + (188u << 10) + 3 * (64u << 10);
@@ -143,9 +143,9 @@ TEST_CASE("long runs allocated before they are written: identical, every zero bl
     bool preallocate;
     d::CopyMethod copy;
   };
-  for (const Way& way : {Way{"prealloc", true, d::CopyMethod::Auto},
-                         Way{"no-prealloc", false, d::CopyMethod::Auto},
-                         Way{"read-write", true, d::CopyMethod::ReadWrite}}) {
+  for (const Way& way :
+       {Way{"prealloc", true, d::CopyMethod::Auto}, Way{"no-prealloc", false, d::CopyMethod::Auto},
+        Way{"read-write", true, d::CopyMethod::ReadWrite}}) {
     CAPTURE(way.name);
     const fs::path out = tmp / (std::string(way.name) + ".raw");
     d::ConvertOptions opts;
