@@ -36,7 +36,7 @@ struct ConvertOptions {
   bool copy_raw = false;            // raw input: copy it (sparse) instead of passing it through
   // Threads filling buffers (reading, decompressing) while the calling thread writes them in
   // order; 1: the calling thread does everything. 0: one per core (at most 4) when the image
-  // holds enough data to pay for them, else 1.
+  // holds enough compressed data (8 MiB) to pay for them, else 1.
   unsigned threads = 0;
   // Durability: fdatasync the output (and fsync its directory) before it gets its name. Off by
   // default, as qemu-img: the launcher re-makes a container disk from its image after a crash.
@@ -45,6 +45,10 @@ struct ConvertOptions {
   // buffered writes where the filesystem refuses O_DIRECT). Off by default.
   bool direct = false;
   CopyMethod copy = CopyMethod::Auto;
+  // On ext4, allocate each run of data of 64 KiB or more with fallocate before writing it
+  // (buffered writes into allocated blocks skip ext4's per-block delayed-allocation work; the
+  // zero blocks between runs stay holes). Off: every block is written into a hole.
+  bool preallocate = true;
   bool check_free_space = true;
   // Called on the calling thread about four times a second while converting, and at the end.
   std::function<void(const ConvertProgress&)> progress;
@@ -53,10 +57,12 @@ struct ConvertOptions {
 struct ConvertStats {
   ImageFormat source_format = ImageFormat::Raw;
   std::uint64_t virtual_size = 0;
-  std::uint64_t allocated_bytes = 0;  // data the source (chain) may hold: the free space needed
-  std::uint64_t bytes_written = 0;    // non-zero bytes written to the destination
-  std::uint64_t bytes_copied = 0;     // of those, copied file to file with copy_file_range
-  std::size_t chain_length = 0;       // 1: no backing file
+  std::uint64_t allocated_bytes = 0;     // data the source (chain) may hold: the free space needed
+  std::uint64_t compressed_bytes = 0;    // of those, in compressed clusters (decompressed size)
+  std::uint64_t bytes_written = 0;       // non-zero bytes written to the destination
+  std::uint64_t bytes_copied = 0;        // of those, copied file to file with copy_file_range
+  std::uint64_t bytes_preallocated = 0;  // of those, allocated with fallocate before the write
+  std::size_t chain_length = 0;          // 1: no backing file
   unsigned threads = 0;
   bool passthrough = false;  // raw source and !copy_raw: nothing was written
   bool copied_raw = false;   // raw source copied to the destination

@@ -56,8 +56,22 @@ namespace {
 
 bool aligned(std::uint64_t v) { return v % kDirectAlign == 0; }
 
+// A long run to be written buffered: allocate it first (see OutputFile::preallocate_min).
+void preallocate(OutputFile& out, std::uint64_t offset, std::size_t len) {
+  if (out.preallocate_min == 0 || len < out.preallocate_min) return;
+  const int r = common::retry_eintr([&] {
+    return ::fallocate(out.fd, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
+                       static_cast<off_t>(len));
+  });
+  if (r == 0) {
+    out.preallocated += len;
+  } else if (errno == EOPNOTSUPP || errno == ENOSYS) {
+    out.preallocate_min = 0;
+  }
+}
+
 // One run of data blocks: its aligned middle through the direct fd when there is one.
-common::Status write_run(const OutputFile& out, std::uint64_t offset, const std::uint8_t* buf,
+common::Status write_run(OutputFile& out, std::uint64_t offset, const std::uint8_t* buf,
                          std::size_t len) {
   if (out.direct_fd >= 0 && len >= kDirectAlign && aligned(offset) &&
       aligned(reinterpret_cast<std::uintptr_t>(buf))) {
@@ -76,12 +90,13 @@ common::Status write_run(const OutputFile& out, std::uint64_t offset, const std:
     }
     return pwrite_full(out.fd, offset + done, buf + done, len - done);
   }
+  preallocate(out, offset, len);
   return pwrite_full(out.fd, offset, buf, len);
 }
 
 }  // namespace
 
-common::Result<std::uint64_t> write_sparse(const OutputFile& out, std::uint64_t offset,
+common::Result<std::uint64_t> write_sparse(OutputFile& out, std::uint64_t offset,
                                            const std::uint8_t* buf, std::size_t len) {
   std::uint64_t written = 0;
   std::size_t i = 0, run_start = 0;

@@ -128,6 +128,6 @@ common::Result<Mapping> RawLayer::map(ReadContext&, std::uint64_t off, std::uint
   return Mapping{len, fd_.get(), off};
 }
 
-common::Result<std::uint64_t> RawLayer::allocated_bytes(ReadContext&) const { return size_; }
+common::Result<Allocation> RawLayer::allocation(ReadContext&) const { return Allocation{size_, 0}; }
 
 }  // namespace chl::disks

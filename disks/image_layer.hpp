@@ -46,6 +46,12 @@ struct Extent {
   std::uint64_t length = 0;  // bytes from the queried offset with this answer
 };
 
+// What a chain's metadata says it holds.
+struct Allocation {
+  std::uint64_t bytes = 0;       // data it may hold (an upper bound of what a conversion writes)
+  std::uint64_t compressed = 0;  // of those, in compressed clusters (at their decompressed size)
+};
+
 class ImageLayer {
  public:
   virtual ~ImageLayer() = default;
@@ -67,9 +73,9 @@ class ImageLayer {
   // read as zeros): the answer holds for the returned length, at least 1 byte and at most len.
   virtual common::Result<Mapping> map(ReadContext& ctx, std::uint64_t off,
                                       std::uint64_t len) const = 0;
-  // Bytes this chain may hold data for (an upper bound of what a conversion writes); walking
-  // all metadata also checks every table entry against the file.
-  virtual common::Result<std::uint64_t> allocated_bytes(ReadContext& ctx) const = 0;
+  // What this chain may hold data for; walking all metadata also checks every table entry
+  // against the file.
+  virtual common::Result<Allocation> allocation(ReadContext& ctx) const = 0;
 };
 
 // A raw file at the bottom of a backing chain.
@@ -87,7 +93,7 @@ class RawLayer final : public ImageLayer {
                       std::uint8_t* buf) const override;
   common::Result<Mapping> map(ReadContext& ctx, std::uint64_t off,
                               std::uint64_t len) const override;
-  common::Result<std::uint64_t> allocated_bytes(ReadContext& ctx) const override;
+  common::Result<Allocation> allocation(ReadContext& ctx) const override;
   [[nodiscard]] int fd() const { return fd_.get(); }
 
  private:

@@ -331,18 +331,23 @@ common::Result<Mapping> Qcow2Layer::map(ReadContext& ctx, std::uint64_t off,
   return Mapping{p.length, -1, 0};
 }
 
-common::Result<std::uint64_t> Qcow2Layer::allocated_bytes(ReadContext& ctx) const {
-  std::uint64_t total = 0, off = 0;
+common::Result<Allocation> Qcow2Layer::allocation(ReadContext& ctx) const {
+  Allocation a;
+  std::uint64_t off = 0;
   while (off < h_.size) {
     CHL_TRY(Piece p, piece(ctx, off, h_.size - off));
-    if (p.kind == Kind::Data || p.kind == Kind::Compressed) total += p.length;
+    if (p.kind == Kind::Data || p.kind == Kind::Compressed) a.bytes += p.length;
+    if (p.kind == Kind::Compressed) a.compressed += p.length;
     off += p.length;
   }
   if (backing_) {
-    CHL_TRY(std::uint64_t below, backing_->allocated_bytes(ctx));
-    total += std::min(below, h_.size);
+    CHL_TRY(Allocation below, backing_->allocation(ctx));
+    a.bytes += std::min(below.bytes, h_.size);
+    a.compressed += std::min(below.compressed, h_.size);
   }
-  return std::min(total, h_.size);
+  a.bytes = std::min(a.bytes, h_.size);
+  a.compressed = std::min(a.compressed, a.bytes);
+  return a;
 }
 
 }  // namespace chl::disks

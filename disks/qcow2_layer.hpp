@@ -30,7 +30,7 @@ class Qcow2Layer final : public ImageLayer {
                       std::uint8_t* buf) const override;
   common::Result<Mapping> map(ReadContext& ctx, std::uint64_t off,
                               std::uint64_t len) const override;
-  common::Result<std::uint64_t> allocated_bytes(ReadContext& ctx) const override;
+  common::Result<Allocation> allocation(ReadContext& ctx) const override;
 
  private:
   enum class Kind { Unallocated, Zero, Data, Compressed };

@@ -1,6 +1,6 @@
 // libFuzzer target: the qcow2 reader (header and extensions, L1/L2 tables, extended L2,
 // compressed clusters, refcount checks) on fuzzed image files, through the converter's path:
-// open_image_chain, allocated_bytes (walks every table), then status/read over the virtual disk
+// open_image_chain, allocation (walks every table), then status/read over the virtual disk
 // as the conversion workers do, into a scratch buffer. Small images (virtual size <= 4 MiB) are
 // also converted for real with convert_qcow2_to_raw into a scratch directory under /dev/shm,
 // and the output is removed. The input is the image file itself (held in a memfd).
@@ -93,8 +93,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   const std::uint64_t vsize = (*top)->virtual_size();
   ReadContext ctx((*top)->chain_length());
-  if (auto a = (*top)->allocated_bytes(ctx); !a) {  // corrupt tables are refused first
-    note("allocated_bytes", a.error());
+  if (auto a = (*top)->allocation(ctx); !a) {  // corrupt tables are refused first
+    note("allocation", a.error());
     return 0;
   }
 

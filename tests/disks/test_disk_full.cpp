@@ -1,5 +1,6 @@
 // Disk full (issue 9's fault matrix): conversions and media written into a size-limited
-// directory (a small tmpfs in a private mount namespace: tests/disks/size_limited_dir.hpp) fail
+// directory (a small tmpfs — or ext4, where conversions preallocate — in a private mount
+// namespace: tests/disks/size_limited_dir.hpp) fail
 // with ENOSPC, say which file and why, and leave nothing behind — no destination, no temporary
 // file. Skips (saying why) where mounting is impossible (not root).
 #include <doctest/doctest.h>
@@ -49,6 +50,22 @@ fs::path big_image(const TempDir& tmp) {
   return src;
 }
 
+// A conversion into a directory too small for it, the free-space check off (as if the space
+// went after the check: another writer): ENOSPC from the write, naming the disk, nothing left.
+void check_full_while_writing(const fs::path& src, const fs::path& dst, d::ConvertOptions opts) {
+  opts.check_free_space = false;
+  auto r = d::convert_qcow2_to_raw(src, dst, opts);
+  REQUIRE_FALSE(r.has_value());
+  const std::string msg = r.error().message();
+  CAPTURE(msg);
+  CHECK(r.error().code == std::errc::no_space_on_device);
+  CHECK(msg.find(dst.string()) != std::string::npos);
+  CHECK(msg.find("writing") != std::string::npos);
+  CHECK(msg.find("No space left on device") != std::string::npos);
+  const auto left = entries(dst.parent_path());
+  CHECK_MESSAGE(left.empty(), "left: " << joined(left));
+}
+
 }  // namespace
 
 TEST_CASE("disk full: qcow2 conversion refused by the free-space check, ENOSPC, nothing written") {
@@ -81,20 +98,32 @@ TEST_CASE(
   for (bool direct : {false, true}) {
     CAPTURE(direct);
     d::ConvertOptions opts;
-    opts.check_free_space = false;  // as if the space went after the check (another writer)
     opts.direct = direct;
-    auto r = d::convert_qcow2_to_raw(src, dst, opts);
-    REQUIRE_FALSE(r.has_value());
-    const std::string msg = r.error().message();
-    CAPTURE(msg);
-    CHECK(r.error().code == std::errc::no_space_on_device);
-    CHECK(msg.find(dst.string()) != std::string::npos);
-    CHECK(msg.find("writing") != std::string::npos);
-    CHECK(msg.find("No space left on device") != std::string::npos);
-    CHECK_MESSAGE(entries(small.path()).empty(), "left: " << joined(entries(small.path())));
+    check_full_while_writing(src, dst, opts);
     // The space is back for the next writer.
     CHECK(d::free_space(small.path()).value_or(0) > kSmall / 2);
   }
+}
+
+TEST_CASE(
+    "disk full on ext4, where long runs are allocated before the write: ENOSPC, nothing left") {
+  if (!q::have_qemu_tools()) return skip("qemu-img/qemu-io not installed (qemu-utils)");
+  TempDir tmp("chl-diskfull");
+  chl::test::SizeLimitedDir small(tmp.path() / "small", 8ull << 20,
+                                  chl::test::SizeLimitedDir::Kind::Ext4);
+  if (!small.ok()) return skip("no size-limited ext4 directory: " + small.why());
+  const std::uint64_t free_before = d::free_space(small.path()).value_or(0);
+  const fs::path src = big_image(tmp);  // 12 MiB of data: more than the filesystem holds
+  const fs::path dst = small.path() / "disk.raw";
+  check_full_while_writing(src, dst, {});
+  CHECK(d::free_space(small.path()).value_or(0) == free_before);  // every block given back
+  // What fits is converted there, preallocated, identical to qemu-img's.
+  const fs::path fits = tmp.path() / "fits.qcow2";
+  q::create(fits, "16M");
+  q::io(fits, {"write -P 0x5a 1M 2M", "write -P 0x6b 12M 1M"});
+  auto ok = q::convert_ok(fits, dst);
+  CHECK(ok.bytes_preallocated == 3u << 20);
+  q::check_same_as_qemu(fits, dst);
 }
 
 TEST_CASE("disk full: a raw copy into a full directory fails with ENOSPC, nothing left") {

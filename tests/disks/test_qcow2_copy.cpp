@@ -4,13 +4,17 @@
 // way byte-identical to `qemu-img convert -O raw` (cmp, qemu-img compare) and as sparse.
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "disks/convert.hpp"
 #include "tests/disks/qcow2_fixtures.hpp"
@@ -58,6 +62,55 @@ fs::path qcow2_of(const fs::path& raw, const fs::path& img, const std::string& c
   return img;
 }
 
+using Extents = std::vector<std::pair<std::uint64_t, std::uint64_t>>;  // [start, end)
+
+// Where the file holds data, by SEEK_DATA/SEEK_HOLE.
+Extents data_map(const fs::path& p) {
+  Extents out;
+  const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  const off_t size = ::lseek(fd, 0, SEEK_END);
+  for (off_t pos = 0; pos < size;) {
+    const off_t data = ::lseek(fd, pos, SEEK_DATA);
+    if (data < 0) break;
+    const off_t hole = ::lseek(fd, data, SEEK_HOLE);
+    REQUIRE(hole > data);
+    out.emplace_back(data, hole);
+    pos = hole;
+  }
+  ::close(fd);
+  return out;
+}
+
+// Where the file's bytes are not zero, in whole 4 KiB blocks: what qemu-img leaves as data.
+Extents nonzero_blocks(const fs::path& p) {
+  const std::string bytes = chl::test::read_file(p);
+  Extents out;
+  for (std::uint64_t b = 0; b < bytes.size(); b += 4096) {
+    const std::string_view block = std::string_view(bytes).substr(b, 4096);
+    if (block.find_first_not_of('\0') == std::string_view::npos) continue;
+    if (!out.empty() && out.back().second == b) {
+      out.back().second = b + block.size();
+    } else {
+      out.emplace_back(b, b + block.size());
+    }
+  }
+  return out;
+}
+
+// "[start,end) ..." in KiB, for readable failures.
+std::string show(const Extents& e) {
+  std::string out;
+  for (const auto& [a, b] : e)
+    out += "[" + std::to_string(a >> 10) + "K," + std::to_string(b >> 10) + "K) ";
+  return out;
+}
+
+bool on_ext4(const fs::path& dir) {
+  struct statfs fs {};
+  return ::statfs(dir.c_str(), &fs) == 0 && fs.f_type == EXT4_SUPER_MAGIC;
+}
+
 }  // namespace
 
 TEST_CASE("defaults: page cache, no flush, copy method chosen by the filesystem") {
@@ -65,6 +118,72 @@ TEST_CASE("defaults: page cache, no flush, copy method chosen by the filesystem"
   CHECK_FALSE(opts.sync);    // durability only when asked (a container disk is re-made)
   CHECK_FALSE(opts.direct);  // no O_DIRECT unless asked
   CHECK(opts.copy == d::CopyMethod::Auto);
+  CHECK(opts.preallocate);  // long runs allocated before they are written (ext4 only)
+}
+
+TEST_CASE("long runs allocated before they are written: identical, every zero block a hole") {
+  if (!q::have_qemu_tools()) return skip("qemu-img/qemu-io not installed");
+  TempDir tmp("chl-qcopy");
+  // Written in reverse guest order, so guest-adjacent clusters are host-adjacent inside each
+  // write and not between writes: runs of 1032 KiB (two writes), 188 KiB and 52 KiB between
+  // zero 4 KiB blocks written as data, two clusters with an unallocated one between, two
+  // 16 KiB runs in one cluster, a zero cluster, and data in the last cluster.
+  const fs::path img = tmp / "layout.qcow2";
+  q::create(img, "8M");
+  q::io(img,
+        {"write -P 0x11 8323072 65536", "write -z 5242880 65536", "write -P 0x22 3145728 16384",
+         "write -P 0x23 3166208 16384", "write -P 0x33 2228224 65536",
+         "write -P 0x34 2097152 65536", "write -P 0x44 1048576 262144", "write -P 0 1056768 4096",
+         "write -P 0 1253376 4096", "write -P 0x55 0 1048576"});
+  const bool ext4 = on_ext4(tmp.path());
+  // The runs of 64 KiB or more: 1032 KiB, 188 KiB, the two separated clusters, the last one.
+  constexpr std::uint64_t kLongRuns = (1032u << 10) + (188u << 10) + 3 * (64u << 10);
+  struct Way {
+    const char* name;
+    bool preallocate;
+    d::CopyMethod copy;
+  };
+  for (const Way& way :
+       {Way{"prealloc", true, d::CopyMethod::Auto}, Way{"no-prealloc", false, d::CopyMethod::Auto},
+        Way{"read-write", true, d::CopyMethod::ReadWrite}}) {
+    CAPTURE(way.name);
+    const fs::path out = tmp / (std::string(way.name) + ".raw");
+    d::ConvertOptions opts;
+    opts.preallocate = way.preallocate;
+    opts.copy = way.copy;
+    auto stats = convert_ok(img, out, opts);
+    q::check_same_as_qemu(img, out);
+    const Extents want = nonzero_blocks(out);
+    REQUIRE(want.size() == 8);  // the layout above, as qemu-img reads it
+    CHECK(show(data_map(out)) == show(want));
+    std::uint64_t data = 0;
+    for (const auto& [a, b] : want) data += b - a;
+    if (stats.bytes_copied == 0) CHECK(stats.bytes_written == data);
+    if (ext4 && way.preallocate && stats.bytes_copied == 0) {
+      CHECK(stats.bytes_preallocated == kLongRuns);
+    } else {
+      CHECK(stats.bytes_preallocated == 0);
+    }
+    fs::remove(out);
+  }
+  SUBCASE("raw copied (--copy-raw): the same holes") {
+    const fs::path raw = tmp / "ref.raw", out = tmp / "copy.raw";
+    q::must({"qemu-img", "convert", "-O", "raw", img.string(), raw.string()});
+    d::ConvertOptions opts;
+    opts.copy_raw = true;
+    auto r = d::copy_raw_image(raw, out, opts);
+    REQUIRE(r.has_value());
+    CHECK(chl::test::read_file(out) == chl::test::read_file(raw));
+    CHECK(show(data_map(out)) == show(nonzero_blocks(raw)));
+    CHECK(r->bytes_preallocated == (ext4 ? kLongRuns : 0));
+  }
+  SUBCASE("O_DIRECT writes are not preallocated") {
+    d::ConvertOptions opts;
+    opts.direct = true;
+    auto stats = convert_ok(img, tmp / "direct.raw", opts);
+    q::check_same_as_qemu(img, tmp / "direct.raw");
+    CHECK(stats.bytes_preallocated == 0);
+  }
 }
 
 TEST_CASE("plain clusters copied with copy_file_range: identical, source holes stay holes") {
@@ -191,6 +310,26 @@ TEST_CASE("a small image is converted on the calling thread alone") {
   auto stats = convert_ok(img, tmp / "s.raw");
   CHECK(stats.threads == 1);
   q::check_same_as_qemu(img, tmp / "s.raw");
+}
+
+TEST_CASE("a plain image of any size is converted on the calling thread alone") {
+  if (!q::have_qemu_tools()) return skip("qemu-img/qemu-io not installed");
+  TempDir tmp("chl-qcopy");
+  const fs::path raw = mixed_raw(tmp, "src.raw", 48);  // 32 MiB of data, none compressed
+  const fs::path img = qcow2_of(raw, tmp / "plain.qcow2", "none");
+  auto stats = convert_ok(img, tmp / "plain.raw");
+  CHECK(stats.allocated_bytes == 32u << 20);
+  CHECK(stats.compressed_bytes == 0);
+  CHECK(stats.threads == 1);
+  q::check_same_as_qemu(img, tmp / "plain.raw");
+  // The same data compressed pays for threads: its 16 text MiB, and in each of the 16 random
+  // MiB the cluster holding the zero block (deflate saves those 4 KiB); the rest stays plain.
+  const fs::path zimg = qcow2_of(raw, tmp / "z.qcow2", "zlib");
+  auto z = convert_ok(zimg, tmp / "z.raw");
+  CHECK(z.compressed_bytes == (16u << 20) + 16 * 65536);
+  CHECK(z.allocated_bytes == 32u << 20);
+  CHECK(z.threads == std::min(std::max(1u, std::thread::hardware_concurrency()), 4u));
+  q::check_same_as_qemu(zimg, tmp / "z.raw");
 }
 
 TEST_CASE("sync: the flushed output is the same, and still never replaces a file") {
