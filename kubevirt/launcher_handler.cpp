@@ -198,7 +198,7 @@ void LauncherHandler::k8s_event(const std::string& type, const std::string& reas
   notify_->send_k8s_event(to_event_json(e).dump());
 }
 
-Status LauncherHandler::check_identity(std::string_view vmi_json) const {
+Result<Json> LauncherHandler::this_pods_vmi(std::string_view vmi_json) const {
   Json j = Json::parse(vmi_json, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return fail(std::errc::invalid_argument, "the VMI is not valid JSON");
   const Json meta = j.value("metadata", Json::object());
@@ -208,13 +208,13 @@ Status LauncherHandler::check_identity(std::string_view vmi_json) const {
     return fail(std::errc::invalid_argument, "this launcher serves VMI " + opts_.namespace_ + "/" + opts_.name +
                                                  (opts_.uid.empty() ? "" : " (uid " + opts_.uid + ")") + ", not " + ns +
                                                  "/" + name + (uid.empty() ? "" : " (uid " + uid + ")"));
-  return {};
+  return j;
 }
 
 Status LauncherHandler::sync(std::string_view vmi_json, const SyncOptions& options) {
-  if (auto st = check_identity(vmi_json); !st) return st;
-  Json first_doc;           // a first Sync's VMI when it carries hotplug volumes
-  std::string launch_json;  // that VMI without them
+  CHL_TRY(const Json doc, this_pods_vmi(vmi_json));
+  bool hotplug_after_start = false;  // a first Sync carrying hotplug volumes
+  std::string launch_json;           // its VMI without them
   std::unique_lock lock(mu_);
   switch (phase_) {
     case Phase::Running: {
@@ -222,12 +222,9 @@ Status LauncherHandler::sync(std::string_view vmi_json, const SyncOptions& optio
       // metadata) changes nothing. Hotplug volumes are attached and detached; the sockets and
       // memory within the headroom are left to SyncVirtualMachineCPUs/Memory. Any other change
       // cannot be applied to the running VM: refused naming what changed, and nothing changes.
-      const Json doc = Json::parse(vmi_json, nullptr, false);
       const Json spec = without_hotplug_volumes(doc).value("spec", Json::object());
       std::vector<std::string> changed;
-      // (The running VM's spec is stripped of the same hotplug volumes, by this VMI's status.)
-      Json launched = {{"spec", launched_spec_}, {"status", doc.value("status", Json::object())}};
-      diff_paths(without_hotplug_volumes(std::move(launched))["spec"], spec, "spec", changed);
+      diff_paths(launched_spec_, spec, "spec", changed);  // both without hotplug volumes
       // The sockets and the guest memory may change within the headroom the VM started with:
       // virt-handler applies those with SyncVirtualMachineCPUs/Memory after this Sync. (The VMI
       // is parsed for that only when one of them changed: every re-Sync comes through here.)
@@ -258,12 +255,10 @@ Status LauncherHandler::sync(std::string_view vmi_json, const SyncOptions& optio
       // Hotplug volumes (a VM restarted with persisted ones, a migration target) are not part of
       // the domain as created: the mounted ones are attached as soon as it runs, below, as
       // KubeVirt's converter includes only those virt-handler has mounted.
-      first_doc = Json::parse(vmi_json, nullptr, false);
-      if (first_doc.is_object() && !hotplug_volumes(first_doc).empty()) {
-        launch_json = without_hotplug_volumes(first_doc).dump();
+      if (!hotplug_volumes(doc).empty()) {
+        hotplug_after_start = true;
+        launch_json = without_hotplug_volumes(doc).dump();
         vmi_json = launch_json;
-      } else {
-        first_doc = Json();
       }
       auto checked = vmi::check_vmi(vmi_json, opts_.hypervisor, vmi::current_host());
       if (!checked) {
@@ -284,7 +279,7 @@ Status LauncherHandler::sync(std::string_view vmi_json, const SyncOptions& optio
       lock.lock();
       if (phase_ != Phase::Idle) return fail(std::errc::device_or_resource_busy, "another Sync started the domain");
       request_ = LaunchRequest{std::string(vmi_json), options};
-      launched_spec_ = Json::parse(vmi_json, nullptr, false).value("spec", Json::object());
+      launched_spec_ = without_hotplug_volumes(doc).value("spec", Json::object());
       sync_result_.reset();
       phase_ = Phase::Launching;
       cv_.notify_all();
@@ -294,11 +289,11 @@ Status LauncherHandler::sync(std::string_view vmi_json, const SyncOptions& optio
   if (!cv_.wait_for(lock, opts_.sync_timeout, [this] { return sync_result_.has_value(); }))
     return fail(std::errc::timed_out, "the domain did not reach Running within " + std::to_string(opts_.sync_timeout.count()) + " s");
   Status result = *sync_result_;
-  if (!result || first_doc.is_null()) return result;
+  if (!result || !hotplug_after_start) return result;
   lock.unlock();
   // The domain runs: its mounted hotplug volumes now (a failure is the Sync's; virt-handler's
   // next Sync tries again).
-  return sync_hotplug_volumes(first_doc);
+  return sync_hotplug_volumes(doc);
 }
 
 Result<Json> LauncherHandler::on_service(const std::string& what, Call call) {

@@ -94,8 +94,8 @@ class LauncherHandler final : public CmdHandler {
   void on_state(events::DomainState state, events::StateReason reason);
   // A Kubernetes event about the VMI ("Warning", "SyncFailed", …).
   void k8s_event(const std::string& type, const std::string& reason, const std::string& message);
-  // The VMI a Sync names must be this pod's.
-  common::Status check_identity(std::string_view vmi_json) const;
+  // The VMI a call carries, parsed once; refused unless it is JSON naming this pod's VMI.
+  common::Result<nlohmann::json> this_pods_vmi(std::string_view vmi_json) const;
 
   LauncherHandlerOptions opts_;
   NotifyClient* notify_;
@@ -110,7 +110,7 @@ class LauncherHandler final : public CmdHandler {
   launcher::LauncherService* service_ = nullptr;
   DomainDocument doc_;   // the domain as virt-handler sees it
   bool added_ = false;   // ADDED sent
-  nlohmann::json launched_spec_;  // the spec of the VMI the Sync that started the domain carried
+  nlohmann::json launched_spec_;  // the spec the domain was started from, without hotplug volumes
   // CPU and memory hotplug (SyncVirtualMachineCPUs/Memory): the running VM's topology and memory
   // and the headroom it was created with (maxSockets, maxGuest).
   struct Hotplug {
@@ -128,6 +128,9 @@ class LauncherHandler final : public CmdHandler {
   // field paths with why; empty when within it.
   static std::vector<std::string> beyond_headroom(const Hotplug& running, const vmi::Vmi& want);
   Hotplug hotplug_now() const;
+  // The VMI of SyncVirtualMachineCPUs/Memory when its fields under `field` are within the
+  // headroom; else a refusal "<what>: <field path>: why".
+  common::Result<vmi::Vmi> within_headroom(std::string_view vmi_json, const std::string& what, const std::string& field);
   // Apply a resize and tell virt-handler the domain's new size.
   common::Status hotplug(const std::string& what, std::optional<std::uint32_t> vcpus, std::optional<std::int64_t> memory);
 };

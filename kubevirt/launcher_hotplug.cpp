@@ -13,6 +13,7 @@
 namespace chl::kubevirt {
 
 using common::fail;
+using common::Result;
 using common::Status;
 using Json = nlohmann::json;
 
@@ -156,24 +157,28 @@ Status LauncherHandler::hotplug(const std::string& what, std::optional<std::uint
   return {};
 }
 
+// What of `vmi_json` is beyond the running VM's headroom, for the fields under `field` only
+// ("spec.domain.cpu", "spec.domain.memory"), as one refusal naming them; the VMI when within.
+Result<vmi::Vmi> LauncherHandler::within_headroom(std::string_view vmi_json, const std::string& what,
+                                                  const std::string& field) {
+  CHL_TRY_VOID(this_pods_vmi(vmi_json));
+  auto want = vmi::parse_vmi(vmi_json).vmi;
+  auto why = beyond_headroom(hotplug_now(), want);
+  std::erase_if(why, [&field](const std::string& w) { return w.rfind(field, 0) != 0; });
+  if (!why.empty()) return fail(std::errc::invalid_argument, what + ": " + join_paths(why));
+  return want;
+}
+
 // SyncVirtualMachineCPUs: the VMI's sockets, within maxSockets (cores and threads fixed), as
 // CH's vm.resize desired_vcpus. SyncVirtualMachineMemory: memory.guest, within maxGuest, never
 // less, as desired_ram.
 Status LauncherHandler::sync_cpus(std::string_view vmi_json) {
-  if (auto st = check_identity(vmi_json); !st) return st;
-  const auto want = vmi::parse_vmi(vmi_json).vmi;
-  auto why = beyond_headroom(hotplug_now(), want);
-  std::erase_if(why, [](const std::string& w) { return w.rfind("spec.domain.memory", 0) == 0; });
-  if (!why.empty()) return fail(std::errc::invalid_argument, "CPU hotplug: " + join_paths(why));
+  CHL_TRY(const vmi::Vmi want, within_headroom(vmi_json, "CPU hotplug", "spec.domain.cpu"));
   return hotplug("CPU hotplug", static_cast<std::uint32_t>(vmi::cpu_topology(want).vcpus()), std::nullopt);
 }
 
 Status LauncherHandler::sync_memory(std::string_view vmi_json) {
-  if (auto st = check_identity(vmi_json); !st) return st;
-  const auto want = vmi::parse_vmi(vmi_json).vmi;
-  auto why = beyond_headroom(hotplug_now(), want);
-  std::erase_if(why, [](const std::string& w) { return w.rfind("spec.domain.cpu", 0) == 0; });
-  if (!why.empty()) return fail(std::errc::invalid_argument, "memory hotplug: " + join_paths(why));
+  CHL_TRY(const vmi::Vmi want, within_headroom(vmi_json, "memory hotplug", "spec.domain.memory"));
   const auto mem = vmi::guest_memory_bytes(want);
   if (!mem) return fail(std::errc::invalid_argument, "memory hotplug: the VMI sets no guest memory (spec.domain.memory.guest)");
   return hotplug("memory hotplug", std::nullopt, *mem);

@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <fstream>
 #include <optional>
-#include <sstream>
 #include <string>
 
 #include "common/proc_stat.hpp"
@@ -21,10 +20,8 @@ struct CpuTicks {
 };
 
 // utime and stime (fields 14 and 15) of a /proc/<pid>/stat or /proc/<pid>/task/<tid>/stat.
-std::optional<CpuTicks> read_stat(const fs::path& file) {
-  auto st = common::ProcStat::read(file);
-  if (!st) return std::nullopt;
-  auto user = st->number(14), system = st->number(15);
+std::optional<CpuTicks> ticks(const common::ProcStat& st) {
+  auto user = st.number(14), system = st.number(15);
   if (!user || !system) return std::nullopt;
   return CpuTicks{*user, *system};
 }
@@ -52,7 +49,7 @@ std::optional<std::size_t> vcpu_index(const std::string& comm) {
 }  // namespace
 
 void add_process_stats(const fs::path& proc_pid, DomainStatsDocument& d) {
-  if (auto t = read_stat(proc_pid / "stat")) {
+  if (auto st = common::ProcStat::read(proc_pid / "stat"); auto t = st ? ticks(*st) : std::nullopt) {
     d.cpu.user_ns = t->user * ns_per_tick();
     d.cpu.system_ns = t->system * ns_per_tick();
     d.cpu.time_ns = (t->user + t->system) * ns_per_tick();
@@ -69,13 +66,13 @@ void add_process_stats(const fs::path& proc_pid, DomainStatsDocument& d) {
   }
   std::error_code ec;
   for (const auto& task : fs::directory_iterator(proc_pid / "task", ec)) {
-    std::ifstream comm_file(task.path() / "comm");
-    std::string comm;
-    std::getline(comm_file, comm);
-    const auto index = vcpu_index(comm);
+    // One read of the thread's stat: its name (comm) says which vCPU it runs, its ticks the time.
+    const auto st = common::ProcStat::read(task.path() / "stat");
+    if (!st) continue;
+    const auto index = vcpu_index(st->comm());
     if (!index || *index > 4096) continue;
     if (d.vcpus.size() <= *index) d.vcpus.resize(*index + 1);
-    if (auto t = read_stat(task.path() / "stat")) d.vcpus[*index].time_ns = (t->user + t->system) * ns_per_tick();
+    if (auto t = ticks(*st)) d.vcpus[*index].time_ns = (t->user + t->system) * ns_per_tick();
     // schedstat: time on the CPU, time waiting on a run queue (ns), timeslices: libvirt's
     // vcpu.N.delay is the second.
     std::ifstream sched(task.path() / "schedstat");

@@ -79,16 +79,20 @@ std::string pod_interface_name(const vmi::Vmi& vmi, const vmi::Network& net, con
   return hashed;
 }
 
+// The pod interface's name without the hashed scheme's "pod" prefix, as KubeVirt's link names
+// derive from it.
+static std::string without_pod_prefix(const std::string& pod_iface) {
+  return pod_iface.rfind("pod", 0) == 0 ? pod_iface.substr(3) : pod_iface;
+}
+
 std::string bridge_name_for(const std::string& pod_iface) {
-  // link.GenerateBridgeName: "k6t-" + the name without the hashed scheme's "pod" prefix.
-  const std::string trimmed = pod_iface.rfind("pod", 0) == 0 ? pod_iface.substr(3) : pod_iface;
-  return ("k6t-" + trimmed).substr(0, kMaxIfName);
+  // link.GenerateBridgeName: "k6t-" + the trimmed name.
+  return ("k6t-" + without_pod_prefix(pod_iface)).substr(0, kMaxIfName);
 }
 
 std::string bridged_nic_name(const std::string& pod_iface) {
   // link.GenerateNewBridgedVmiInterfaceName: the pod interface renamed for bridge binding.
-  const std::string trimmed = pod_iface.rfind("pod", 0) == 0 ? pod_iface.substr(3) : pod_iface;
-  return trimmed + "-nic";
+  return without_pod_prefix(pod_iface) + "-nic";
 }
 
 std::string tap_name_for(const std::string& pod_iface) {

@@ -319,10 +319,7 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): memory hotplug within max
   if (!guest_runnable()) return;
   Pod pod;
   chl::test::TestNotifyServer notify(pod.share() / "domain-notify-pipe.sock");
-  pod.start();
-  const auto sock = chl::kubevirt::ready_socket_path(pod.share());
-  REQUIRE_MESSAGE(chl::test::wait_until(10s, [&] { return fs::exists(sock); }), pod.output());
-  auto cmd = v1::Cmd::NewStub(grpc::CreateChannel("unix:" + sock.string(), grpc::InsecureChannelCredentials()));
+  auto cmd = pod.serve();
   auto j = nlohmann::json::parse(vmi_json());
   j["spec"]["domain"]["memory"] = {{"guest", "128Mi"}, {"maxGuest", "512Mi"}};
   j["status"]["memory"] = {{"guestAtBoot", "128Mi"}, {"guestCurrent", "128Mi"}, {"guestRequested", "128Mi"}};
@@ -401,10 +398,7 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a first Sync with hotplug
     fs::resize_file(pod.hotplug() / (name + ".img"), 1 << 20);
   };
   make_volume("hp1");
-  pod.start();
-  const auto sock = chl::kubevirt::ready_socket_path(pod.share());
-  REQUIRE_MESSAGE(chl::test::wait_until(10s, [&] { return fs::exists(sock); }), pod.output());
-  auto cmd = v1::Cmd::NewStub(grpc::CreateChannel("unix:" + sock.string(), grpc::InsecureChannelCredentials()));
+  auto cmd = pod.serve();
   const auto status_json = [&] { return pod.status_text(); };
   auto j = nlohmann::json::parse(vmi_json());
   j["spec"]["volumes"] = nlohmann::json::parse(R"([

@@ -11,10 +11,7 @@
 
 TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a pod network without virt-handler's phase 1 — Sync answers success:false naming it, the wiring module is never loaded, the launcher keeps serving") {
   PodNetns pn;
-  if (auto why = pn.up(); !why.empty()) {
-    chl::test::skip(why);
-    return;
-  }
+  if (!pn.up_or_skip()) return;
   const std::string ns = pn.ns.name();
   const std::string links_before = chl::test::run_command({"ip", "-n", ns, "-o", "link", "show"}).output;
   Pod pod;
@@ -43,10 +40,7 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a pod network without vir
 
 TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): after virt-handler's phase 1 the launcher does phase 2 only — Sync succeeds with a masquerade NIC, the namespace is as phase 1 left it after shutdown") {
   PodNetns pn;
-  if (auto why = pn.up(); !why.empty()) {
-    chl::test::skip(why);
-    return;
-  }
+  if (!pn.up_or_skip()) return;
   const std::string ns = pn.ns.name();
   chl::test::net::Phase1 p1{ns};
   const auto e = chl::test::net::kubevirt_phase1_masquerade(p1);
@@ -115,10 +109,7 @@ RealGuestRun real_guest(const std::string& binding, bool ipv6 = false) {
     return run;
   }
   PodNetns pn;
-  if (auto w = pn.up(); !w.empty()) {
-    chl::test::skip(w);
-    return run;
-  }
+  if (!pn.up_or_skip()) return run;
   if (auto w = pn.add_node(ipv6); !w.empty()) {
     chl::test::skip("a node namespace for the pod: " + w);
     return run;

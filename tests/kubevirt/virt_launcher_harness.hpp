@@ -150,6 +150,13 @@ struct Pod {
                                    (ephemeral() / "ch-launcher").string()}).output;
   }
   nlohmann::json status() const { return nlohmann::json::parse(status_text(), nullptr, false); }
+  // start(), wait until the launcher serves (launcher-sock), and its command stub.
+  std::unique_ptr<v1::Cmd::Stub> serve() {
+    start();
+    const auto sock = chl::kubevirt::ready_socket_path(share());
+    REQUIRE_MESSAGE(chl::test::wait_until(10s, [&] { return fs::exists(sock); }), output());
+    return v1::Cmd::NewStub(grpc::CreateChannel("unix:" + sock.string(), grpc::InsecureChannelCredentials()));
+  }
 };
 
 // What a test booting the PVH guest needs: the guest built, and on the libvirt path a runnable
@@ -200,6 +207,12 @@ inline bool has_state(const chl::test::TestNotifyServer& server, const std::stri
 // "" when ready, else why the test must skip.
 struct PodNetns {
   chl::test::net::Netns ns{"chlvl" + std::to_string(::getpid())};
+  // up(), or a skip saying why: false then.
+  bool up_or_skip() {
+    const std::string why = up();
+    if (!why.empty()) chl::test::skip(why);
+    return why.empty();
+  }
   std::string up() {
     if (::geteuid() != 0) return "needs root (a pod network namespace made with ip netns)";
     if (!fs::exists(chl::test::guest_kernel())) return "the PVH test guest is not built";
@@ -237,7 +250,7 @@ struct PodNetns {
     const auto ip_tool = chl::test::tool("ip");
     REQUIRE(ip_tool);
     pod.prefix = {*ip_tool, "netns", "exec", ns.name()};
-    return started(pod);
+    return pod.serve();
   }
   // The same as KubeVirt's non-root launcher: uid/gid 107 with no capability at all (setpriv:
   // an empty bounding set, no_new_privs). The pod as KubeVirt's gives it to that launcher: its
@@ -268,16 +281,8 @@ struct PodNetns {
                   "t=$1 p=$2 s=$3; shift 3; mount --bind \"$t\" /dev/net/tun && mount --bind \"$p\" /etc/passwd && "
                   "exec \"$s\" --reuid 107 --regid 107 --clear-groups --inh-caps -all --bounding-set -all --no-new-privs \"$@\"",
                   "chl-pod", tun.string(), passwd.string(), *setpriv};
-    stub = started(pod);
+    stub = pod.serve();
     return {};
-  }
-
- private:
-  std::unique_ptr<v1::Cmd::Stub> started(Pod& pod) {
-    pod.start();
-    const auto sock = chl::kubevirt::ready_socket_path(pod.share());
-    REQUIRE_MESSAGE(chl::test::wait_until(10s, [&] { return fs::exists(sock); }), pod.output());
-    return v1::Cmd::NewStub(grpc::CreateChannel("unix:" + sock.string(), grpc::InsecureChannelCredentials()));
   }
 };
 
