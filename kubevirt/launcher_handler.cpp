@@ -20,6 +20,7 @@
 #include "kubevirt/proc_stats.hpp"
 #include "kubevirt/stats_json.hpp"
 #include "launcher/launcher_service.hpp"
+#include "launcher/plan.hpp"
 #include "vmi/parser.hpp"
 
 namespace chl::kubevirt {
@@ -64,6 +65,8 @@ DomainDocument document_of(const vmi::Vmi& v) {
     dd.read_only = k.readonly;
     d.disks.push_back(std::move(dd));
   }
+  for (const auto& f : v.spec.domain.devices.filesystems)  // virtiofs: KubeVirt's socket path
+    if (f.virtiofs) d.filesystems.push_back({f.name, launcher::virtiofs_socket_path(launcher::kKubevirtVirtiofsDir, f.name)});
   return d;
 }
 

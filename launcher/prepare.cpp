@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
 
 #include <fstream>
 #include <sstream>
@@ -32,6 +34,35 @@ Status make_parent(const fs::path& target) {
   if (ec) return fail(ec, "creating " + target.parent_path().string());
   ::chmod(target.parent_path().c_str(), 0700);
   return {};
+}
+
+// The virtiofs container (virt-controller's virtiofs-<name>, started beside the launcher, maybe
+// after it) binds its vhost-user socket; wait for it, bounded, polling. Only stat(): connecting
+// to look would be taken by virtiofsd as the VMM's one connection, and it exits when that closes.
+// The bound matches Cloud Hypervisor's own (vu_common_ctrl.rs connect_vhost_user: 60 s).
+Status wait_virtiofs_socket(const Preparation& p, std::chrono::milliseconds bound) {
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  for (;;) {
+    struct stat st {};
+    if (::stat(p.target.c_str(), &st) == 0) {
+      if (S_ISSOCK(st.st_mode)) {
+        CHL_LOG_INFO("filesystem {}: virtiofs socket {} is there", p.volume, p.target);
+        return {};
+      }
+      return fail(std::errc::not_a_stream,
+                  "filesystem '" + p.volume + "': " + p.target + " is not a socket");
+    }
+    if (errno != ENOENT) return common::fail_errno("filesystem '" + p.volume + "': " + p.target);
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    ::usleep(20 * 1000);
+  }
+  const auto secs = std::chrono::duration<double>(bound).count();
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", secs);
+  return fail(std::errc::timed_out,
+              "filesystem '" + p.volume + "': virtiofs socket " + p.target + " did not appear within " + b +
+                  " s (KubeVirt's container virtiofs-" + p.volume +
+                  " runs virtiofsd on it: is it running, and does it share the socket directory?)");
 }
 
 Result<std::string> read_secret(const std::string& path) {
@@ -156,9 +187,8 @@ Status run_one(LaunchPlan& plan, const Preparation& p, const PrepareOptions& opt
                    d.data_bytes, p.source, p.target);
       return {};
     }
-    case PreparationKind::StartVirtiofsd:
-      return fail(std::errc::operation_not_supported,
-                  std::string(to_string(p.kind)) + " is not implemented by this launcher yet");
+    case PreparationKind::WaitVirtiofsSocket:
+      return wait_virtiofs_socket(p, opts.virtiofs_wait);
   }
   return {};
 }

@@ -100,6 +100,21 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): Info, Sync, ADDED then Ru
     CHECK_FALSE(r.success());
     CHECK_MESSAGE(r.message().find("spec.domain.memory.guest") != std::string::npos, r.message());
   }
+  // A filesystem added to the running VMI: KubeVirt hotplugs none either (virtiofs needs its
+  // container in the pod from the start): refused naming it, nothing changed.
+  {
+    v1::VMIRequest with_fs;
+    auto fj = nlohmann::json::parse(vmi_json());
+    fj["spec"]["domain"]["devices"]["filesystems"] = nlohmann::json::array({{{"name", "shared"}, {"virtiofs", nlohmann::json::object()}}});
+    fj["spec"]["volumes"].push_back({{"name", "shared"}, {"persistentVolumeClaim", {{"claimName", "shared"}}}});
+    with_fs.mutable_vmi()->set_vmijson(fj.dump());
+    REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, with_fs, &r); }).ok());
+    CHECK_FALSE(r.success());
+    CHECK_MESSAGE(r.message().find("the running VM cannot take these changes: spec.domain.devices.filesystems") !=
+                      std::string::npos,
+                  r.message());
+    CHECK_MESSAGE(r.message().find("nothing was changed") != std::string::npos, r.message());
+  }
 
   // CPU hotplug as virt-handler does it: a Sync with more sockets (within maxSockets 4) is
   // accepted, then SyncVirtualMachineCPUs resizes the VM (Cloud Hypervisor's vm.resize; the
