@@ -218,6 +218,7 @@ int virt_launcher_main(const std::vector<std::string>& argv, const launcher::Run
   ho.namespace_ = get(f, "--namespace", "");
   ho.uid = uid;
   ho.hotplug_disk_dir = get(f, "--hotplug-disk-dir", "/var/run/kubevirt/hotplug-disks");
+  ho.virtiofs_dir = lo.virtiofs_dir;
   chl::kubevirt::LauncherHandler handler(ho, &notify);
   chl::kubevirt::CmdServerOptions so;
   so.share_dir = share;
