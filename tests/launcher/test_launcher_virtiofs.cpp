@@ -180,3 +180,22 @@ TEST_CASE(
   CHECK_MESSAGE(out.find("Get features failed") != std::string::npos, out);
   CHECK_MESSAGE(out.find("vhost-user: partial message") != std::string::npos, out);
 }
+
+TEST_CASE(
+    "virtiofs: a socket nobody listens on (virtiofsd exited) fails the start after the wait, "
+    "saying so") {
+  LauncherRun r;
+  const fs::path socks = r.dir.path() / "virtiofs-containers";
+  fs::create_directories(socks);
+  chl::test::leave_stale_socket(socks / "data.sock");  // what a SIGKILLed virtiofsd leaves
+  write_vmi_with_filesystems(r, {"data"});
+  r.start({"--virtiofs-dir", socks.string(), "--virtiofs-wait", "0.5"});
+  auto exit = r.wait_exit(std::chrono::seconds(30));
+  REQUIRE(exit);
+  CHECK(exit->code == 1);
+  const std::string out = r.output();
+  CHECK_MESSAGE(out.find("filesystem 'data': virtiofs socket " + (socks / "data.sock").string() +
+                         " is there but nothing listened on it within 0.5 s") != std::string::npos,
+                out);
+  CHECK_FALSE(fs::exists(r.state_dir() / "ch-api.sock"));
+}
