@@ -27,7 +27,8 @@ LauncherService::LauncherService(asio::io_context& io, ServiceOptions options, s
       driver_(std::move(driver)),
       signals_(io, SIGTERM, SIGINT),
       grace_timer_(io),
-      kill_timer_(io) {
+      kill_timer_(io),
+      terminate_timer_(io) {
   worker_guard_.emplace(worker_io_.get_executor());
   worker_ = std::thread([this] { worker_io_.run(); });
 }
@@ -52,6 +53,7 @@ int LauncherService::run() {
   ::signal(SIGPIPE, SIG_IGN);
   signals_.async_wait([this](boost::system::error_code ec, int sig) {
     if (ec) return;
+    if (terminate_hook_) return terminate_hooked();
     CHL_LOG_INFO("received {}: stopping the VM (grace period {} s)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
                  opts_.grace_period.count());
     if (stopping_) {
@@ -82,8 +84,9 @@ int LauncherService::run() {
     return kExitLaunchFailed;
   }
   // The VMM runs: from here on the launcher never starts a program, opens a network socket or
-  // changes the system; it confines itself to what relaying and supervising need.
-  if (auto st = confine(); !st) {
+  // changes the system; it confines itself to what relaying and supervising need (or once the VM
+  // has booted: confine_after_boot).
+  if (auto st = confine_after_boot_ ? common::Status{} : confine(); !st) {
     launch_failed_ = true;
     launch_error_ = st.error().message();
     CHL_LOG_ERROR("{}", launch_error_);
@@ -126,6 +129,17 @@ int LauncherService::run() {
       return;
     }
     booted_ = true;
+    if (confine_after_boot_) {
+      if (auto st = confine(); !st) {
+        launch_failed_ = true;
+        launch_error_ = st.error().message();
+        CHL_LOG_ERROR("{}", launch_error_);
+        driver_->request_stop(events::StopRequest::Forced);
+        driver_->kill_vmm();
+        check_finished();
+        return;
+      }
+    }
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started_at_);
     CHL_LOG_INFO("VM booted in {} ms", ms.count());
     if (r->contains("pty")) {
@@ -222,6 +236,7 @@ void LauncherService::teardown() {
   signals_.cancel(ec);
   grace_timer_.cancel();
   kill_timer_.cancel();
+  terminate_timer_.cancel();
   if (bridge_) bridge_->stop();
   for (auto& stop : stoppers_) stop();
   CHL_LOG_INFO("VM ended: state {} reason {}, launcher exits {}", events::to_string(driver_->state()),
@@ -325,6 +340,26 @@ void LauncherService::kill(Reply reply) {
   if (torn_down_ || driver_->finished()) return reply(state_error("kill", ""));
   begin_forced_stop("kill requested");
   reply(json{{"killing", true}});
+}
+
+void LauncherService::power_button(Reply reply) {
+  if (torn_down_ || driver_->state() != DomainState::Running) return reply(state_error("press the power button", "Running"));
+  // The guest decides: a power-off it does is still Shutoff/Shutdown.
+  driver_->request_stop(events::StopRequest::Graceful);
+  on_worker([this]() -> Result<json> {
+    CHL_TRY_VOID(driver_->power_button());
+    return json{{"pressed", true}};
+  }, std::move(reply));
+}
+
+void LauncherService::terminate_hooked() {
+  CHL_LOG_INFO("received SIGTERM: marked for graceful shutdown; forced off if still running in {} s",
+               opts_.grace_period.count());
+  terminate_hook_();
+  terminate_timer_.expires_after(opts_.grace_period);
+  terminate_timer_.async_wait([this](boost::system::error_code ec) {
+    if (!ec) begin_forced_stop("the grace period after SIGTERM has passed");
+  });
 }
 
 void LauncherService::begin_graceful_stop(std::chrono::seconds grace) {
