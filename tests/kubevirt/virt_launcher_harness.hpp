@@ -93,6 +93,7 @@ struct Pod {
   std::vector<std::string> prefix;  // e.g. `ip netns exec NS`: the launcher in a pod namespace
   std::string hypervisor = CHL_VL_HYPERVISOR;
   std::string vmm_binary;  // --vmm-binary on the Cloud Hypervisor path; "": the test VMM
+  std::string vmi_name = "testvm";  // --name (the libvirt domain is default_<it>)
   // KubeVirt's non-root launcher: uid/gid 107, no capability (PodNetns::start_non_root).
   bool non_root = false;
   fs::path runtime_dir() const { return dir.path() / "run"; }  // XDG_RUNTIME_DIR (KubeVirt: /var/run)
@@ -104,7 +105,7 @@ struct Pod {
     // The command line KubeVirt's template writes, flags we have no use for included.
     std::vector<std::string> argv = {chl::test::launcher_binary(), "virt-launcher",
                                      "--qemu-timeout", "240s",
-                                     "--name", "testvm", "--uid", kUid, "--namespace", "default",
+                                     "--name", vmi_name, "--uid", kUid, "--namespace", "default",
                                      "--kubevirt-share-dir", share().string(),
                                      "--ephemeral-disk-dir", ephemeral().string(),
                                      "--container-disk-dir", cdisks().string(),
