@@ -503,7 +503,7 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a virtiofs filesystem —
   CHECK(fss[0]["Source"]["Socket"] == (socks / "data.sock").string());
   CHECK(fss[0]["Target"]["Dir"] == "data");
   CHECK(fss[0]["Driver"]["Type"] == "virtiofs");
-  (void)pod.child.signal(SIGTERM);
+  kill_and_delete(*cmd, vmi);
   auto ended = pod.child.wait_for(kQemu ? 120s : 30s);
   REQUIRE(ended);
   CHECK(*ended);
