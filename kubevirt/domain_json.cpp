@@ -52,6 +52,19 @@ json disk_json(const DomainDisk& d) {
   };
 }
 
+// The guest agent channel as KubeVirt's converter writes it (converter.go, "org.qemu.guest_agent.0").
+json channels_json(const DomainDocument& d) {
+  if (!d.agent_channel) return nullptr;
+  json source = nullptr;
+  if (!d.agent_channel_path.empty()) source = {{"Mode", "bind"}, {"Path", d.agent_channel_path}};
+  return json::array({{{"Type", "unix"},
+                       {"Source", source},
+                       {"Target",
+                        {{"Name", "org.qemu.guest_agent.0"},
+                         {"Type", "virtio"},
+                         {"State", d.agent_state}}}}});
+}
+
 // A Go slice: null when empty, as encoding/json writes a nil slice.
 template <typename T, typename F>
 json slice(const std::vector<T>& items, F&& to_json) {
@@ -80,6 +93,13 @@ json metadata_json(const DomainDocument& d, bool with_grace_period) {
             {"MemoryDump", nullptr}}}};
 }
 
+json guest_interface_json(const GuestInterfaceStatus& i) {
+  return {{"Mac", i.mac},
+          {"Ip", i.ip},
+          {"IPs", i.ips.empty() ? json(nullptr) : json(i.ips)},
+          {"InterfaceName", i.interface_name}};
+}
+
 json status_json(const DomainDocument& d) {
   const KubevirtState s = to_kubevirt_state(d.state, d.reason);
   json panic = nullptr;
@@ -91,17 +111,17 @@ json status_json(const DomainDocument& d) {
   return {
       {"Status", s.status},
       {"Reason", s.reason},
-      {"Interfaces", nullptr},  // from a guest agent; none
+      {"Interfaces", slice(d.guest_interfaces, guest_interface_json)},
       {"OSInfo",
-       {{"Name", ""},
-        {"KernelRelease", ""},
-        {"Version", ""},
-        {"PrettyName", ""},
-        {"VersionId", ""},
-        {"KernelVersion", ""},
-        {"Machine", ""},
-        {"Id", ""}}},
-      {"FSFreezeStatus", {{"Status", ""}}},
+       {{"Name", d.os_info.name},
+        {"KernelRelease", d.os_info.kernel_release},
+        {"Version", d.os_info.version},
+        {"PrettyName", d.os_info.pretty_name},
+        {"VersionId", d.os_info.version_id},
+        {"KernelVersion", d.os_info.kernel_version},
+        {"Machine", d.os_info.machine},
+        {"Id", d.os_info.id}}},
+      {"FSFreezeStatus", {{"Status", d.fs_freeze_status}}},
       {"GuestPanicInfo", panic},
       {"PanicCount", d.panic_count},
   };
@@ -119,7 +139,7 @@ json spec_json(const DomainDocument& d) {
       {"Devices",
        {{"Interfaces", slice(d.interfaces, interface_json)},
         {"Disks", slice(d.disks, disk_json)},
-        {"Channels", nullptr}}},  // no guest agent channel: virt-handler reads "not connected"
+        {"Channels", channels_json(d)}}},
       {"Metadata", metadata_json(d, true)},
       {"Features", d.acpi ? json{{"ACPI", json::object()}} : json(nullptr)},
       {"VCPU", {{"Placement", "static"}, {"CPUs", d.vcpus}}},

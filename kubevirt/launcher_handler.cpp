@@ -137,6 +137,7 @@ void LauncherHandler::attach(launcher::LauncherService& service, const vmi::Chec
       k8s_event("Warning", "GuestPanicked", "the guest panicked (" + e.cause + ")");
     on_state(e.state, e.reason);
   });
+  start_agent(service);
 }
 
 void LauncherHandler::on_state(events::DomainState state, events::StateReason reason) {
@@ -162,6 +163,7 @@ void LauncherHandler::on_state(events::DomainState state, events::StateReason re
 
 void LauncherHandler::finished(int exit_code) {
   std::string gone;
+  stop_agent();  // the loop has ended: its agent client goes with it
   {
     std::lock_guard lock(mu_);
     phase_ = Phase::Finished;
@@ -296,7 +298,8 @@ Status LauncherHandler::sync(std::string_view vmi_json, const SyncOptions& optio
   return sync_hotplug_volumes(doc);
 }
 
-Result<Json> LauncherHandler::on_service(const std::string& what, Call call) {
+Result<Json> LauncherHandler::on_service(const std::string& what, Call call,
+                                         std::optional<std::chrono::seconds> timeout) {
   auto promise = std::make_shared<std::promise<Result<Json>>>();
   auto future = promise->get_future();
   {
@@ -308,7 +311,7 @@ Result<Json> LauncherHandler::on_service(const std::string& what, Call call) {
       call(*svc, [promise](Result<Json> r) { promise->set_value(std::move(r)); });
     });
   }
-  const auto deadline = std::chrono::steady_clock::now() + opts_.call_timeout;
+  const auto deadline = std::chrono::steady_clock::now() + timeout.value_or(opts_.call_timeout);
   while (future.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
     std::lock_guard lock(mu_);
     if (phase_ == Phase::Finished) return fail(std::errc::no_such_process, what + ": the domain is gone");

@@ -95,6 +95,7 @@ struct Pod {
   // KubeVirt's non-root launcher: uid/gid 107, no capability (PodNetns::start_non_root).
   bool non_root = false;
   fs::path runtime_dir() const { return dir.path() / "run"; }  // XDG_RUNTIME_DIR (KubeVirt: /var/run)
+  std::string vmm;  // --vmm-binary on Cloud Hypervisor; "": chl::test::vmm_binary()
 
   void start() {
     fs::create_directories(cdisks() / "kernel-boot");
@@ -117,7 +118,7 @@ struct Pod {
       argv.push_back("--allow-emulation");  // TCG where KVM is not usable (as KubeVirt's flag says)
     } else {
       argv.push_back("--vmm-binary");
-      argv.push_back(chl::test::vmm_binary());
+      argv.push_back(vmm.empty() ? chl::test::vmm_binary() : vmm);
     }
     argv.insert(argv.begin(), prefix.begin(), prefix.end());
     chl::common::SpawnOptions so;
