@@ -394,3 +394,15 @@ spec:
   for (char c = 'a'; c <= 'z'; ++c) used.push_back(std::string("sd") + c);
   CHECK(free_scsi_target(used) == "sdaa");
 }
+
+TEST_CASE(
+    "domain XML: the guest agent's virtio-serial channel as KubeVirt's converter writes it (no "
+    "source: libvirt's)") {
+  Rendered r =
+      render_file({"kernel-boot.yaml",
+                   {{"containerdisk", "/images/alpine.img"}, {"kernel-boot", "/kernel-root"}}});
+  CHECK(has(r.xml,
+            "<channel type='unix'>\n      <target type='virtio' name='org.qemu.guest_agent.0'/>\n  "
+            "  </channel>"));
+  if (auto errors = schema_errors(r.xml, "agent-channel")) CHECK_MESSAGE(errors->empty(), *errors);
+}
