@@ -39,6 +39,12 @@ struct DomainDisk {
   bool read_only = false;
 };
 
+// One VMI filesystem (virtiofs) as the domain shows it (api.FilesystemDevice).
+struct DomainFilesystem {
+  std::string name;    // the VMI's filesystem name: the tag (Target.Dir)
+  std::string socket;  // the virtiofs container's socket (Source.Socket)
+};
+
 // Guest panic details (api.GuestPanicInfo): the panic type and, for Hyper-V, its 5 arguments.
 struct GuestPanic {
   std::string type;  // "hyper-v", "s390", "unknown", ...
@@ -85,6 +91,7 @@ struct DomainDocument {
   bool agent_channel = true;
   std::string agent_state = "disconnected";
   std::string agent_channel_path;  // Source.Path; "": Source null
+  std::vector<DomainFilesystem> filesystems;
   // The state, in the launcher's vocabulary; translated with to_kubevirt_state.
   events::DomainState state = events::DomainState::Shutoff;
   events::StateReason reason = events::StateReason::Unknown;

@@ -45,6 +45,9 @@ struct LauncherHandlerOptions {
   // <state dir>/agent.vsock) and the guest's vsock port; "" = no agent transport on this path.
   std::string agent_vsock_socket;
   std::uint32_t agent_vsock_port = 1024;
+  // <--kubevirt-share-dir>/virtiofs-containers: the virtiofs containers' sockets, as the domain
+  // shows them (Spec.Devices.Filesystems).
+  std::string virtiofs_dir = "/var/run/kubevirt/virtiofs-containers";
 };
 
 class LauncherHandler final : public CmdHandler {
