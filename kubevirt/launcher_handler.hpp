@@ -12,14 +12,15 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
-#include <memory>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 
 #include "kubevirt/cmd_handler.hpp"
 #include "kubevirt/domain_json.hpp"
+#include "kubevirt/launcher_agent.hpp"
 #include "kubevirt/notify_client.hpp"
 #include "vmi/validator.hpp"
 
@@ -45,6 +46,10 @@ struct LauncherHandlerOptions {
   // --hotplug-disk-dir: where virt-handler mounts hotplugged volumes (<volume>.img, or the
   // block device <volume>).
   std::string hotplug_disk_dir = "/var/run/kubevirt/hotplug-disks";
+  // The guest agent (launcher_agent.hpp): Cloud Hypervisor's hybrid vsock socket (the plan's
+  // <state dir>/agent.vsock) and the guest's vsock port; "" = no agent transport on this path.
+  std::string agent_vsock_socket;
+  std::uint32_t agent_vsock_port = 1024;
   // <--kubevirt-share-dir>/virtiofs-containers: the virtiofs containers' sockets, as the domain
   // shows them (Spec.Devices.Filesystems).
   std::string virtiofs_dir = "/var/run/kubevirt/virtiofs-containers";
@@ -94,6 +99,14 @@ class LauncherHandler final : public CmdHandler {
   common::Result<std::string> get_qemu_version() override;
   common::Status sync_cpus(std::string_view vmi_json) override;
   common::Status sync_memory(std::string_view vmi_json) override;
+  // The guest agent (launcher_agent.cpp).
+  common::Result<std::string> get_guest_info() override;
+  common::Result<std::string> get_users() override;
+  common::Result<std::string> get_filesystems() override;
+  common::Status guest_ping(std::string_view domain_name, std::int32_t timeout_seconds) override;
+  common::Result<ExecOutput> exec(std::string_view domain_name, const std::string& command,
+                                  const std::vector<std::string>& args,
+                                  std::int32_t timeout_seconds) override;
 
  private:
   // Idle: no VM runs (none yet, or its boot failed); Launching: a Sync's VM is starting;
@@ -104,8 +117,9 @@ class LauncherHandler final : public CmdHandler {
   using Json = nlohmann::json;
   using Call = std::function<void(launcher::LauncherService&, std::function<void(common::Result<Json>)>)>;
 
-  // Run `call` on the service's loop and wait for its reply (bounded).
-  common::Result<Json> on_service(const std::string& what, Call call);
+  // Run `call` on the service's loop and wait for its reply (bounded: call_timeout, or `timeout`).
+  common::Result<Json> on_service(const std::string& what, Call call,
+                                  std::optional<std::chrono::seconds> timeout = std::nullopt);
   // on_service for a command whose reply carries nothing the caller needs.
   common::Status command(const std::string& what, Call call);
   // The domain's state changed (service loop): tell virt-handler, answer a waiting Sync.
@@ -159,6 +173,13 @@ class LauncherHandler final : public CmdHandler {
   // The VMI of SyncVirtualMachineCPUs/Memory when its fields under `field` are within the
   // headroom; else a refusal "<what>: <field path>: why".
   common::Result<vmi::Vmi> within_headroom(std::string_view vmi_json, const std::string& what, const std::string& field);
+  // The guest agent (launcher_agent.cpp): made in attach(), gone in finished(); used on the loop.
+  std::unique_ptr<AgentLink> agent_;
+  void start_agent(launcher::LauncherService& service);
+  void stop_agent();
+  void on_agent(const AgentView& v);
+  using DocumentOf = Json (*)(const guest_agent::GuestCache&);
+  common::Result<std::string> agent_document(const std::string& what, DocumentOf of);
   // Apply a resize and tell virt-handler the domain's new size.
   common::Status hotplug(const std::string& what, std::optional<std::uint32_t> vcpus, std::optional<std::int64_t> memory);
 };
