@@ -27,29 +27,47 @@ namespace {
 json user_alias(const std::string& name) { return {{"Name", name}, {"UserDefined", true}}; }
 
 json interface_json(const DomainInterface& i) {
-  json j = {
+  json driver = nullptr;  // nil: one queue pair (netstat.go:292-297)
+  if (i.queues > 1) driver = {{"Name", "vhost"}, {"Queues", i.queues}};
+  return {
       {"Type", i.type},
       {"Target", i.target_device.empty() ? json(nullptr)
                                          : json{{"Device", i.target_device}, {"Managed", "no"}}},
       {"Model", {{"Type", i.model}}},
       {"MAC", i.mac.empty() ? json(nullptr) : json{{"MAC", i.mac}}},
       {"MTU", i.mtu ? json{{"Size", std::to_string(*i.mtu)}} : json(nullptr)},
+      {"LinkState", nullptr},  // nil: "up" (netstat.go:300-308)
       {"Alias", user_alias(i.name)},
+      {"Driver", driver},
   };
-  return j;
 }
 
 json disk_json(const DomainDisk& d) {
   json source = json::object();
-  source[d.block_device ? "Dev" : "File"] = d.source;
+  if (!d.source.empty()) source[d.block_device ? "Dev" : "File"] = d.source;
+  json target = {{"Bus", d.bus}};
+  if (!d.target_device.empty()) target["Device"] = d.target_device;
   return {
       {"Device", d.device},
       {"Type", d.block_device ? "block" : "file"},
       {"Source", source},
-      {"Target", {{"Bus", d.bus}, {"Device", d.target_device}}},
+      {"Target", target},
       {"ReadOnly", d.read_only ? json::object() : json(nullptr)},
       {"Alias", user_alias(d.name)},
   };
+}
+
+// The guest agent channel as KubeVirt's converter writes it (converter.go,
+// "org.qemu.guest_agent.0").
+json channels_json(const DomainDocument& d) {
+  if (!d.agent_channel) return nullptr;
+  json source = nullptr;
+  if (!d.agent_channel_path.empty()) source = {{"Mode", "bind"}, {"Path", d.agent_channel_path}};
+  return json::array(
+      {{{"Type", "unix"},
+        {"Source", source},
+        {"Target",
+         {{"Name", "org.qemu.guest_agent.0"}, {"Type", "virtio"}, {"State", d.agent_state}}}}});
 }
 
 // A Go slice: null when empty, as encoding/json writes a nil slice.
@@ -119,7 +137,7 @@ json spec_json(const DomainDocument& d) {
       {"Devices",
        {{"Interfaces", slice(d.interfaces, interface_json)},
         {"Disks", slice(d.disks, disk_json)},
-        {"Channels", nullptr}}},  // no guest agent channel: virt-handler reads "not connected"
+        {"Channels", channels_json(d)}}},
       {"Metadata", metadata_json(d, true)},
       {"Features", d.acpi ? json{{"ACPI", json::object()}} : json(nullptr)},
       {"VCPU", {{"Placement", "static"}, {"CPUs", d.vcpus}}},
@@ -135,9 +153,12 @@ json to_domain_json(const DomainDocument& d) {
   json spec = d.state == events::DomainState::NoState ? json{{"Metadata", metadata_json(d, false)}}
                                                       : spec_json(d);
   return {
-      {"kind", "Domain"},   {"apiVersion", "1.2.2"},  // what KubeVirt's launcher writes in the
-                                                      // Domain's TypeMeta
-      {"ObjectMeta", meta}, {"Spec", spec},          {"Status", status_json(d)},
+      {"kind", "Domain"},
+      {"apiVersion", "1.2.2"},  // what KubeVirt's launcher writes in the
+                                // Domain's TypeMeta
+      {"ObjectMeta", meta},
+      {"Spec", spec},
+      {"Status", status_json(d)},
   };
 }
 

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.hpp"
+#include "kubevirt/domain_document.hpp"
 #include "kubevirt/k8s_event.hpp"
 #include "kubevirt/launcher_hotplug.hpp"
 #include "kubevirt/proc_stats.hpp"
@@ -34,37 +35,6 @@ std::string join(const vmi::Violations& vs) {
   std::string all;
   for (const auto& v : vs) all += (all.empty() ? "" : "; ") + vmi::to_string(v);
   return all;
-}
-
-// The domain as virt-handler reads it, from the VMI the launcher runs.
-DomainDocument document_of(const vmi::Vmi& v) {
-  DomainDocument d;
-  d.vmi_name = v.metadata.name;
-  d.vmi_namespace = v.metadata.namespace_;
-  d.vmi_uid = v.metadata.uid;
-  d.uuid = v.spec.domain.firmware.uuid.empty() ? v.metadata.uid : v.spec.domain.firmware.uuid;
-  d.grace_period_seconds = v.spec.termination_grace_period_seconds.value_or(30);
-  d.machine = v.spec.domain.machine_type;
-  const std::int64_t mem = vmi::guest_memory_bytes(v).value_or(0);
-  d.memory_kib = static_cast<std::uint64_t>(mem / 1024);
-  d.current_memory_kib = d.memory_kib;
-  d.vcpus = static_cast<unsigned>(vmi::cpu_topology(v).vcpus());
-  d.acpi = v.spec.domain.features.acpi.value_or(true);
-  for (const auto& i : v.spec.domain.devices.interfaces) {
-    DomainInterface di;
-    di.name = i.name;
-    di.mac = i.mac_address;
-    d.interfaces.push_back(std::move(di));
-  }
-  for (const auto& k : v.spec.domain.devices.disks) {
-    DomainDisk dd;
-    dd.name = k.name;
-    dd.device = k.device == vmi::DiskDevice::Cdrom ? "cdrom" : "disk";
-    dd.bus = "virtio";  // what the VMM serves (Cloud Hypervisor: virtio-blk only)
-    dd.read_only = k.readonly;
-    d.disks.push_back(std::move(dd));
-  }
-  return d;
 }
 
 // Where `b` differs from `a`, as field paths ("spec.domain.memory.guest"), at most `limit`.
@@ -117,7 +87,8 @@ void LauncherHandler::attach(launcher::LauncherService& service, const vmi::Chec
   {
     std::lock_guard lock(mu_);
     service_ = &service;
-    doc_ = document_of(checked.vmi);
+    doc_ =
+        document_of(checked.vmi, checked.caps ? std::string(checked.caps->name) : opts_.hypervisor);
     const auto t = vmi::cpu_topology(checked.vmi);
     const auto& cpu = checked.vmi.spec.domain.cpu;
     hotplug_ = Hotplug{t.cores, t.threads, std::max(t.sockets, cpu.max_sockets), 0, 0};
@@ -289,8 +260,14 @@ Status LauncherHandler::sync(std::string_view vmi_json, const SyncOptions& optio
   if (!cv_.wait_for(lock, opts_.sync_timeout, [this] { return sync_result_.has_value(); }))
     return fail(std::errc::timed_out, "the domain did not reach Running within " + std::to_string(opts_.sync_timeout.count()) + " s");
   Status result = *sync_result_;
-  if (!result || !hotplug_after_start) return result;
+  if (!result) return result;
   lock.unlock();
+  // The domain runs: what the VMM really has (disk sources and targets, the NICs) into the
+  // document, and a domain update with it, as virt-launcher sends one after libvirt's event.
+  if (auto st = refresh_devices(false); !st)
+    CHL_LOG_WARN("virt-handler: the domain's devices could not be read from the VMM: {}",
+                 st.error().message());
+  if (!hotplug_after_start) return result;
   // The domain runs: its mounted hotplug volumes now (a failure is the Sync's; virt-handler's
   // next Sync tries again).
   return sync_hotplug_volumes(doc);
@@ -363,6 +340,29 @@ Status LauncherHandler::soft_reboot(std::string_view) {
 
 Status LauncherHandler::reset(std::string_view) {
   return command("reset", [](auto& s, auto reply) { s.reboot(std::move(reply)); });
+}
+
+Status LauncherHandler::refresh_devices(bool send_anyway) {
+  // Right after Running the VMM's boot call may still be finishing: status has no "info" until
+  // then (as for GetDomainStats).
+  auto st = on_service("domain devices", [](auto& s, auto reply) { s.status(std::move(reply)); });
+  for (int i = 0; i < 20 && st && !st->contains("info"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    st = on_service("domain devices", [](auto& s, auto reply) { s.status(std::move(reply)); });
+  }
+  std::lock_guard lock(mu_);
+  bool changed = send_anyway;
+  if (st && st->contains("info")) {
+    std::map<std::string, std::string> ids;  // the VMM's device id -> the hotplug volume
+    for (const auto& [name, id] : hotplugged_) ids[id] = name;
+    changed = apply_vmm_info(doc_, (*st)["info"], ids) || changed;
+  }
+  if (changed && notify_ && phase_ == Phase::Running)
+    notify_->send_domain_event(to_domain_json(doc_).dump(), DomainEventType::Modified);
+  if (!st) return tl::unexpected(st.error());
+  if (!st->contains("info"))
+    return fail(std::errc::resource_unavailable_try_again, "the VMM has not reported its VM yet");
+  return {};
 }
 
 Status LauncherHandler::ping() { return {}; }

@@ -94,6 +94,9 @@ class LauncherHandler final : public CmdHandler {
   void on_state(events::DomainState state, events::StateReason reason);
   // A Kubernetes event about the VMI ("Warning", "SyncFailed", …).
   void k8s_event(const std::string& type, const std::string& reason, const std::string& message);
+  // What the VMM really has (LauncherService::status()'s "info") into doc_ (apply_vmm_info), and a
+  // MODIFIED event when that changed the document or `send_anyway`.
+  common::Status refresh_devices(bool send_anyway);
   // The VMI a call carries, parsed once; refused unless it is JSON naming this pod's VMI.
   common::Result<nlohmann::json> this_pods_vmi(std::string_view vmi_json) const;
 
