@@ -89,7 +89,10 @@ DomainDocument document_of(const vmi::Vmi& v, const std::string& hypervisor) {
   }
   for (const auto& i : v.spec.domain.devices.interfaces) {
     // SR-IOV interfaces are host devices (HostDevices, alias "sriov-<name>"), not interfaces.
-    if (i.binding == vmi::Binding::Sriov) continue;
+    if (i.binding == vmi::Binding::Sriov) {
+      d.sriov_interfaces.push_back(i.name);
+      continue;
+    }
     DomainInterface di;
     di.name = i.name;
     // The MAC the network plan gives the guest NIC (network/plan.cpp): the VMI's, or the one

@@ -70,6 +70,11 @@ json channels_json(const DomainDocument& d) {
          {{"Name", "org.qemu.guest_agent.0"}, {"Type", "virtio"}, {"State", d.agent_state}}}}});
 }
 
+// An SR-IOV VF as KubeVirt's converter writes its host device (converter/network: sriov).
+json sriov_json(const std::string& iface) {
+  return {{"Type", "pci"}, {"Managed", "no"}, {"Alias", user_alias("sriov-" + iface)}};
+}
+
 // A Go slice: null when empty, as encoding/json writes a nil slice.
 template <typename T, typename F>
 json slice(const std::vector<T>& items, F&& to_json) {
@@ -137,7 +142,8 @@ json spec_json(const DomainDocument& d) {
       {"Devices",
        {{"Interfaces", slice(d.interfaces, interface_json)},
         {"Disks", slice(d.disks, disk_json)},
-        {"Channels", channels_json(d)}}},
+        {"Channels", channels_json(d)},
+        {"HostDevices", slice(d.sriov_interfaces, sriov_json)}}},
       {"Metadata", metadata_json(d, true)},
       {"Features", d.acpi ? json{{"ACPI", json::object()}} : json(nullptr)},
       {"VCPU", {{"Placement", "static"}, {"CPUs", d.vcpus}}},

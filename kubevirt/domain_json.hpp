@@ -70,6 +70,9 @@ struct DomainDocument {
   bool acpi = true;                      // Spec.Features.ACPI: graceful shutdown possible
   std::vector<DomainInterface> interfaces;
   std::vector<DomainDisk> disks;
+  // SR-IOV interfaces, passed through as host devices: Spec.Devices.HostDevices with the alias
+  // "sriov-<interface>" (virt-handler's status for them, netstat.go:313-323, 415-423).
+  std::vector<std::string> sriov_interfaces;
   // The guest agent's channel (Spec.Devices.Channels, org.qemu.guest_agent.0): virt-handler sets
   // the AgentConnected condition when its state is "connected" (vm.go:665-674) and then calls
   // GetGuestInfo on every reconcile. "disconnected" until an agent answers.

@@ -473,7 +473,7 @@ HandlerVmi HandlerVmi::from_vmi_json(const Json& vmi) {
   h.namespace_ = str(vmi, {"metadata", "namespace"});
   h.uid = str(vmi, {"metadata", "uid"});
   for (const auto& i : at(vmi, {"spec", "domain", "devices", "interfaces"})) {
-    if (!i.is_object() || i.contains("sriov")) continue;
+    if (!i.is_object()) continue;
     const std::string name = i.value("name", "");
     h.interfaces.push_back(name);
     if (i.contains("macAddress") && i["macAddress"].is_string())
@@ -654,7 +654,18 @@ HandlerRead read_as_virt_handler(const Json& d, const HandlerVmi& vmi) {
            "pkg/network/setup/netstat.go:283");
     s.interfaces.push_back(std::move(si));
   }
-  // SR-IOV host devices (netstat.go:313-323): a nil alias is guarded there.
+  // SR-IOV host devices (netstat.go:313-323, 415-423): a nil alias is guarded there; the MAC is
+  // the VMI's.
+  const Json& hostdevs = at(d, {"Spec", "Devices", "HostDevices"});
+  for (const auto& hd : hostdevs.is_array() ? hostdevs : Json::array()) {
+    if (hd["Alias"].is_null()) continue;
+    const std::string alias = hd["Alias"]["Name"].get<std::string>();
+    if (alias.rfind("sriov-", 0) != 0) continue;
+    DerivedStatus::Interface si;
+    si.name = alias.substr(6);
+    if (auto mac = vmi.guest_macs.find(si.name); mac != vmi.guest_macs.end()) si.mac = mac->second;
+    s.interfaces.push_back(std::move(si));
+  }
   // The pod-cache IPs, for the VMI's interfaces that have a status entry (netstat.go:215-231).
   for (const auto& name : vmi.interfaces)
     for (auto& si : s.interfaces)

@@ -39,7 +39,7 @@ struct HandlerVmi {
   // false: made up from the documents (no VMI given): the reads that need its spec (interface and
   // volume names, the grace length, ACPI) are skipped; the CRASH reads are not.
   bool spec_known = true;
-  std::vector<std::string> interfaces;  // spec.domain.devices.interfaces[].name (no SR-IOV)
+  std::vector<std::string> interfaces;  // spec.domain.devices.interfaces[].name
   // What the guest NIC must have: the VMI's macAddress, or what the test knows it got.
   std::map<std::string, std::string> guest_macs;
   std::vector<std::string> volumes;  // spec.volumes[].name

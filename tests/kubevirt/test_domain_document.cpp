@@ -51,7 +51,8 @@ TEST_CASE(
   const bool update = std::getenv("CHL_UPDATE_GOLDEN") != nullptr;
   for (const char* name : {"containerdisk-cloudinit-masquerade", "efi-rng-serial",
                            "kernel-boot-no-interfaces", "pvc-emptydisk-bridge-multus"}) {
-    CAPTURE(name);
+    const std::string vmi_name = name;
+    CAPTURE(vmi_name);
     const json vmi = read_json(kGolden / "sync-vmis" / (std::string(name) + ".sync.json"));
     auto parsed = chl::vmi::parse_vmi(vmi.dump());
     DomainDocument d = document_of(parsed.vmi, "cloud-hypervisor");
@@ -178,6 +179,27 @@ TEST_CASE(
   CHECK(r.status.volume("hp1")->phase == "Ready");
   CHECK(r.status.volume("cloudinit")->target == "vdb");
   CHECK(r.status.machine == "pc-q35-7.2");
+}
+
+TEST_CASE(
+    "domain document: an SR-IOV interface is a host device aliased sriov-<name>, as virt-handler "
+    "reads it") {
+  auto vmi = read_json(kGolden / "sync-vmis/pvc-emptydisk-bridge-multus.sync.json");
+  vmi["spec"]["domain"]["devices"]["interfaces"][1] = {
+      {"name", "storage"}, {"sriov", json::object()}, {"macAddress", "02:00:00:aa:bb:01"}};
+  DomainDocument d = document_of(chl::vmi::parse_vmi(vmi.dump()).vmi, "cloud-hypervisor");
+  d.state = chl::events::DomainState::Running;
+  REQUIRE(d.interfaces.size() == 1);
+  REQUIRE(d.sriov_interfaces == std::vector<std::string>{"storage"});
+  const json doc = chl::kubevirt::to_domain_json(d);
+  CHECK(doc["Spec"]["Devices"]["HostDevices"][0]["Alias"] ==
+        json({{"Name", "sriov-storage"}, {"UserDefined", true}}));
+  auto h = chl::test::HandlerVmi::from_vmi_json(vmi);
+  h.guest_macs["default"] = d.interfaces[0].mac;
+  const auto r = chl::test::decode_and_read(doc.dump(), h);
+  CHECK_MESSAGE(r.failures.empty(), all(r.failures));
+  REQUIRE(r.status.interface("storage"));
+  CHECK(r.status.interface("storage")->mac == "02:00:00:aa:bb:01");
 }
 
 TEST_CASE("domain document: disk target names as libvirt makes them") {
