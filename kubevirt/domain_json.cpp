@@ -75,6 +75,19 @@ json sriov_json(const std::string& iface) {
   return {{"Type", "pci"}, {"Managed", "no"}, {"Alias", user_alias("sriov-" + iface)}};
 }
 
+// api.FilesystemDevice as converter/storage/virtiofs.go fills it; no json tags, so Go's field
+// names, and Source.Dir (no omitempty) written empty.
+json filesystem_json(const DomainFilesystem& f) {
+  return {
+      {"Type", "mount"},
+      {"AccessMode", "passthrough"},
+      {"Source", {{"Dir", ""}, {"Socket", f.socket}}},
+      {"Target", {{"Dir", f.name}}},
+      {"Driver", {{"Type", "virtiofs"}, {"Queue", "1024"}}},
+      {"Binary", nullptr},
+  };
+}
+
 // A Go slice: null when empty, as encoding/json writes a nil slice.
 template <typename T, typename F>
 json slice(const std::vector<T>& items, F&& to_json) {
@@ -142,6 +155,7 @@ json spec_json(const DomainDocument& d) {
       {"Devices",
        {{"Interfaces", slice(d.interfaces, interface_json)},
         {"Disks", slice(d.disks, disk_json)},
+        {"Filesystems", slice(d.filesystems, filesystem_json)},
         {"Channels", channels_json(d)},
         {"HostDevices", slice(d.sriov_interfaces, sriov_json)}}},
       {"Metadata", metadata_json(d, true)},

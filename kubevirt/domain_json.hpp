@@ -43,6 +43,12 @@ struct DomainDisk {
   bool read_only = false;
 };
 
+// One VMI filesystem (virtiofs) as the domain shows it (api.FilesystemDevice).
+struct DomainFilesystem {
+  std::string name;    // the VMI's filesystem name: the tag (Target.Dir)
+  std::string socket;  // the virtiofs container's socket (Source.Socket)
+};
+
 // Guest panic details (api.GuestPanicInfo): the panic type and, for Hyper-V, its 5 arguments.
 struct GuestPanic {
   std::string type;  // "hyper-v", "s390", "unknown", ...
@@ -70,6 +76,7 @@ struct DomainDocument {
   bool acpi = true;                      // Spec.Features.ACPI: graceful shutdown possible
   std::vector<DomainInterface> interfaces;
   std::vector<DomainDisk> disks;
+  std::vector<DomainFilesystem> filesystems;
   // SR-IOV interfaces, passed through as host devices: Spec.Devices.HostDevices with the alias
   // "sriov-<interface>" (virt-handler's status for them, netstat.go:313-323, 415-423).
   std::vector<std::string> sriov_interfaces;

@@ -3,16 +3,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <boost/asio/post.hpp>
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <nlohmann/json.hpp>
 #include <sstream>
-#include <vector>
 #include <system_error>
 #include <thread>
-
-#include <boost/asio/post.hpp>
-#include <nlohmann/json.hpp>
+#include <vector>
 
 #include "common/log.hpp"
 #include "kubevirt/domain_document.hpp"
@@ -21,6 +20,7 @@
 #include "kubevirt/proc_stats.hpp"
 #include "kubevirt/stats_json.hpp"
 #include "launcher/launcher_service.hpp"
+#include "launcher/plan.hpp"
 #include "vmi/parser.hpp"
 
 namespace chl::kubevirt {
@@ -89,6 +89,11 @@ void LauncherHandler::attach(launcher::LauncherService& service, const vmi::Chec
     service_ = &service;
     doc_ =
         document_of(checked.vmi, checked.caps ? std::string(checked.caps->name) : opts_.hypervisor);
+    for (const auto& f :
+         checked.vmi.spec.domain.devices.filesystems)  // virtiofs: KubeVirt's socket path
+      if (f.virtiofs)
+        doc_.filesystems.push_back(
+            {f.name, launcher::virtiofs_socket_path(opts_.virtiofs_dir, f.name)});
     const auto t = vmi::cpu_topology(checked.vmi);
     const auto& cpu = checked.vmi.spec.domain.cpu;
     hotplug_ = Hotplug{t.cores, t.threads, std::max(t.sockets, cpu.max_sockets), 0, 0};

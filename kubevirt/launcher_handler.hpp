@@ -40,6 +40,9 @@ struct LauncherHandlerOptions {
   // --hotplug-disk-dir: where virt-handler mounts hotplugged volumes (<volume>.img, or the
   // block device <volume>).
   std::string hotplug_disk_dir = "/var/run/kubevirt/hotplug-disks";
+  // <--kubevirt-share-dir>/virtiofs-containers: the virtiofs containers' sockets, as the domain
+  // shows them (Spec.Devices.Filesystems).
+  std::string virtiofs_dir = "/var/run/kubevirt/virtiofs-containers";
 };
 
 class LauncherHandler final : public CmdHandler {

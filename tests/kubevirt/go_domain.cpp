@@ -172,6 +172,14 @@ const GoType* domain_type() {
                             {"FilesystemOverhead", any},
                             {"Capacity", ptr(&kInt)},
                             {"Shareable", any}});
+    const GoType* filesystem =
+        strukt("api.FilesystemDevice",
+               {{"Type", &kString},
+                {"AccessMode", &kString},
+                {"Source", ptr(strings("api.FilesystemSource", {"Dir", "Socket"}))},
+                {"Target", ptr(strings("api.FilesystemTarget", {"Dir"}))},
+                {"Driver", ptr(strings("api.FilesystemDriver", {"Type", "Queue"}))},
+                {"Binary", any}});
     const GoType* devices = strukt("api.Devices", {{"Emulator", &kString},
                                                    {"Interfaces", slice(iface)},
                                                    {"Channels", slice(channel)},
@@ -187,7 +195,7 @@ const GoType* domain_type() {
                                                    {"Consoles", any},
                                                    {"Watchdogs", any},
                                                    {"Rng", any},
-                                                   {"Filesystems", any},
+                                                   {"Filesystems", slice(filesystem)},
                                                    {"Redirs", any},
                                                    {"SoundCards", any},
                                                    {"TPMs", any},

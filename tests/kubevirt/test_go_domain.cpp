@@ -111,6 +111,8 @@ TEST_CASE("go domain: our documents decode, with every key type-checked") {
                      .bus = "scsi",
                      .read_only = true});
   d.agent_channel_path = "/var/run/kubevirt-private/x/org.qemu.guest_agent.0";
+  d.sriov_interfaces = {"fast"};
+  d.filesystems.push_back({"data", "/var/run/kubevirt/virtiofs-containers/data.sock"});
   d.panic = chl::kubevirt::GuestPanic{"hyper-v", {1, 2, 3, 4, 5}};
   const auto decoded = go_decode_domain(chl::kubevirt::to_domain_json(d).dump());
   CHECK(decoded.error.empty());
