@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -89,8 +90,8 @@ void LauncherHandler::attach(launcher::LauncherService& service, const vmi::Chec
     service_ = &service;
     doc_ =
         document_of(checked.vmi, checked.caps ? std::string(checked.caps->name) : opts_.hypervisor);
-    for (const auto& f :
-         checked.vmi.spec.domain.devices.filesystems)  // virtiofs: KubeVirt's socket path
+    // virtiofs: KubeVirt's socket path (the launcher's, so here rather than in document_of).
+    for (const auto& f : checked.vmi.spec.domain.devices.filesystems)
       if (f.virtiofs)
         doc_.filesystems.push_back(
             {f.name, launcher::virtiofs_socket_path(opts_.virtiofs_dir, f.name)});
@@ -267,12 +268,13 @@ Status LauncherHandler::sync(std::string_view vmi_json, const SyncOptions& optio
   Status result = *sync_result_;
   if (!result) return result;
   lock.unlock();
-  // The domain runs: what the VMM really has (disk sources and targets, the NICs) into the
-  // document, and a domain update with it, as virt-launcher sends one after libvirt's event.
-  if (auto st = refresh_devices(false); !st)
-    CHL_LOG_WARN("virt-handler: the domain's devices could not be read from the VMM: {}",
-                 st.error().message());
-  if (!hotplug_after_start) return result;
+  // The domain runs: what the VMM really has (disk sources and targets, the NICs) goes into the
+  // document, with a domain update, as virt-launcher sends one after libvirt's event; without
+  // holding the Sync's answer (the hotplug below reads it anyway).
+  if (!hotplug_after_start) {
+    refresh_devices_later(kRefreshAttempts);
+    return result;
+  }
   // The domain runs: its mounted hotplug volumes now (a failure is the Sync's; virt-handler's
   // next Sync tries again).
   return sync_hotplug_volumes(doc);
@@ -347,27 +349,59 @@ Status LauncherHandler::reset(std::string_view) {
   return command("reset", [](auto& s, auto reply) { s.reboot(std::move(reply)); });
 }
 
+void LauncherHandler::apply_status(const Json& status, bool send_anyway) {
+  std::lock_guard lock(mu_);
+  bool changed = send_anyway;
+  if (status.contains("info")) {
+    std::map<std::string, std::string> ids;  // the VMM's device id -> the hotplug volume
+    for (const auto& [name, id] : hotplugged_) ids[id] = name;
+    changed = apply_vmm_info(doc_, status["info"], ids) || changed;
+  }
+  if (changed && notify_ && phase_ == Phase::Running)
+    notify_->send_domain_event(to_domain_json(doc_).dump(), DomainEventType::Modified);
+}
+
 Status LauncherHandler::refresh_devices(bool send_anyway) {
   // Right after Running the VMM's boot call may still be finishing: status has no "info" until
   // then (as for GetDomainStats).
   auto st = on_service("domain devices", [](auto& s, auto reply) { s.status(std::move(reply)); });
-  for (int i = 0; i < 20 && st && !st->contains("info"); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  for (int i = 0; i < kRefreshAttempts && st && !st->contains("info"); ++i) {
+    std::this_thread::sleep_for(kRefreshRetry);
     st = on_service("domain devices", [](auto& s, auto reply) { s.status(std::move(reply)); });
   }
-  std::lock_guard lock(mu_);
-  bool changed = send_anyway;
-  if (st && st->contains("info")) {
-    std::map<std::string, std::string> ids;  // the VMM's device id -> the hotplug volume
-    for (const auto& [name, id] : hotplugged_) ids[id] = name;
-    changed = apply_vmm_info(doc_, (*st)["info"], ids) || changed;
-  }
-  if (changed && notify_ && phase_ == Phase::Running)
-    notify_->send_domain_event(to_domain_json(doc_).dump(), DomainEventType::Modified);
+  apply_status(st ? *st : Json::object(), send_anyway);
   if (!st) return tl::unexpected(st.error());
   if (!st->contains("info"))
     return fail(std::errc::resource_unavailable_try_again, "the VMM has not reported its VM yet");
   return {};
+}
+
+void LauncherHandler::refresh_devices_later(int attempts) {
+  launcher::LauncherService* svc = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    if (!service_ || phase_ == Phase::Finished) return;
+    svc = service_;
+  }
+  // On the service's loop, which outlives nothing it runs: a retry pending when the loop ends is
+  // dropped with it.
+  boost::asio::post(svc->io(), [this, svc, attempts] {
+    svc->status([this, svc, attempts](Result<Json> st) {
+      if (st && !st->contains("info") && attempts > 0) {
+        auto timer = std::make_shared<boost::asio::steady_timer>(svc->io(), kRefreshRetry);
+        timer->async_wait([this, timer, attempts](const boost::system::error_code& ec) {
+          if (!ec) refresh_devices_later(attempts - 1);
+        });
+        return;
+      }
+      if (!st || !st->contains("info")) {
+        CHL_LOG_WARN("virt-handler: the domain's devices could not be read from the VMM: {}",
+                     st ? std::string("no VM information") : st.error().message());
+        return;
+      }
+      apply_status(*st, false);
+    });
+  });
 }
 
 Status LauncherHandler::ping() { return {}; }
