@@ -130,7 +130,12 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR
   // The guest NICs' MACs as the VMM has them (`ch-launcher status`: CH's vm.info, libvirt's live
   // XML).
   std::map<std::string, std::string> vmm_mac;
-  const auto st = pod.status();
+  nlohmann::json st;
+  const bool has_info = chl::test::wait_until(10s, [&] {  // once the VMM's boot call has returned
+    st = pod.status();
+    return st.is_object() && st.contains("info");
+  });
+  REQUIRE_MESSAGE(has_info, pod.status_text() << "\n" << pod.output());
   for (const auto& n : st["info"]["config"].value("net", nlohmann::json::array())) {
     std::string id = n.value("id", "");
     if (id.rfind("net-", 0) == 0) id.erase(0, 4);
