@@ -77,6 +77,58 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): after virt-handler's phas
   CHECK(without_qdisc(chl::test::net::netns_snapshot(ns)) == without_qdisc(before));
 }
 
+// KubeVirt's non-root launcher on Cloud Hypervisor: uid 107, no capability, after virt-handler's
+// phase 1. CH v52 makes the virtio-net device from the tap fds with TUNGETIFF, TUNSETIFF and
+// TUNSETVNETHDRSZ (no privilege needed on a tap owned by 107) and would set the tap's MTU
+// (SIOCSIFMTU, CAP_NET_ADMIN) if the net config had one: the launcher gives none, so the boot
+// works. The VMM double issues the same ioctls (tests/vmm_double/tap_device.cpp), so a launcher
+// that sent `mtu` fails here as on a real CH (issue 29 item 2).
+TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR
+          "): the launcher as uid 107 without capabilities boots on virt-handler's tap, and the "
+          "VMM runs as 107 too") {
+  if (kQemu) return;  // the libvirt path as uid 107: the real-guest cases below
+  PodNetns pn;
+  if (!pn.up_or_skip()) return;
+  const std::string ns = pn.ns.name();
+  chl::test::net::Phase1 p1{ns};
+  const auto e = chl::test::net::kubevirt_phase1_masquerade(p1);
+  REQUIRE_MESSAGE(e.empty(), e);
+  const auto before = chl::test::net::netns_snapshot(ns);
+  Pod pod;
+  chl::test::TestNotifyServer notify(pod.share() / "domain-notify-pipe.sock");
+  std::unique_ptr<v1::Cmd::Stub> cmd;
+  if (auto w = pn.start_non_root(pod, cmd); !w.empty()) {
+    chl::test::skip(w);
+    return;
+  }
+  auto vmi = vmi_with_nic();
+  v1::Response r;
+  REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, vmi, &r); }).ok());
+  REQUIRE_MESSAGE(r.success(), r.message() << "\n" << pod.output());
+  REQUIRE_MESSAGE(
+      chl::test::wait_until(10s, [&] { return has_state(notify, "MODIFIED Running/Unknown"); }),
+      pod.output());
+  const std::string none = "0000000000000000";
+  const std::string want = "Uid=107,107,107,107 Gid=107,107,107,107 CapPrm=" + none +
+                           " CapEff=" + none + " CapBnd=" + none + " CapAmb=" + none +
+                           " NoNewPrivs=1";
+  std::vector<std::string> procs;
+  for (long p : chl::test::net::processes_in(ns)) {
+    std::string comm = chl::test::read_file("/proc/" + std::to_string(p) + "/comm");
+    if (!comm.empty() && comm.back() == '\n') comm.pop_back();
+    procs.push_back(comm + ": " + credentials(p));
+  }
+  CHECK_MESSAGE(procs.size() >= 2, procs.size());  // the launcher and its VMM
+  for (const auto& p : procs) CHECK_MESSAGE(p.find(want) != std::string::npos, p);
+  REQUIRE(call([&](auto& c) { return cmd->KillVirtualMachine(&c, vmi, &r); }).ok());
+  auto st = pod.child.wait_for(60s);
+  REQUIRE(st);
+  CHECK_MESSAGE(*st, pod.output());
+  (void)chl::test::wait_until(15s, [&] { return chl::test::net::processes_in(ns).empty(); });
+  CHECK(chl::test::net::processes_in(ns).empty());
+  CHECK(chl::test::net::netns_snapshot(ns) == before);
+}
+
 // Issue 29: virt-handler's netstat.go reads every domain interface's Alias and MAC without a nil
 // check, keys the pod-cache IP by the alias, and guest-agent entries match the MAC exactly. A VMI
 // with a masquerade interface on the pod network (no macAddress: KubeVirt's default) and a bridge
@@ -122,33 +174,6 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR
   vmi.mutable_vmi()->set_vmijson(j.dump());
   v1::Response r;
   REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, vmi, &r); }, 120s).ok());
-// KubeVirt's non-root launcher on Cloud Hypervisor: uid 107, no capability, after virt-handler's
-// phase 1. CH v52 makes the virtio-net device from the tap fds with TUNGETIFF, TUNSETIFF and
-// TUNSETVNETHDRSZ (no privilege needed on a tap owned by 107) and would set the tap's MTU
-// (SIOCSIFMTU, CAP_NET_ADMIN) if the net config had one: the launcher gives none, so the boot
-// works. The VMM double issues the same ioctls (tests/vmm_double/tap_device.cpp), so a launcher
-// that sent `mtu` fails here as on a real CH (issue 29 item 2).
-TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR
-          "): the launcher as uid 107 without capabilities boots on virt-handler's tap, and the "
-          "VMM runs as 107 too") {
-  if (kQemu) return;  // the libvirt path as uid 107: the real-guest cases below
-  PodNetns pn;
-  if (!pn.up_or_skip()) return;
-  const std::string ns = pn.ns.name();
-  chl::test::net::Phase1 p1{ns};
-  const auto e = chl::test::net::kubevirt_phase1_masquerade(p1);
-  REQUIRE_MESSAGE(e.empty(), e);
-  const auto before = chl::test::net::netns_snapshot(ns);
-  Pod pod;
-  chl::test::TestNotifyServer notify(pod.share() / "domain-notify-pipe.sock");
-  std::unique_ptr<v1::Cmd::Stub> cmd;
-  if (auto w = pn.start_non_root(pod, cmd); !w.empty()) {
-    chl::test::skip(w);
-    return;
-  }
-  auto vmi = vmi_with_nic();
-  v1::Response r;
-  REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, vmi, &r); }).ok());
   REQUIRE_MESSAGE(r.success(), r.message() << "\n" << pod.output());
   REQUIRE_MESSAGE(
       chl::test::wait_until(10s, [&] { return has_state(notify, "MODIFIED Running/Unknown"); }),
@@ -203,25 +228,6 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR
   auto ended = pod.child.wait_for(kQemu ? 120s : 60s);
   REQUIRE(ended);
   CHECK(*ended);
-  const std::string none = "0000000000000000";
-  const std::string want = "Uid=107,107,107,107 Gid=107,107,107,107 CapPrm=" + none +
-                           " CapEff=" + none + " CapBnd=" + none + " CapAmb=" + none +
-                           " NoNewPrivs=1";
-  std::vector<std::string> procs;
-  for (long p : chl::test::net::processes_in(ns)) {
-    std::string comm = chl::test::read_file("/proc/" + std::to_string(p) + "/comm");
-    if (!comm.empty() && comm.back() == '\n') comm.pop_back();
-    procs.push_back(comm + ": " + credentials(p));
-  }
-  CHECK_MESSAGE(procs.size() >= 2, procs.size());  // the launcher and its VMM
-  for (const auto& p : procs) CHECK_MESSAGE(p.find(want) != std::string::npos, p);
-  REQUIRE(call([&](auto& c) { return cmd->KillVirtualMachine(&c, vmi, &r); }).ok());
-  auto st = pod.child.wait_for(60s);
-  REQUIRE(st);
-  CHECK_MESSAGE(*st, pod.output());
-  (void)chl::test::wait_until(15s, [&] { return chl::test::net::processes_in(ns).empty(); });
-  CHECK(chl::test::net::processes_in(ns).empty());
-  CHECK(chl::test::net::netns_snapshot(ns) == before);
 }
 
 namespace {
