@@ -65,6 +65,9 @@ struct DomainDocument {
   // terminationGracePeriodSeconds, KubeVirt's default 30 (converter.go:364-370).
   std::int64_t grace_period_seconds = 30;
   std::optional<Timestamp> grace_period_start;  // when a graceful shutdown began
+  // GracePeriod.MarkedForGracefulShutdown: the pod got SIGTERM (virt-launcher's
+  // MarkGracefulShutdownVMI, manager.go): virt-handler then shuts the domain down.
+  bool marked_for_graceful_shutdown = false;
   std::optional<Timestamp> deletion_timestamp;  // set once the domain is gone
   // What virt-handler copies into the VMI's status.
   std::string hypervisor_type = "kvm";  // Spec.Type ("qemu" would mean emulation)
