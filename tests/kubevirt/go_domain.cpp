@@ -602,7 +602,7 @@ HandlerRead read_as_virt_handler(const Json& d, const HandlerVmi& vmi) {
       fail("Spec.Metadata.KubeVirt.GracePeriod",
            "misreport: nil on a " + s.status + " domain: no graceful shutdown, Kill at once",
            "pkg/virt-handler/vm.go:2212-2216, 1629-1641");
-    else if (grace["DeletionGracePeriodSeconds"].get<std::int64_t>() == 0 && want != 0)
+    else if (vmi.spec_known && grace["DeletionGracePeriodSeconds"].get<std::int64_t>() == 0 && want != 0)
       fail("…GracePeriod.DeletionGracePeriodSeconds",
            "misreport: 0: no graceful shutdown, Kill at once",
            "pkg/virt-handler/vm.go:2215, 1629-1641");

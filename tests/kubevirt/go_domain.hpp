@@ -37,7 +37,7 @@ GoDecoded go_decode_domain(const std::string& text);
 struct HandlerVmi {
   std::string name, namespace_, uid;
   // false: made up from the documents (no VMI given): the reads that need its spec (interface and
-  // volume names, the grace length, ACPI) are skipped; the CRASH reads are not.
+  // volume names, the grace length or a grace of 0, ACPI) are skipped; the CRASH reads are not.
   bool spec_known = true;
   std::vector<std::string> interfaces;  // spec.domain.devices.interfaces[].name
   // What the guest NIC must have: the VMI's macAddress, or what the test knows it got.
