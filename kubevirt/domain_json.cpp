@@ -27,42 +27,52 @@ namespace {
 json user_alias(const std::string& name) { return {{"Name", name}, {"UserDefined", true}}; }
 
 json interface_json(const DomainInterface& i) {
-  json j = {
+  json driver = nullptr;  // nil: one queue pair (netstat.go:292-297)
+  if (i.queues > 1) driver = {{"Name", "vhost"}, {"Queues", i.queues}};
+  return {
       {"Type", i.type},
       {"Target", i.target_device.empty() ? json(nullptr)
                                          : json{{"Device", i.target_device}, {"Managed", "no"}}},
       {"Model", {{"Type", i.model}}},
       {"MAC", i.mac.empty() ? json(nullptr) : json{{"MAC", i.mac}}},
       {"MTU", i.mtu ? json{{"Size", std::to_string(*i.mtu)}} : json(nullptr)},
+      {"LinkState", nullptr},  // nil: "up" (netstat.go:300-308)
       {"Alias", user_alias(i.name)},
+      {"Driver", driver},
   };
-  return j;
 }
 
 json disk_json(const DomainDisk& d) {
   json source = json::object();
-  source[d.block_device ? "Dev" : "File"] = d.source;
+  if (!d.source.empty()) source[d.block_device ? "Dev" : "File"] = d.source;
+  json target = {{"Bus", d.bus}};
+  if (!d.target_device.empty()) target["Device"] = d.target_device;
   return {
       {"Device", d.device},
       {"Type", d.block_device ? "block" : "file"},
       {"Source", source},
-      {"Target", {{"Bus", d.bus}, {"Device", d.target_device}}},
+      {"Target", target},
       {"ReadOnly", d.read_only ? json::object() : json(nullptr)},
       {"Alias", user_alias(d.name)},
   };
 }
 
-// The guest agent channel as KubeVirt's converter writes it (converter.go, "org.qemu.guest_agent.0").
+// The guest agent channel as KubeVirt's converter writes it (converter.go,
+// "org.qemu.guest_agent.0").
 json channels_json(const DomainDocument& d) {
   if (!d.agent_channel) return nullptr;
   json source = nullptr;
   if (!d.agent_channel_path.empty()) source = {{"Mode", "bind"}, {"Path", d.agent_channel_path}};
-  return json::array({{{"Type", "unix"},
-                       {"Source", source},
-                       {"Target",
-                        {{"Name", "org.qemu.guest_agent.0"},
-                         {"Type", "virtio"},
-                         {"State", d.agent_state}}}}});
+  return json::array(
+      {{{"Type", "unix"},
+        {"Source", source},
+        {"Target",
+         {{"Name", "org.qemu.guest_agent.0"}, {"Type", "virtio"}, {"State", d.agent_state}}}}});
+}
+
+// An SR-IOV VF as KubeVirt's converter writes its host device (converter/network: sriov).
+json sriov_json(const std::string& iface) {
+  return {{"Type", "pci"}, {"Managed", "no"}, {"Alias", user_alias("sriov-" + iface)}};
 }
 
 // api.FilesystemDevice as converter/storage/virtiofs.go fills it; no json tags, so Go's field
@@ -154,7 +164,8 @@ json spec_json(const DomainDocument& d) {
        {{"Interfaces", slice(d.interfaces, interface_json)},
         {"Disks", slice(d.disks, disk_json)},
         {"Filesystems", slice(d.filesystems, filesystem_json)},
-        {"Channels", channels_json(d)}}},
+        {"Channels", channels_json(d)},
+        {"HostDevices", slice(d.sriov_interfaces, sriov_json)}}},
       {"Metadata", metadata_json(d, true)},
       {"Features", d.acpi ? json{{"ACPI", json::object()}} : json(nullptr)},
       {"VCPU", {{"Placement", "static"}, {"CPUs", d.vcpus}}},
@@ -170,9 +181,12 @@ json to_domain_json(const DomainDocument& d) {
   json spec = d.state == events::DomainState::NoState ? json{{"Metadata", metadata_json(d, false)}}
                                                       : spec_json(d);
   return {
-      {"kind", "Domain"},   {"apiVersion", "1.2.2"},  // what KubeVirt's launcher writes in the
-                                                      // Domain's TypeMeta
-      {"ObjectMeta", meta}, {"Spec", spec},          {"Status", status_json(d)},
+      {"kind", "Domain"},
+      {"apiVersion", "1.2.2"},  // what KubeVirt's launcher writes in the
+                                // Domain's TypeMeta
+      {"ObjectMeta", meta},
+      {"Spec", spec},
+      {"Status", status_json(d)},
   };
 }
 

@@ -18,23 +18,27 @@ namespace chl::kubevirt {
 
 using Timestamp = std::chrono::system_clock::time_point;
 
-// One VMI interface as the domain shows it.
+// One VMI interface as the domain shows it: what the guest NIC really got (its MAC, the tap it
+// is attached to), named by the VMI's interface (virt-handler keys status.interfaces[] and the
+// pod-cache IP by Alias.Name: pkg/network/setup/netstat.go:282, 215-231).
 struct DomainInterface {
-  std::string name;  // the VMI's interface name ("default"); alias ua-<name> in XML
-  std::string mac;   // "02:42:ac:11:00:02"
+  std::string name;  // the VMI's interface name ("default"); Alias {Name, UserDefined:true}
+  std::string mac;   // lowercase, "02:42:ac:11:00:02"; never empty (netstat.go:283 reads MAC.MAC)
   std::string type = "ethernet";
-  std::string target_device;  // the host side ("tap0"); empty: none
+  std::string target_device;  // the host side ("tap0"), Target {Device, Managed:"no"}; "": none
   std::string model = "virtio-non-transitional";
-  std::optional<unsigned> mtu;
+  std::optional<unsigned> mtu;  // MTU {Size}
+  unsigned queues = 1;          // queue pairs; > 1: Driver {Name:"vhost", Queues} (netstat.go:292)
 };
 
-// One VMI disk as the domain shows it (virt-handler maps hotplugged volumes through these).
+// One VMI disk as the domain shows it (virt-handler maps volumeStatus[].target through these:
+// pkg/virt-handler/vm.go:527-538).
 struct DomainDisk {
-  std::string name;             // the VMI's disk/volume name; alias ua-<name>
+  std::string name;             // the VMI's disk/volume name: Alias {Name, UserDefined:true}
   std::string device = "disk";  // "disk" | "cdrom"
-  std::string source;           // image file or block device path
+  std::string source;           // what the VMM opens (image file or block device); "": not yet
   bool block_device = false;    // source is a block device (Source.Dev) rather than a file
-  std::string target_device;    // "vda"
+  std::string target_device;    // "vda", "sda": the guest's name; "" until the VMM has it
   std::string bus = "virtio";
   bool read_only = false;
 };
@@ -72,7 +76,9 @@ struct DomainDocument {
   std::string vmi_namespace;
   std::string vmi_uid;
   std::string uuid;                             // the firmware UUID (Spec.UUID)
-  std::int64_t grace_period_seconds = 0;        // Spec.Metadata.KubeVirt.GracePeriod
+  // Spec.Metadata.KubeVirt.GracePeriod.DeletionGracePeriodSeconds: the VMI's
+  // terminationGracePeriodSeconds, KubeVirt's default 30 (converter.go:364-370).
+  std::int64_t grace_period_seconds = 30;
   std::optional<Timestamp> grace_period_start;  // when a graceful shutdown began
   // GracePeriod.MarkedForGracefulShutdown: the pod got SIGTERM (virt-launcher's
   // MarkGracefulShutdownVMI, manager.go): virt-handler then shuts the domain down.
@@ -95,6 +101,9 @@ struct DomainDocument {
   std::string agent_state = "disconnected";
   std::string agent_channel_path;  // Source.Path; "": Source null
   std::vector<DomainFilesystem> filesystems;
+  // SR-IOV interfaces, passed through as host devices: Spec.Devices.HostDevices with the alias
+  // "sriov-<interface>" (virt-handler's status for them, netstat.go:313-323, 415-423).
+  std::vector<std::string> sriov_interfaces;
   // The state, in the launcher's vocabulary; translated with to_kubevirt_state.
   events::DomainState state = events::DomainState::Shutoff;
   events::StateReason reason = events::StateReason::Unknown;

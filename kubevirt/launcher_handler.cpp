@@ -3,18 +3,19 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <nlohmann/json.hpp>
 #include <sstream>
-#include <vector>
 #include <system_error>
 #include <thread>
-
-#include <boost/asio/post.hpp>
-#include <nlohmann/json.hpp>
+#include <vector>
 
 #include "common/log.hpp"
+#include "kubevirt/domain_document.hpp"
 #include "kubevirt/k8s_event.hpp"
 #include "kubevirt/launcher_hotplug.hpp"
 #include "kubevirt/proc_stats.hpp"
@@ -36,39 +37,6 @@ std::string join(const vmi::Violations& vs) {
   std::string all;
   for (const auto& v : vs) all += (all.empty() ? "" : "; ") + vmi::to_string(v);
   return all;
-}
-
-// The domain as virt-handler reads it, from the VMI the launcher runs.
-DomainDocument document_of(const vmi::Vmi& v, const std::string& virtiofs_dir) {
-  DomainDocument d;
-  d.vmi_name = v.metadata.name;
-  d.vmi_namespace = v.metadata.namespace_;
-  d.vmi_uid = v.metadata.uid;
-  d.uuid = v.spec.domain.firmware.uuid.empty() ? v.metadata.uid : v.spec.domain.firmware.uuid;
-  d.grace_period_seconds = v.spec.termination_grace_period_seconds.value_or(30);
-  d.machine = v.spec.domain.machine_type;
-  const std::int64_t mem = vmi::guest_memory_bytes(v).value_or(0);
-  d.memory_kib = static_cast<std::uint64_t>(mem / 1024);
-  d.current_memory_kib = d.memory_kib;
-  d.vcpus = static_cast<unsigned>(vmi::cpu_topology(v).vcpus());
-  d.acpi = v.spec.domain.features.acpi.value_or(true);
-  for (const auto& i : v.spec.domain.devices.interfaces) {
-    DomainInterface di;
-    di.name = i.name;
-    di.mac = i.mac_address;
-    d.interfaces.push_back(std::move(di));
-  }
-  for (const auto& k : v.spec.domain.devices.disks) {
-    DomainDisk dd;
-    dd.name = k.name;
-    dd.device = k.device == vmi::DiskDevice::Cdrom ? "cdrom" : "disk";
-    dd.bus = "virtio";  // what the VMM serves (Cloud Hypervisor: virtio-blk only)
-    dd.read_only = k.readonly;
-    d.disks.push_back(std::move(dd));
-  }
-  for (const auto& f : v.spec.domain.devices.filesystems)  // virtiofs: KubeVirt's socket path
-    if (f.virtiofs) d.filesystems.push_back({f.name, launcher::virtiofs_socket_path(virtiofs_dir, f.name)});
-  return d;
 }
 
 // Where `b` differs from `a`, as field paths ("spec.domain.memory.guest"), at most `limit`.
@@ -123,7 +91,10 @@ void LauncherHandler::attach(launcher::LauncherService& service, const vmi::Chec
     service_ = &service;
     deleted_ = false;
     launch_end_.reset();
-    doc_ = document_of(checked.vmi, opts_.virtiofs_dir);
+    doc_ = document_of(checked.vmi, checked.caps ? std::string(checked.caps->name) : opts_.hypervisor);
+    // virtiofs: KubeVirt's socket path (the launcher's, so here rather than in document_of).
+    for (const auto& f : checked.vmi.spec.domain.devices.filesystems)
+      if (f.virtiofs) doc_.filesystems.push_back({f.name, launcher::virtiofs_socket_path(opts_.virtiofs_dir, f.name)});
     const auto t = vmi::cpu_topology(checked.vmi);
     const auto& cpu = checked.vmi.spec.domain.cpu;
     hotplug_ = Hotplug{t.cores, t.threads, std::max(t.sockets, cpu.max_sockets), 0, 0};
@@ -385,8 +356,15 @@ Status LauncherHandler::sync(std::string_view vmi_json, const SyncOptions& optio
   if (!cv_.wait_for(lock, opts_.sync_timeout, [this] { return sync_result_.has_value(); }))
     return fail(std::errc::timed_out, "the domain did not reach Running within " + std::to_string(opts_.sync_timeout.count()) + " s");
   Status result = *sync_result_;
-  if (!result || !hotplug_after_start) return result;
+  if (!result) return result;
   lock.unlock();
+  // The domain runs: what the VMM really has (disk sources and targets, the NICs) goes into the
+  // document, with a domain update, as virt-launcher sends one after libvirt's event; without
+  // holding the Sync's answer (the hotplug below reads it anyway).
+  if (!hotplug_after_start) {
+    refresh_devices_later(kRefreshAttempts);
+    return result;
+  }
   // The domain runs: its mounted hotplug volumes now (a failure is the Sync's; virt-handler's
   // next Sync tries again).
   return sync_hotplug_volumes(doc);
@@ -514,6 +492,61 @@ Status LauncherHandler::soft_reboot(std::string_view) {
 
 Status LauncherHandler::reset(std::string_view) {
   return command("reset", [](auto& s, auto reply) { s.reboot(std::move(reply)); });
+}
+
+void LauncherHandler::apply_status(const Json& status, bool send_anyway) {
+  std::lock_guard lock(mu_);
+  bool changed = send_anyway;
+  if (status.contains("info")) {
+    std::map<std::string, std::string> ids;  // the VMM's device id -> the hotplug volume
+    for (const auto& [name, id] : hotplugged_) ids[id] = name;
+    changed = apply_vmm_info(doc_, status["info"], ids) || changed;
+  }
+  if (changed && notify_ && phase_ == Phase::Running)
+    notify_->send_domain_event(to_domain_json(doc_).dump(), DomainEventType::Modified);
+}
+
+Status LauncherHandler::refresh_devices(bool send_anyway) {
+  // Right after Running the VMM's boot call may still be finishing: status has no "info" until
+  // then (as for GetDomainStats).
+  auto st = on_service("domain devices", [](auto& s, auto reply) { s.status(std::move(reply)); });
+  for (int i = 0; i < kRefreshAttempts && st && !st->contains("info"); ++i) {
+    std::this_thread::sleep_for(kRefreshRetry);
+    st = on_service("domain devices", [](auto& s, auto reply) { s.status(std::move(reply)); });
+  }
+  apply_status(st ? *st : Json::object(), send_anyway);
+  if (!st) return tl::unexpected(st.error());
+  if (!st->contains("info"))
+    return fail(std::errc::resource_unavailable_try_again, "the VMM has not reported its VM yet");
+  return {};
+}
+
+void LauncherHandler::refresh_devices_later(int attempts) {
+  launcher::LauncherService* svc = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    if (!service_ || phase_ == Phase::Finished) return;
+    svc = service_;
+  }
+  // On the service's loop, which outlives nothing it runs: a retry pending when the loop ends is
+  // dropped with it.
+  boost::asio::post(svc->io(), [this, svc, attempts] {
+    svc->status([this, svc, attempts](Result<Json> st) {
+      if (st && !st->contains("info") && attempts > 0) {
+        auto timer = std::make_shared<boost::asio::steady_timer>(svc->io(), kRefreshRetry);
+        timer->async_wait([this, timer, attempts](const boost::system::error_code& ec) {
+          if (!ec) refresh_devices_later(attempts - 1);
+        });
+        return;
+      }
+      if (!st || !st->contains("info")) {
+        CHL_LOG_WARN("virt-handler: the domain's devices could not be read from the VMM: {}",
+                     st ? std::string("no VM information") : st.error().message());
+        return;
+      }
+      apply_status(*st, false);
+    });
+  });
 }
 
 Status LauncherHandler::ping() { return {}; }

@@ -132,6 +132,16 @@ class LauncherHandler final : public CmdHandler {
   bool off_or_stopping_locked() const;
   // A Kubernetes event about the VMI ("Warning", "SyncFailed", …).
   void k8s_event(const std::string& type, const std::string& reason, const std::string& message);
+  // What the VMM really has (LauncherService::status()'s "info") into doc_ (apply_vmm_info), and a
+  // MODIFIED event when that changed the document or `send_anyway`.
+  common::Status refresh_devices(bool send_anyway);
+  // The same without waiting (the first Sync answers as soon as the domain runs), retried on the
+  // service's loop while the VMM's boot call is still finishing.
+  void refresh_devices_later(int attempts);
+  // A LauncherService::status() answer into doc_ (mu_ not held).
+  void apply_status(const nlohmann::json& status, bool send_anyway);
+  static constexpr int kRefreshAttempts = 100;
+  static constexpr std::chrono::milliseconds kRefreshRetry{10};
   // The VMI a call carries, parsed once; refused unless it is JSON naming this pod's VMI.
   common::Result<nlohmann::json> this_pods_vmi(std::string_view vmi_json) const;
 

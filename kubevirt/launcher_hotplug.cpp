@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "common/log.hpp"
 #include "kubevirt/launcher_handler.hpp"
 #include "launcher/launcher_service.hpp"
 #include "vmi/parser.hpp"
@@ -111,9 +112,12 @@ Status LauncherHandler::sync_hotplug_volumes(const Json& vmi) {
     doc_.disks.push_back(std::move(dd));
     changed = true;
   }
+  // virt-handler learns the new disks from a domain update, with the source and the target the
+  // VMM gave them (a hotplug volume is Ready only once its Target.Device is set, vm.go:488-520).
   if (changed) {
-    std::lock_guard lock(mu_);
-    if (notify_ && phase_ == Phase::Running) notify_->send_domain_event(to_domain_json(doc_).dump(), DomainEventType::Modified);
+    if (auto st = refresh_devices(true); !st)
+      CHL_LOG_WARN("virt-handler: the hotplugged disks' targets could not be read from the VMM: {}",
+                   st.error().message());
   }
   return {};
 }

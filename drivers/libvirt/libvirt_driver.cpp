@@ -350,10 +350,17 @@ Result<json> LibvirtDriver::info() {
     memory_device = {{"size_kib", live_size_kib(*dev, "size").value_or(0)},
                      {"requested_kib", live_size_kib(*dev, "requested").value_or(0)},
                      {"current_kib", live_size_kib(*dev, "current").value_or(0)}};
+  // The NICs as the guest got them (MAC, tap, MTU): KubeVirt's domain document reports these.
+  json nets = json::array();
+  for (const auto& i : live_interfaces(xml))
+    nets.push_back(
+        {{"id", i.id}, {"mac", i.mac}, {"tap", i.tap}, {"mtu", i.mtu}, {"model", i.model}});
   return json{{"config",
                {{"cpus", {{"boot_vcpus", in.nrVirtCpu}, {"max_vcpus", max_vcpus}}},
                 {"memory", {{"size", std::uint64_t{in.maxMem} * 1024}}},
-                {"disks", std::move(disks)}}},
+                {"disks", std::move(disks)},
+                {"net", std::move(nets)}}},
+              {"machine", live_machine(xml)},
               {"state", events::to_string(ours.state)},
               {"reason", events::to_string(ours.reason)},
               {"memory_actual_size", std::uint64_t{in.memory} * 1024},

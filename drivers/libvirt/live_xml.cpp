@@ -77,6 +77,31 @@ std::vector<LiveDisk> live_disks(std::string_view xml) {
   return out;
 }
 
+std::vector<LiveInterface> live_interfaces(std::string_view xml) {
+  std::vector<LiveInterface> out;
+  auto devices = xml.find("<devices>");
+  if (devices == std::string_view::npos) return out;
+  for (auto b : blocks(xml.substr(devices), "interface")) {
+    LiveInterface i;
+    i.mac = attr(find_tag(b, "mac"), "address").value_or("");
+    i.tap = attr(find_tag(b, "target"), "dev").value_or("");
+    i.model = attr(find_tag(b, "model"), "type").value_or("");
+    const std::string mtu = attr(find_tag(b, "mtu"), "size").value_or("");
+    std::from_chars(mtu.data(), mtu.data() + mtu.size(), i.mtu);
+    i.id = attr(find_tag(b, "alias"), "name").value_or("");
+    if (i.id.rfind("ua-", 0) == 0) i.id.erase(0, 3);
+    out.push_back(std::move(i));
+  }
+  return out;
+}
+
+std::string live_machine(std::string_view xml) {
+  const auto os = find_tag(xml, "os");
+  if (os.empty()) return {};
+  return attr(find_tag(xml, "type", static_cast<std::size_t>(os.data() - xml.data())), "machine")
+      .value_or("");
+}
+
 std::optional<std::uint64_t> live_size_kib(std::string_view xml, std::string_view element) {
   auto tag = find_tag(xml, element);
   if (tag.empty() || tag[tag.size() - 2] == '/') return std::nullopt;

@@ -22,6 +22,21 @@ struct LiveDisk {
 
 std::vector<LiveDisk> live_disks(std::string_view xml);
 
+// One <interface> of the live domain (what the guest NIC really got, for KubeVirt's domain
+// document: kubevirt/domain_document.cpp).
+struct LiveInterface {
+  std::string id;         // the VMI's interface name (the alias "ua-<name>" domain_xml.cpp gives)
+  std::string mac;        // <mac address>, as libvirt writes it (lowercase)
+  std::string tap;        // <target dev>
+  std::string model;      // <model type>
+  std::uint32_t mtu = 0;  // <mtu size>; 0 when absent
+};
+
+std::vector<LiveInterface> live_interfaces(std::string_view xml);
+
+// The machine type libvirt expanded the domain's to (<type machine='pc-q35-7.2'>); "" when absent.
+std::string live_machine(std::string_view xml);
+
 // A size element of the domain, in KiB: the top-level <memory> or <maxMemory> ("memory",
 // "maxMemory"), or inside a block (<size>, <requested> of a memory device). libvirt writes KiB;
 // b, KiB, MiB and GiB are read. nullopt when absent or malformed.

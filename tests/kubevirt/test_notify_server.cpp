@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 #include <grpcpp/grpcpp.h>
 
+#include <utility>
+
 #include "kubevirt/proto/notify.grpc.pb.h"
 #include "kubevirt/proto/notify_info.grpc.pb.h"
 
@@ -18,7 +20,38 @@ struct TestNotifyServer::Impl final : v1::Notify::Service, info::NotifyInfo::Ser
   bool holding = false;
   bool refuse_k8s = false;
   bool stopping = false;
+  bool checked = false;  // stop() asserted the contract failures once
   std::unique_ptr<grpc::Server> server;
+  std::optional<HandlerVmi> vmi;  // expect_vmi(); else learnt
+  HandlerVmi learnt;
+  std::vector<std::string> contract_failures;
+  std::optional<HandlerRead> last;
+
+  // Decode and read a domain event as virt-handler (mu held); "" when it decoded.
+  std::string read_domain(const std::string& text, const std::string& event_type) {
+    const auto decoded = go_decode_domain(text);
+    if (!decoded.error.empty()) {
+      contract_failures.push_back(
+          event_type + " event: contract §0: does not decode into api.Domain: " + decoded.error +
+          " (KubeVirt pkg/virt-handler/notify-server/server.go:54-94)");
+      return decoded.error;
+    }
+    HandlerVmi* h = vmi ? &*vmi : &learnt;
+    if (!vmi) {
+      learnt.spec_known = false;
+      const auto& meta = decoded.value["ObjectMeta"];
+      if (learnt.name.empty()) learnt.name = meta["name"].get<std::string>();
+      if (learnt.namespace_.empty()) learnt.namespace_ = meta["namespace"].get<std::string>();
+      if (learnt.uid.empty())
+        learnt.uid = decoded.value["Spec"]["Metadata"]["KubeVirt"]["UID"].get<std::string>();
+    }
+    auto r = read_as_virt_handler(decoded.value, *h);
+    for (const auto& f : r.failures)
+      contract_failures.push_back(
+          event_type + " " + decoded.value["Status"]["Status"].get<std::string>() + " event: " + f);
+    last = std::move(r);
+    return {};
+  }
 
   // Wait while answers are held; false when the server is stopping meanwhile.
   bool wait_released(std::unique_lock<std::mutex>& lock) {
@@ -30,6 +63,12 @@ struct TestNotifyServer::Impl final : v1::Notify::Service, info::NotifyInfo::Ser
                                  v1::Response* out) override {
     std::unique_lock lock(mu);
     if (!wait_released(lock)) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "stopping");
+    if (auto error = read_domain(req->domainjson(), req->eventtype()); !error.empty()) {
+      // virt-handler drops it and answers the launcher with the error (server.go:54-94).
+      out->set_success(false);
+      out->set_message(error);
+      return grpc::Status::OK;
+    }
     received.push_back({false, req->eventtype(), nlohmann::json::parse(req->domainjson())});
     cv.notify_all();
     out->set_success(true);
@@ -65,6 +104,13 @@ TestNotifyServer::TestNotifyServer(std::filesystem::path socket)
 TestNotifyServer::~TestNotifyServer() { stop(); }
 
 void TestNotifyServer::stop() {
+  if (!impl_->checked) {
+    impl_->checked = true;
+    std::string all;
+    for (const auto& f : take_contract_failures()) all += "\n  " + f;
+    CHECK_MESSAGE(all.empty(),
+                  "virt-handler's reading of the launcher's domain documents failed:" << all);
+  }
   if (!impl_->server) return;
   {
     std::lock_guard lock(impl_->mu);
@@ -76,6 +122,21 @@ void TestNotifyServer::stop() {
   impl_->server.reset();
   std::error_code ec;
   std::filesystem::remove(socket_, ec);
+}
+
+void TestNotifyServer::expect_vmi(HandlerVmi vmi) {
+  std::lock_guard lock(impl_->mu);
+  impl_->vmi = std::move(vmi);
+}
+
+std::vector<std::string> TestNotifyServer::take_contract_failures() {
+  std::lock_guard lock(impl_->mu);
+  return std::exchange(impl_->contract_failures, {});
+}
+
+std::optional<HandlerRead> TestNotifyServer::last_read() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->last;
 }
 
 void TestNotifyServer::hold() {

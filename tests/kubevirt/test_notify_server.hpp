@@ -3,14 +3,22 @@
 // domain-notify-pipe.sock (kubevirt.notify.v1.Notify and kubevirt.notify.info.NotifyInfo), on a
 // Unix socket, recording every request in order. It can hold its answers (a virt-handler that
 // stopped answering) and refuse Kubernetes events (virt-handler's "VMI not found").
+// Every domain event is decoded as Go's encoding/json decodes it into api.Domain and read as
+// virt-handler reads it (go_domain.hpp): a document that does not decode is answered
+// success:false and dropped, as KubeVirt's notify-server/server.go:54-94 does; every decode error,
+// CRASH read and misreport of the domain contract is recorded, and stop() (the destructor) fails
+// the test with them unless the test took them (take_contract_failures).
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "tests/kubevirt/go_domain.hpp"
 
 namespace chl::test {
 
@@ -34,6 +42,14 @@ class TestNotifyServer {
   void release();
   // Answer HandleK8sEvent with success:false "VMI not found".
   void refuse_k8s_events(bool refuse);
+
+  // The VMI virt-handler has for the domain; without one, its identity is learnt from the
+  // documents (the UID from the first that carries one) and the name checks are skipped.
+  void expect_vmi(HandlerVmi vmi);
+  // The contract failures recorded so far, cleared (a test that sends bad documents on purpose).
+  std::vector<std::string> take_contract_failures();
+  // What virt-handler derived from the latest domain event that decoded (nullopt: none yet).
+  std::optional<HandlerRead> last_read() const;
 
   std::vector<ReceivedNotification> received() const;
   // Wait until `n` notifications arrived; false on timeout.

@@ -178,10 +178,14 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): Info, Sync, ADDED then Ru
     {
       CHECK_MESSAGE(r.success(), r.message() << "\n" << pod.output());
       CHECK_MESSAGE(status_json().find((pod.hotplug() / "hp1.img").string()) != std::string::npos, status_json());
-      v1::EmptyRequest e;
-      v1::DomainResponse d2;
-      REQUIRE(call([&](auto& c) { return cmd->GetDomain(&c, e, &d2); }).ok());
-      CHECK_MESSAGE(d2.domain().find(R"("Alias":{"Name":"hp1","UserDefined":true})") != std::string::npos, d2.domain());
+      std::string d2;
+      const auto hot = get_domain(*cmd, chl::test::HandlerVmi::from_vmi_json(hj), &d2);
+      CHECK_MESSAGE(d2.find(R"("Alias":{"Name":"hp1","UserDefined":true})") != std::string::npos,
+                    d2);
+      REQUIRE(hot.status.volume("hp1"));
+      CHECK_MESSAGE(!hot.status.volume("hp1")->target.empty(),
+                    d2);  // Target.Device: Ready (vm.go:488-520)
+      CHECK(hot.status.volume("hp1")->phase == "Ready");
       // Another, not mounted: refused naming it; hp1 stays.
       auto nj = hj;
       nj["spec"]["volumes"].push_back({{"name", "hp2"}, {"persistentVolumeClaim", {{"claimName", "hp2-pvc"}, {"hotpluggable", true}}}});
@@ -444,16 +448,25 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a first Sync with hotplug
     {"name": "hp2", "target": "", "phase": "AttachedToNode", "hotplugVolume": {"attachPodName": "hp-volume-x", "attachPodUID": "u1"}}])");
   v1::VMIRequest vmi;
   vmi.mutable_vmi()->set_vmijson(j.dump());
+  notify.expect_vmi(
+      chl::test::HandlerVmi::from_vmi_json(j));  // every event read with its volumeStatus
   v1::Response r;
   REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, vmi, &r); }, 120s).ok());
   REQUIRE_MESSAGE(r.success(), r.message() << "\n" << pod.output());
   CHECK_MESSAGE(status_json().find((pod.hotplug() / "hp1.img").string()) != std::string::npos, status_json());
   CHECK(status_json().find("hp2") == std::string::npos);
-  v1::EmptyRequest empty;
-  v1::DomainResponse dom;
-  REQUIRE(call([&](auto& c) { return cmd->GetDomain(&c, empty, &dom); }).ok());
-  CHECK_MESSAGE(dom.domain().find(R"("Alias":{"Name":"hp1","UserDefined":true})") != std::string::npos, dom.domain());
-  CHECK(dom.domain().find(R"("Name":"hp2")") == std::string::npos);
+  std::string text;
+  // virt-handler's reading: hp1 attached with the VMM's target, so Ready (vm.go:488-520); hp2
+  // not in the domain, its phase as it was.
+  auto read = get_domain(*cmd, chl::test::HandlerVmi::from_vmi_json(j), &text);
+  CHECK_MESSAGE(text.find(R"("Alias":{"Name":"hp1","UserDefined":true})") != std::string::npos,
+                text);
+  CHECK(text.find(R"("Name":"hp2")") == std::string::npos);
+  REQUIRE(read.status.volume("hp1"));
+  CHECK_MESSAGE(!read.status.volume("hp1")->target.empty(), text);
+  CHECK(read.status.volume("hp1")->phase == "Ready");
+  CHECK(read.status.volume("hp2")->phase == "AttachedToNode");
+  CHECK(read.status.volume("hp2")->target.empty());
 
   // hp2 mounted: the next Sync attaches it; hp1 stays as it was.
   make_volume("hp2");
@@ -469,6 +482,15 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a first Sync with hotplug
       if (n.json.dump().find(R"("Name":"hp2")") != std::string::npos) return true;
     return false;
   }));
+  notify.expect_vmi(chl::test::HandlerVmi::from_vmi_json(j));
+  read = get_domain(*cmd, chl::test::HandlerVmi::from_vmi_json(j), &text);
+  for (const char* v : {"hp1", "hp2"}) {
+    CAPTURE(v);
+    REQUIRE(read.status.volume(v));
+    CHECK_MESSAGE(!read.status.volume(v)->target.empty(), text);
+    CHECK(read.status.volume(v)->phase == "Ready");
+  }
+  CHECK(read.status.volume("hp1")->target != read.status.volume("hp2")->target);
   kill_and_delete(*cmd, vmi);
   auto ended = pod.child.wait_for(kQemu ? 120s : 30s);
   REQUIRE(ended);

@@ -132,6 +132,107 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR
   CHECK(chl::test::net::netns_snapshot(ns) == before);
 }
 
+// Issue 29: virt-handler's netstat.go reads every domain interface's Alias and MAC without a nil
+// check, keys the pod-cache IP by the alias, and guest-agent entries match the MAC exactly. A VMI
+// with a masquerade interface on the pod network (no macAddress: KubeVirt's default) and a bridge
+// one on a Multus network (an uppercase macAddress): every event and GetDomain read as
+// virt-handler reads them (go_domain.hpp), each interface by its VMI name with the MAC the VMM
+// gave the guest NIC, on the tap phase 1 made, and the pod's address in the derived status.
+TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR
+          "): a masquerade and a bridge interface — the domain names each by its VMI interface "
+          "with the guest NIC's MAC on phase 1's tap, virt-handler derives MAC and IP") {
+  PodNetns pn;
+  if (!pn.up_or_skip()) return;
+  const std::string ns = pn.ns.name();
+  // The Multus network's pod interface as CNI made it (an older pod's ordinal name, net1).
+  for (auto e :
+       {chl::test::net::ip(ns, {"link", "add", "net1", "type", "veth", "peer", "name", "peer1"}),
+        chl::test::net::ip(ns, {"link", "set", "net1", "up"})})
+    REQUIRE_MESSAGE(e.empty(), e);
+  Pod pod;
+  fs::create_directories(pod.priv());
+  chl::test::net::Phase1 masq{ns};
+  auto e = chl::test::net::kubevirt_phase1_masquerade(masq);
+  REQUIRE_MESSAGE(e.empty(), e);
+  chl::test::net::Phase1 bridge{ns};
+  bridge.pod_iface = "net1";
+  e = chl::test::net::kubevirt_phase1_bridge(
+      bridge, {"02:00:00:aa:bb:01", "192.168.77.2/24", "192.168.77.1"}, pod.priv().string());
+  REQUIRE_MESSAGE(e.empty(), e);
+
+  auto j = nlohmann::json::parse(vmi_json());
+  j["spec"]["domain"]["devices"]["interfaces"] = nlohmann::json::parse(
+      R"([{"name": "default", "masquerade": {}}, {"name": "storage", "bridge": {}, "macAddress": "02:00:00:AA:BB:01"}])");
+  j["spec"]["networks"] = nlohmann::json::parse(
+      R"([{"name": "default", "pod": {}}, {"name": "storage", "multus": {"networkName": "storage-net"}}])");
+  // The VMI as virt-handler has it, with the pod-interface cache its phase 1 wrote
+  // (netpod/discover.go:106-137: the pod interfaces' addresses before phase 1 moved them).
+  auto handler_vmi = chl::test::HandlerVmi::from_vmi_json(j);
+  handler_vmi.pod_ips = {{"default", {"10.244.0.5"}}, {"storage", {"192.168.77.2"}}};
+  CHECK(handler_vmi.guest_macs["storage"] == "02:00:00:aa:bb:01");
+  chl::test::TestNotifyServer notify(pod.share() / "domain-notify-pipe.sock");
+  notify.expect_vmi(handler_vmi);
+  auto cmd = pn.start(pod);
+  v1::VMIRequest vmi;
+  vmi.mutable_vmi()->set_vmijson(j.dump());
+  v1::Response r;
+  REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, vmi, &r); }, 120s).ok());
+  REQUIRE_MESSAGE(r.success(), r.message() << "\n" << pod.output());
+  REQUIRE_MESSAGE(
+      chl::test::wait_until(10s, [&] { return has_state(notify, "MODIFIED Running/Unknown"); }),
+      pod.output());
+
+  // The guest NICs' MACs as the VMM has them (`ch-launcher status`: CH's vm.info, libvirt's live
+  // XML).
+  std::map<std::string, std::string> vmm_mac;
+  nlohmann::json st;
+  const bool has_info = chl::test::wait_until(10s, [&] {  // once the VMM's boot call has returned
+    st = pod.status();
+    return st.is_object() && st.contains("info");
+  });
+  REQUIRE_MESSAGE(has_info, pod.status_text() << "\n" << pod.output());
+  for (const auto& n : st["info"]["config"].value("net", nlohmann::json::array())) {
+    std::string id = n.value("id", "");
+    if (id.rfind("net-", 0) == 0) id.erase(0, 4);
+    vmm_mac[id] = n.value("mac", "");
+  }
+  REQUIRE_MESSAGE(vmm_mac.count("default"), st.dump());
+  CHECK(vmm_mac["storage"] == "02:00:00:aa:bb:01");
+  handler_vmi.guest_macs["default"] =
+      vmm_mac["default"];  // lowercase already, or the reader says so
+  notify.expect_vmi(handler_vmi);
+
+  std::string text;
+  const auto read = get_domain(*cmd, handler_vmi, &text);
+  REQUIRE(read.status.synced);
+  const auto* def = read.status.interface("default");
+  const auto* sto = read.status.interface("storage");
+  REQUIRE(def);
+  REQUIRE(sto);
+  CHECK(def->mac == vmm_mac["default"]);
+  CHECK(def->ip == "10.244.0.5");
+  CHECK(sto->mac == "02:00:00:aa:bb:01");
+  CHECK(sto->ip == "192.168.77.2");
+  CHECK(read.status.interfaces.front().name == "default");
+  const auto doc = nlohmann::json::parse(text);
+  const auto& ifaces = doc["Spec"]["Devices"]["Interfaces"];
+  REQUIRE(ifaces.size() == 2);
+  CHECK(ifaces[0]["Alias"] == nlohmann::json({{"Name", "default"}, {"UserDefined", true}}));
+  CHECK(ifaces[0]["Target"] == nlohmann::json({{"Device", "tap0"}, {"Managed", "no"}}));
+  CHECK(ifaces[0]["MTU"] == nlohmann::json({{"Size", "1500"}}));
+  CHECK(ifaces[0]["Type"] == "ethernet");
+  CHECK(ifaces[1]["Target"]["Device"] == "tap1");
+  CHECK(ifaces[1]["Alias"]["Name"] == "storage");
+  // Every event too: the last one virt-handler read derives the same.
+  REQUIRE(notify.last_read());
+  CHECK(notify.last_read()->status.interface("default"));
+
+  kill_and_delete(*cmd, vmi);  // as virt-handler ends it: the launcher then exits 0
+  auto ended = pod.child.wait_for(kQemu ? 120s : 60s);
+  REQUIRE(ended);
+  CHECK(*ended);
+}
+
 namespace {
 
 // What one run of the Linux test guest through the KubeVirt protocol gave.

@@ -198,6 +198,26 @@ inline void dump(const std::string& name, const nlohmann::json& j) {
   std::ofstream(fs::path(dir) / CHL_VL_HYPERVISOR / name) << j.dump(2) << "\n";
 }
 
+// GetDomain as virt-handler reads it (getDomainFromRecord,
+// pkg/virt-handler/cache/cache.go:277-310): decoded into api.Domain and read for `vmi`
+// (go_domain.hpp); every contract failure is a failed CHECK. `text`, when given, gets the document
+// as sent.
+inline chl::test::HandlerRead get_domain(v1::Cmd::Stub& cmd, const chl::test::HandlerVmi& vmi,
+                                         std::string* text = nullptr) {
+  v1::EmptyRequest empty;
+  v1::DomainResponse dom;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 60s);
+  REQUIRE(cmd.GetDomain(&ctx, empty, &dom).ok());
+  REQUIRE_MESSAGE(dom.response().success(), dom.response().message());
+  if (text) *text = dom.domain();
+  auto read = chl::test::decode_and_read(dom.domain(), vmi);
+  std::string all;
+  for (const auto& f : read.failures) all += "\n  " + f;
+  CHECK_MESSAGE(all.empty(), "virt-handler's reading of GetDomain failed:" << all);
+  return read;
+}
+
 // End a running VM as virt-handler does once its grace period is over: Kill, then DeleteDomain
 // once GetDomain shows the domain off (the launcher serves the Shutoff domain until then, and
 // exits after it, as KubeVirt's does).

@@ -4,6 +4,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <memory>
 #include <regex>
 #include <sstream>
@@ -60,6 +61,12 @@ std::string unprivileged_ports(const Phase1& p) {
   return p.lower_unprivileged_ports ? sysctl_in(p.pod_ns, "net/ipv4/ip_unprivileged_port_start", "0") : std::string();
 }
 
+// KubeVirt's tap for a pod interface (link.GenerateTapDeviceName): "tap" + what follows its
+// 3-letter prefix (eth0 -> tap0, net1 -> tap1).
+std::string tap_for(const std::string& pod_iface) {
+  return "tap" + pod_iface.substr(std::min<std::size_t>(3, pod_iface.size()));
+}
+
 }  // namespace
 
 std::string kubevirt_create_tap(const Phase1& p, const std::string& tap) {
@@ -86,7 +93,7 @@ std::string kubevirt_phase1_masquerade(const Phase1& p) {
                  sysctl_in(p.pod_ns, "net/ipv4/ip_forward", "1"),
                  sysctl_in(p.pod_ns, "net/ipv4/conf/" + bridge + "/route_localnet", "1"),
                  unprivileged_ports(p),
-                 kubevirt_create_tap(p, "tap0")})
+                 kubevirt_create_tap(p, tap_for(p.pod_iface))})
     if (!e.empty()) return e;
   if (p.ipv6)
     for (auto e : {ip(p.pod_ns, {"addr", "add", "fd10:0:2::1/120", "dev", bridge, "nodad"}),
@@ -177,7 +184,7 @@ std::string kubevirt_phase1_bridge(const Phase1& p, const PodIface& pod, const s
                  // pod's stack answers no ARP for the pod's address (on the dummy) from the
                  // bridge: the guest, which has it now, does.
                  sysctl_in(p.pod_ns, "net/ipv4/conf/all/arp_ignore", "1"),
-                 unprivileged_ports(p), kubevirt_create_tap(p, "tap0")})
+                 unprivileged_ports(p), kubevirt_create_tap(p, tap_for(p.pod_iface))})
     if (!e.empty()) return e;
   return {};
 }

@@ -12,6 +12,9 @@ constexpr const char* kLive = R"(<domain type='qemu' id='3'>
   <name>default_testvm</name>
   <memory unit='KiB'>65536</memory>
   <vcpu placement='static'>1</vcpu>
+  <os>
+    <type arch='x86_64' machine='pc-q35-7.2'>hvm</type>
+  </os>
   <devices>
     <emulator>/usr/bin/qemu-system-x86_64</emulator>
     <disk type='file' device='disk'>
@@ -36,6 +39,20 @@ constexpr const char* kLive = R"(<domain type='qemu' id='3'>
       <alias name='sata0-0-1'/>
     </disk>
     <diskette/>
+    <interface type='ethernet'>
+      <mac address='02:00:00:aa:bb:cc'/>
+      <target dev='tap0' managed='no'/>
+      <model type='virtio-non-transitional'/>
+      <mtu size='1450'/>
+      <alias name='ua-default'/>
+      <address type='pci' domain='0x0000' bus='0x01' slot='0x00' function='0x0'/>
+    </interface>
+    <interface type='ethernet'>
+      <mac address='52:54:00:12:34:56'/>
+      <target dev='tap1' managed='no'/>
+      <model type='virtio'/>
+      <alias name='net1'/>
+    </interface>
     <serial type='pty'>
       <source path='/dev/pts/7'/>
       <target type='isa-serial' port='0'>
@@ -68,6 +85,21 @@ TEST_CASE("live XML: every <disk> with its VMI name, file, target, device and re
   CHECK(disks[2].path.empty());
   CHECK(disks[2].id == "sata0-0-1");
   CHECK(disks[2].target == "sdb");
+}
+
+TEST_CASE("live XML: every <interface> with its VMI name, MAC, tap, model and MTU, and the expanded machine type") {
+  auto nics = live_interfaces(kLive);
+  REQUIRE(nics.size() == 2);
+  CHECK(nics[0].id == "default");  // the "ua-" of KubeVirt's user alias dropped
+  CHECK(nics[0].mac == "02:00:00:aa:bb:cc");
+  CHECK(nics[0].tap == "tap0");
+  CHECK(nics[0].model == "virtio-non-transitional");
+  CHECK(nics[0].mtu == 1450);
+  CHECK(nics[1].id == "net1");  // an alias libvirt chose is kept as it is
+  CHECK(nics[1].mtu == 0);      // no <mtu>
+  CHECK(live_machine(kLive) == "pc-q35-7.2");
+  CHECK(live_machine("<domain><devices/></domain>").empty());
+  CHECK(live_interfaces("<domain><name>x</name></domain>").empty());
 }
 
 TEST_CASE("live XML: a domain without disks or devices has no disks") {
