@@ -59,6 +59,35 @@ class CmdHandler {
   virtual common::Result<std::string> get_qemu_version() = 0;
   virtual common::Status sync_cpus(std::string_view vmi_json) = 0;
   virtual common::Status sync_memory(std::string_view vmi_json) = 0;
+  // Live migration (docs/kubevirt.md, "Live migration"). A handler without it refuses.
+  // The target: get ready to receive the VMI's VM (answer once it can).
+  virtual common::Status sync_migration_target(std::string_view vmi_json, const SyncOptions& options) {
+    (void)vmi_json, (void)options;
+    return not_supported("SyncMigrationTarget");
+  }
+  // The source: start sending (answer at once; the domain's metadata follows the migration).
+  // `options_json` is KubeVirt's MigrationOptions as JSON.
+  virtual common::Status migrate(std::string_view vmi_json, std::string_view options_json) {
+    (void)vmi_json, (void)options_json;
+    return not_supported("MigrateVirtualMachine");
+  }
+  virtual common::Status cancel_migration(std::string_view vmi_json) {
+    (void)vmi_json;
+    return not_supported("CancelVirtualMachineMigration");
+  }
+  virtual common::Status finalize_migration(std::string_view vmi_json) {
+    (void)vmi_json;
+    return not_supported("FinalizeVirtualMachineMigration");
+  }
+  virtual common::Status signal_target_pod_cleanup(std::string_view vmi_json) {
+    (void)vmi_json;
+    return not_supported("SignalTargetPodCleanup");
+  }
+
+ protected:
+  static common::Status not_supported(const std::string& rpc) {
+    return common::fail(std::errc::operation_not_supported, rpc + ": not supported");
+  }
 };
 
 }  // namespace chl::kubevirt

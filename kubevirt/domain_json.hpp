@@ -45,6 +45,19 @@ struct GuestPanic {
   std::array<std::uint64_t, 5> args{};
 };
 
+// Spec.Metadata.KubeVirt.Migration (api.MigrationMetadata, virtwrap/api/schema.go): how both
+// virt-handlers follow a live migration. Keys are the Go field names.
+struct DomainMigration {
+  std::string uid;  // the migration's UID (MigrationUID(vmi))
+  std::optional<Timestamp> start;
+  std::optional<Timestamp> end;
+  bool completed = false;
+  bool failed = false;
+  std::string failure_reason;
+  std::string abort_status;  // "" | "Aborting" | "Succeeded" | "Failed"
+  std::string mode;          // "PreCopy" | "PostCopy" | "Paused"
+};
+
 struct DomainDocument {
   // The VMI's identity (ObjectMeta, and Spec.Metadata.KubeVirt.UID).
   std::string vmi_name;
@@ -69,6 +82,7 @@ struct DomainDocument {
   events::StateReason reason = events::StateReason::Unknown;
   std::optional<GuestPanic> panic;  // Status.GuestPanicInfo, the latest panic
   int panic_count = 0;              // Status.PanicCount
+  std::optional<DomainMigration> migration;  // Spec.Metadata.KubeVirt.Migration
 };
 
 // `<namespace>_<name>`: the domain's name, as KubeVirt names it.

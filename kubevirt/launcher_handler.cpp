@@ -117,7 +117,9 @@ void LauncherHandler::attach(launcher::LauncherService& service, const vmi::Chec
   {
     std::lock_guard lock(mu_);
     service_ = &service;
+    auto migration = std::move(doc_.migration);  // a migration target's, set by SyncMigrationTarget
     doc_ = document_of(checked.vmi);
+    doc_.migration = std::move(migration);
     const auto t = vmi::cpu_topology(checked.vmi);
     const auto& cpu = checked.vmi.spec.domain.cpu;
     hotplug_ = Hotplug{t.cores, t.threads, std::max(t.sockets, cpu.max_sockets), 0, 0};
@@ -126,6 +128,10 @@ void LauncherHandler::attach(launcher::LauncherService& service, const vmi::Chec
     hotplug_.max_memory = std::max(hotplug_.memory, max_guest ? max_guest->value : std::int64_t{0});
     doc_.state = events::DomainState::Shutoff;  // defined, not started: KubeVirt's ADDED
     doc_.reason = events::StateReason::Unknown;
+    if (migration_role_ == MigrationRole::Target) {  // receiving: ADDED Paused/Migration
+      doc_.state = events::DomainState::Paused;
+      doc_.reason = events::StateReason::Migration;
+    }
     if (notify_) notify_->send_domain_event(to_domain_json(doc_).dump(), DomainEventType::Added);
     added_ = true;
   }
@@ -146,6 +152,7 @@ void LauncherHandler::on_state(events::DomainState state, events::StateReason re
   if (doc_.state == state && doc_.reason == reason) return;  // nothing virt-handler would see
   doc_.state = state;
   doc_.reason = reason;
+  if (migration_role_ == MigrationRole::Target) on_target_state(state);
   if (notify_) notify_->send_domain_event(to_domain_json(doc_).dump(), DomainEventType::Modified);
   if (phase_ != Phase::Launching) return;
   if (state == events::DomainState::Running) {
@@ -235,6 +242,7 @@ Status LauncherHandler::sync(std::string_view vmi_json, const SyncOptions& optio
           beyond_headroom(hotplug_, vmi::parse_vmi(vmi_json).vmi).empty())
         std::erase_if(changed, resizable);
       if (changed.empty()) {
+        if (migrating_) return {};  // the VMM's API is held by the migration
         lock.unlock();
         return sync_hotplug_volumes(doc);
       }
@@ -278,7 +286,7 @@ Status LauncherHandler::sync(std::string_view vmi_json, const SyncOptions& optio
       }
       lock.lock();
       if (phase_ != Phase::Idle) return fail(std::errc::device_or_resource_busy, "another Sync started the domain");
-      request_ = LaunchRequest{std::string(vmi_json), options};
+      request_ = LaunchRequest{std::string(vmi_json), options, std::nullopt};
       launched_spec_ = without_hotplug_volumes(doc).value("spec", Json::object());
       sync_result_.reset();
       phase_ = Phase::Launching;
@@ -374,6 +382,10 @@ Result<std::string> LauncherHandler::get_domain() {
 }
 
 Result<std::string> LauncherHandler::get_domain_stats() {
+  {
+    std::lock_guard lock(mu_);
+    if (migrating_) return stats_cache_;  // the VMM answers nothing until the migration ends
+  }
   // Right after Running the VMM's boot call may still be finishing: status has no "info" until
   // then. Wait a little for it rather than answer with no vCPUs.
   auto st = on_service("domain stats", [](auto& s, auto reply) { s.status(std::move(reply)); });

@@ -40,6 +40,9 @@ struct LauncherHandlerOptions {
   // --hotplug-disk-dir: where virt-handler mounts hotplugged volumes (<volume>.img, or the
   // block device <volume>).
   std::string hotplug_disk_dir = "/var/run/kubevirt/hotplug-disks";
+  // Where virt-handler puts the live-migration proxy sockets in this pod
+  // (<kubevirt-share-dir>/migrationproxy).
+  std::string migration_proxy_dir = "/var/run/kubevirt/migrationproxy";
 };
 
 class LauncherHandler final : public CmdHandler {
@@ -47,6 +50,7 @@ class LauncherHandler final : public CmdHandler {
   struct LaunchRequest {
     std::string vmi_json;
     SyncOptions options;
+    std::optional<std::string> incoming_migration;  // receive the VM on this URL (a migration target)
   };
 
   // `notify` may be null (no virt-handler to tell); it must outlive this handler.
@@ -80,6 +84,12 @@ class LauncherHandler final : public CmdHandler {
   common::Result<std::string> get_qemu_version() override;
   common::Status sync_cpus(std::string_view vmi_json) override;
   common::Status sync_memory(std::string_view vmi_json) override;
+  // Live migration (launcher_migration.cpp).
+  common::Status sync_migration_target(std::string_view vmi_json, const SyncOptions& options) override;
+  common::Status migrate(std::string_view vmi_json, std::string_view options_json) override;
+  common::Status cancel_migration(std::string_view vmi_json) override;
+  common::Status finalize_migration(std::string_view vmi_json) override;
+  common::Status signal_target_pod_cleanup(std::string_view vmi_json) override;
 
  private:
   enum class Phase { Idle, Launching, Running, Finished };
@@ -131,6 +141,16 @@ class LauncherHandler final : public CmdHandler {
   // The VMI of SyncVirtualMachineCPUs/Memory when its fields under `field` are within the
   // headroom; else a refusal "<what>: <field path>: why".
   common::Result<vmi::Vmi> within_headroom(std::string_view vmi_json, const std::string& what, const std::string& field);
+  // Live migration (launcher_migration.cpp). The VMM's API is held for the whole migration:
+  // GetDomain answers from doc_, GetDomainStats from the stats taken before it began.
+  enum class MigrationRole { None, Source, Target };
+  MigrationRole migration_role_ = MigrationRole::None;
+  bool migrating_ = false;
+  std::string stats_cache_;
+  // The source's migration ended (the service's loop).
+  void migration_ended(const common::Status& result);
+  // The target's domain changed state (mu_ held): EndTimestamp once the received VM runs.
+  void on_target_state(events::DomainState state);
   // Apply a resize and tell virt-handler the domain's new size.
   common::Status hotplug(const std::string& what, std::optional<std::uint32_t> vcpus, std::optional<std::int64_t> memory);
 };

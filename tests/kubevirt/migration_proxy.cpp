@@ -45,6 +45,8 @@ common::Result<std::unique_ptr<MigrationProxy>> MigrationProxy::start(
   p->source_socket_ = std::move(source_socket);
   p->target_socket_ = std::move(target_socket);
   std::error_code ec;
+  // StartSourceListener: os.MkdirAll of the directory, then the socket (stale one removed).
+  std::filesystem::create_directories(p->source_socket_.parent_path(), ec);
   std::filesystem::remove(p->source_socket_, ec);
   auto ul = common::listen_unix(p->source_socket_);
   if (!ul) return tl::unexpected(ul.error().wrap("migration proxy: source socket"));

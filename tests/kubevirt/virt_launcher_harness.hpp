@@ -94,6 +94,7 @@ struct Pod {
   std::string hypervisor = CHL_VL_HYPERVISOR;
   // KubeVirt's non-root launcher: uid/gid 107, no capability (PodNetns::start_non_root).
   bool non_root = false;
+  std::string vmm;  // --vmm-binary; empty: chl::test::vmm_binary()
   fs::path runtime_dir() const { return dir.path() / "run"; }  // XDG_RUNTIME_DIR (KubeVirt: /var/run)
 
   void start() {
@@ -117,7 +118,7 @@ struct Pod {
       argv.push_back("--allow-emulation");  // TCG where KVM is not usable (as KubeVirt's flag says)
     } else {
       argv.push_back("--vmm-binary");
-      argv.push_back(chl::test::vmm_binary());
+      argv.push_back(vmm.empty() ? chl::test::vmm_binary() : vmm);
     }
     argv.insert(argv.begin(), prefix.begin(), prefix.end());
     chl::common::SpawnOptions so;
