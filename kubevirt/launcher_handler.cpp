@@ -152,10 +152,16 @@ void LauncherHandler::on_state(events::DomainState state, events::StateReason re
   if (doc_.state == state && doc_.reason == reason) return;  // nothing virt-handler would see
   doc_.state = state;
   doc_.reason = reason;
-  if (migration_role_ == MigrationRole::Target) on_target_state(state);
+  if (migration_role_ == MigrationRole::Target) on_target_state(state, reason);
+  // CH paused the source for the final memory pass: from here an abort could split the VM.
+  if (migrating_ && state == events::DomainState::Paused && reason == events::StateReason::Migration)
+    final_pause_ = true;
   if (notify_) notify_->send_domain_event(to_domain_json(doc_).dump(), DomainEventType::Modified);
   if (phase_ != Phase::Launching) return;
-  if (state == events::DomainState::Running) {
+  // A received VM that was paused on the source stays paused (Paused/User): it is up too.
+  const bool received_paused = migration_role_ == MigrationRole::Target && state == events::DomainState::Paused &&
+                               reason == events::StateReason::User;
+  if (state == events::DomainState::Running || received_paused) {
     sync_result_ = Status{};
     phase_ = Phase::Running;
     cv_.notify_all();

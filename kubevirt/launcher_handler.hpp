@@ -20,6 +20,7 @@
 
 #include "kubevirt/cmd_handler.hpp"
 #include "kubevirt/domain_json.hpp"
+#include "kubevirt/migration_relay.hpp"
 #include "kubevirt/notify_client.hpp"
 #include "vmi/validator.hpp"
 
@@ -43,6 +44,8 @@ struct LauncherHandlerOptions {
   // Where virt-handler puts the live-migration proxy sockets in this pod
   // (<kubevirt-share-dir>/migrationproxy).
   std::string migration_proxy_dir = "/var/run/kubevirt/migrationproxy";
+  // Where the launcher's own migration relay socket goes (its state directory).
+  std::string relay_dir = "/var/run/kubevirt-ephemeral-disks/ch-launcher";
 };
 
 class LauncherHandler final : public CmdHandler {
@@ -146,11 +149,14 @@ class LauncherHandler final : public CmdHandler {
   enum class MigrationRole { None, Source, Target };
   MigrationRole migration_role_ = MigrationRole::None;
   bool migrating_ = false;
+  bool final_pause_ = false;      // the source paused for the final pass: too late to abort
+  bool abort_requested_ = false;  // CancelVirtualMachineMigration cut the relay
   std::string stats_cache_;
+  std::unique_ptr<MigrationRelay> relay_;
   // The source's migration ended (the service's loop).
   void migration_ended(const common::Status& result);
   // The target's domain changed state (mu_ held): EndTimestamp once the received VM runs.
-  void on_target_state(events::DomainState state);
+  void on_target_state(events::DomainState state, events::StateReason reason);
   // Apply a resize and tell virt-handler the domain's new size.
   common::Status hotplug(const std::string& what, std::optional<std::uint32_t> vcpus, std::optional<std::int64_t> memory);
 };

@@ -12,6 +12,7 @@
 #include "common/log.hpp"
 #include "kubevirt/launcher_handler.hpp"
 #include "kubevirt/launcher_hotplug.hpp"
+#include "kubevirt/migration_relay.hpp"
 #include "launcher/launcher_service.hpp"
 #include "vmi/parser.hpp"
 
@@ -155,11 +156,14 @@ Status LauncherHandler::sync_migration_target(std::string_view vmi_json,
                                         socket.string() + " after 15 s");
 }
 
-void LauncherHandler::on_target_state(events::DomainState state) {
+void LauncherHandler::on_target_state(events::DomainState state, events::StateReason reason) {
   // live-migration-target.go: EndTimestamp once no incoming job remains and the domain runs;
-  // virt-handler fails the migration when EndTimestamp comes with a domain that is not active.
+  // virt-handler fails the migration when EndTimestamp comes with a domain that is not active
+  // (domainIsActiveOnTarget: Running, or Paused with reason User).
   if (!doc_.migration || doc_.migration->end) return;
-  if (state != events::DomainState::Running) return;
+  const bool active = state == events::DomainState::Running ||
+                      (state == events::DomainState::Paused && reason == events::StateReason::User);
+  if (!active) return;
   doc_.migration->end = std::chrono::system_clock::now();
   doc_.migration->completed = true;
 }
@@ -206,11 +210,15 @@ Status LauncherHandler::migrate(std::string_view vmi_json, std::string_view opti
     k8s_event("Warning", "Migrated", reason);
     return fail(std::errc::operation_not_supported, "MigrateVirtualMachine: " + reason);
   }
+  // CH sends to our relay, which copies to the proxy's socket (cutting it aborts).
+  const std::filesystem::path proxy =
+      std::filesystem::path(opts_.migration_proxy_dir) /
+      (vmi.value("metadata", Json::object()).value("uid", "") + "-49152-source.sock");
+  auto relay =
+      MigrationRelay::start(std::filesystem::path(opts_.relay_dir) / "migration-relay.sock", proxy);
+  if (!relay) return tl::unexpected(relay.error().wrap("MigrateVirtualMachine"));
   launcher::MigrationSend send;
-  send.destination =
-      "unix:" + (std::filesystem::path(opts_.migration_proxy_dir) /
-                 (vmi.value("metadata", Json::object()).value("uid", "") + "-49152-source.sock"))
-                    .string();
+  send.destination = "unix:" + (*relay)->path().string();
   // CompletionTimeoutPerGiB (default 150) x the guest memory in GiB, rounded up: CH's timeout_s.
   // At the limit KubeVirt aborts unless it may disrupt the workload (AllowWorkloadDisruption, or
   // AllowPostCopy in KubeVirt versions without it): CH's timeout_strategy Ignore pauses to finish.
@@ -236,6 +244,8 @@ Status LauncherHandler::migrate(std::string_view vmi_json, std::string_view opti
     stats_cache_ = stats ? *stats : std::string();
     migration_role_ = MigrationRole::Source;
     migrating_ = true;
+    final_pause_ = abort_requested_ = false;
+    relay_ = std::move(*relay);
     DomainMigration m;
     m.uid = uid;
     m.start = std::chrono::system_clock::now();
@@ -257,9 +267,11 @@ void LauncherHandler::migration_ended(const Status& result) {
   {
     std::lock_guard lock(mu_);
     migrating_ = false;
+    if (relay_) relay_->abort();  // over: nothing more to copy (its thread ends with it)
     if (!doc_.migration) return;
     doc_.migration->end = std::chrono::system_clock::now();
     doc_.migration->completed = true;
+    if (abort_requested_) doc_.migration->abort_status = result ? "Failed" : "Succeeded";
     if (result) {
       // The VM runs on the target now: Shutoff/Migrated (not a crash), until DeleteVirtualMachine.
       doc_.state = events::DomainState::Shutoff;
@@ -267,7 +279,9 @@ void LauncherHandler::migration_ended(const Status& result) {
     } else {
       // The VM runs on here (CH resumed it); the target's handler fails the migration.
       doc_.migration->failed = true;
-      doc_.migration->failure_reason = "Live migration failed: " + result.error().message();
+      doc_.migration->failure_reason = abort_requested_
+                                           ? "Live migration has been aborted"
+                                           : "Live migration failed: " + result.error().message();
       failure = doc_.migration->failure_reason;
     }
     if (phase_ != Phase::Finished && notify_)
@@ -285,16 +299,25 @@ Status LauncherHandler::cancel_migration(std::string_view vmi_json) {
   CHL_TRY(const Json vmi, this_pods_vmi(vmi_json));
   (void)vmi;
   std::lock_guard lock(mu_);
-  if (!migrating_ || !doc_.migration)
+  if (!migrating_ || !doc_.migration || !relay_)
     return fail(std::errc::no_such_process,
                 "CancelVirtualMachineMigration: no migration is under way");
-  // Cloud Hypervisor v52 has no cancel, and ch-launcher does not relay the stream yet (closing it
-  // would abort): the abort fails, the migration goes on.
-  doc_.migration->abort_status = "Failed";
+  if (abort_requested_) return {};  // Aborting already
+  if (final_pause_) {
+    // After the source's final pause the target may already run the VM: cutting now could leave
+    // it running on both sides. The migration goes on.
+    doc_.migration->abort_status = "Failed";
+    if (notify_) notify_->send_domain_event(to_domain_json(doc_).dump(), DomainEventType::Modified);
+    return fail(std::errc::operation_not_permitted,
+                "CancelVirtualMachineMigration: too late, the migration is in its final phase (the "
+                "source is paused)");
+  }
+  // CH v52 has no cancel: cut the relayed stream; CH's send fails and it resumes the VM.
+  abort_requested_ = true;
+  doc_.migration->abort_status = "Aborting";
   if (notify_) notify_->send_domain_event(to_domain_json(doc_).dump(), DomainEventType::Modified);
-  return fail(
-      std::errc::operation_not_supported,
-      "CancelVirtualMachineMigration: Cloud Hypervisor v52 cannot cancel a migration under way");
+  relay_->abort();
+  return {};
 }
 
 Status LauncherHandler::finalize_migration(std::string_view vmi_json) {

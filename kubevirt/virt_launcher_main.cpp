@@ -218,6 +218,7 @@ int virt_launcher_main(const std::vector<std::string>& argv, const launcher::Run
   ho.uid = uid;
   ho.hotplug_disk_dir = get(f, "--hotplug-disk-dir", "/var/run/kubevirt/hotplug-disks");
   ho.migration_proxy_dir = (share / "migrationproxy").string();
+  ho.relay_dir = lo.state_dir->string();
   chl::kubevirt::LauncherHandler handler(ho, &notify);
   chl::kubevirt::CmdServerOptions so;
   so.share_dir = share;
