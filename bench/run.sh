@@ -63,6 +63,7 @@ bench "pod networking, real guest" bash "$ROOT/bench/network/e2e_qemu.sh" "$BUIL
 bench "container image: size, cold build, RSS in the pod" bash "$ROOT/bench/image/bench_image.sh" "$BUILD" $( [ "$QUICK" = 1 ] && echo --warm )
 bench "soak against the double" bash "$ROOT/bench/soak/soak.sh" "$BUILD" "$(r 100 1000)"
 bench "soak against QEMU" bash "$ROOT/bench/soak/soak.sh" --qemu "$BUILD" "$(r 10 50)"
+bench "virtio-fs: start with two filesystems; guest read (QEMU TCG)" bash "$ROOT/bench/virtiofs/bench_virtiofs.sh" "$BUILD" "$(r 3 10)"
 bench "Linux guest boot (QEMU TCG)" bash "$ROOT/bench/guests/boot_linux.sh" --guests "$BUILD/guests" --runs "$(r 2 5)"
 bench "QEMU path vs CH path: run -> first console line" bash "$ROOT/bench/libvirt/bench_libvirt.sh" "$BUILD"
 

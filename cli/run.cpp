@@ -16,7 +16,7 @@ const char* kUsage =
     "                       [--firmware-dir DIR] [--console-take-over] [--log-level LEVEL] [--log-file PATH]\n"
     "                       [--vmm-verbose N] [--vmm-seccomp true|false] [--accel auto|kvm|tcg]\n"
     "                       [--restore SNAPSHOT-DIR] [--seccomp enforce|log|off] [--api-timeout SECONDS]\n"
-    "                       [--allow-host-network]\n\n"
+    "                       [--allow-host-network] [--virtiofs-dir DIR] [--virtiofs-wait SECONDS]\n\n"
     "Run the VMI until it ends. SIGTERM/SIGINT press the ACPI power button and force the VM off after\n"
     "the grace period (default: the VMI's terminationGracePeriodSeconds, else 30).\n"
     "qemu-kvm (spec.hypervisor or --hypervisor) runs QEMU through libvirt (qemu:///system; a libvirtd is started\n"
@@ -28,12 +28,14 @@ const char* kUsage =
     "Interfaces joined to the pod network are wired (bridge, tap, nftables, DHCP: docs/network.md); that\n"
     "needs CAP_NET_ADMIN in the pod's network namespace. In the host's own network namespace (no pod, no\n"
     "`ip netns exec`) it is refused unless --allow-host-network: it would rewire the host.\n"
+    "Filesystems (virtiofs) connect to <--virtiofs-dir>/<name>.sock (default /var/run/kubevirt/virtiofs-containers,\n"
+    "KubeVirt's), served by a virtiofsd the launcher does not start; it waits --virtiofs-wait (default 60) for each.\n"
     "Exit codes: 0 guest shut down cleanly, 1 could not start, 2 bad input, 3 crashed, 4 forced off.";
 
 int run(const std::vector<std::string>& argv) {
   Args a({"--vmi", "--state-dir", "--volume", "--vmm-binary", "--hypervisor", "--grace-period", "--firmware-dir",
           "--log-level", "--log-file", "--vmm-verbose", "--vmm-seccomp", "--accel", "--restore", "--seccomp",
-          "--api-timeout"},
+          "--api-timeout", "--virtiofs-dir", "--virtiofs-wait"},
          {"--pod-layout", "--console-take-over", "--allow-host-network"});
   if (!a.parse(argv)) return usage_error("run", a.error());
   if (!a.positionals().empty()) return usage_error("run", "unexpected argument " + a.positionals()[0]);
@@ -92,6 +94,17 @@ int run(const std::vector<std::string>& argv) {
       o.api_timeout_ms = static_cast<int>(secs * 1000);
     } catch (...) {
       return usage_error("run", "--api-timeout takes seconds (0 < s <= 3600), got '" + *t + "'");
+    }
+  }
+  if (auto d = a.get("--virtiofs-dir")) o.virtiofs_dir = std::filesystem::absolute(*d).string();
+  if (auto w = a.get("--virtiofs-wait")) {
+    try {
+      std::size_t used = 0;
+      double secs = std::stod(*w, &used);
+      if (used != w->size() || !(secs >= 0) || secs > 3600) throw std::invalid_argument(*w);
+      o.virtiofs_wait_ms = static_cast<int>(secs * 1000);
+    } catch (...) {
+      return usage_error("run", "--virtiofs-wait takes seconds (0 <= s <= 3600), got '" + *w + "'");
     }
   }
   return cli::run_launcher(o);

@@ -150,6 +150,7 @@ int run_launcher(const launcher::LaunchOptions& opts, const LaunchHooks& hooks) 
   in.private_dir = opts.private_dir;
   in.container_disk_dir = opts.container_disk_dir;
   in.private_dir = opts.private_dir;
+  in.virtiofs_dir = opts.virtiofs_dir;
   in.state_dir = dir.string();
   in.cpu_set = pod_cpu_set();
   auto plan = launcher::plan_launch(vmi, *checked->caps, in);
@@ -158,6 +159,7 @@ int run_launcher(const launcher::LaunchOptions& opts, const LaunchHooks& hooks) 
     d.preallocated = std::find(opts.preallocated_volumes.begin(), opts.preallocated_volumes.end(), d.name) !=
                      opts.preallocated_volumes.end();
   launcher::PrepareOptions po;
+  po.virtiofs_wait = std::chrono::milliseconds(opts.virtiofs_wait_ms);
   if (!opts.firmware_dir.empty()) po.firmware_dirs = {opts.firmware_dir};
   else po.firmware_dirs = {qemu ? "/usr/share/OVMF" : "/usr/share/cloud-hypervisor"};
   if (auto st = launcher::run_preparations(*plan, po); !st) return launch_error(st.error().message());

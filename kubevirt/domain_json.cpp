@@ -52,6 +52,19 @@ json disk_json(const DomainDisk& d) {
   };
 }
 
+// api.FilesystemDevice as converter/storage/virtiofs.go fills it; no json tags, so Go's field
+// names, and Source.Dir (no omitempty) written empty.
+json filesystem_json(const DomainFilesystem& f) {
+  return {
+      {"Type", "mount"},
+      {"AccessMode", "passthrough"},
+      {"Source", {{"Dir", ""}, {"Socket", f.socket}}},
+      {"Target", {{"Dir", f.name}}},
+      {"Driver", {{"Type", "virtiofs"}, {"Queue", "1024"}}},
+      {"Binary", nullptr},
+  };
+}
+
 // A Go slice: null when empty, as encoding/json writes a nil slice.
 template <typename T, typename F>
 json slice(const std::vector<T>& items, F&& to_json) {
@@ -127,6 +140,7 @@ json spec_json(const DomainDocument& d) {
       {"Devices",
        {{"Interfaces", slice(d.interfaces, interface_json)},
         {"Disks", slice(d.disks, disk_json)},
+        {"Filesystems", slice(d.filesystems, filesystem_json)},
         {"Channels", nullptr}}},  // no guest agent channel: virt-handler reads "not connected"
       {"Metadata", metadata_json(d, true)},
       {"Features", d.acpi ? json{{"ACPI", json::object()}} : json(nullptr)},

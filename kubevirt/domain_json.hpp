@@ -39,6 +39,12 @@ struct DomainDisk {
   bool read_only = false;
 };
 
+// One VMI filesystem (virtiofs) as the domain shows it (api.FilesystemDevice).
+struct DomainFilesystem {
+  std::string name;    // the VMI's filesystem name: the tag (Target.Dir)
+  std::string socket;  // the virtiofs container's socket (Source.Socket)
+};
+
 // Guest panic details (api.GuestPanicInfo): the panic type and, for Hyper-V, its 5 arguments.
 struct GuestPanic {
   std::string type;  // "hyper-v", "s390", "unknown", ...
@@ -77,6 +83,7 @@ struct DomainDocument {
   bool acpi = true;                      // Spec.Features.ACPI: graceful shutdown possible
   std::vector<DomainInterface> interfaces;
   std::vector<DomainDisk> disks;
+  std::vector<DomainFilesystem> filesystems;
   // The state, in the launcher's vocabulary; translated with to_kubevirt_state.
   events::DomainState state = events::DomainState::Shutoff;
   events::StateReason reason = events::StateReason::Unknown;

@@ -20,6 +20,7 @@
 #include "kubevirt/proc_stats.hpp"
 #include "kubevirt/stats_json.hpp"
 #include "launcher/launcher_service.hpp"
+#include "launcher/plan.hpp"
 #include "vmi/parser.hpp"
 
 namespace chl::kubevirt {
@@ -37,7 +38,7 @@ std::string join(const vmi::Violations& vs) {
 }
 
 // The domain as virt-handler reads it, from the VMI the launcher runs.
-DomainDocument document_of(const vmi::Vmi& v) {
+DomainDocument document_of(const vmi::Vmi& v, const std::string& virtiofs_dir) {
   DomainDocument d;
   d.vmi_name = v.metadata.name;
   d.vmi_namespace = v.metadata.namespace_;
@@ -64,6 +65,8 @@ DomainDocument document_of(const vmi::Vmi& v) {
     dd.read_only = k.readonly;
     d.disks.push_back(std::move(dd));
   }
+  for (const auto& f : v.spec.domain.devices.filesystems)  // virtiofs: KubeVirt's socket path
+    if (f.virtiofs) d.filesystems.push_back({f.name, launcher::virtiofs_socket_path(virtiofs_dir, f.name)});
   return d;
 }
 
@@ -118,7 +121,7 @@ void LauncherHandler::attach(launcher::LauncherService& service, const vmi::Chec
     std::lock_guard lock(mu_);
     service_ = &service;
     auto migration = std::move(doc_.migration);  // a migration target's, set by SyncMigrationTarget
-    doc_ = document_of(checked.vmi);
+    doc_ = document_of(checked.vmi, opts_.virtiofs_dir);
     doc_.migration = std::move(migration);
     const auto t = vmi::cpu_topology(checked.vmi);
     const auto& cpu = checked.vmi.spec.domain.cpu;

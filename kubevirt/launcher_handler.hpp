@@ -46,6 +46,9 @@ struct LauncherHandlerOptions {
   std::string migration_proxy_dir = "/var/run/kubevirt/migrationproxy";
   // Where the launcher's own migration relay socket goes (its state directory).
   std::string relay_dir = "/var/run/kubevirt-ephemeral-disks/ch-launcher";
+  // <--kubevirt-share-dir>/virtiofs-containers: the virtiofs containers' sockets, as the domain
+  // shows them (Spec.Devices.Filesystems).
+  std::string virtiofs_dir = "/var/run/kubevirt/virtiofs-containers";
 };
 
 class LauncherHandler final : public CmdHandler {

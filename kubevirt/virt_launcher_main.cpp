@@ -182,6 +182,7 @@ int virt_launcher_main(const std::vector<std::string>& argv, const launcher::Run
   lo.network_phase1 = false;  // virt-handler wired the pod (issue 22): phase 2 only
   lo.container_disk_dir = get(f, "--container-disk-dir", "/var/run/kubevirt/container-disks");
   lo.private_dir = private_dir.string();
+  lo.virtiofs_dir = (share / "virtiofs-containers").string();  // pkg/virtiofs/virtiofs.go
   lo.vmm_binary = get(f, "--vmm-binary", "");
   lo.state_dir = fs::absolute(get(f, "--state-dir", (ephemeral / "ch-launcher").string()));
   lo.command_socket = *lo.state_dir / "launcher.sock";  // launcher-sock is KubeVirt's gRPC server
@@ -219,6 +220,7 @@ int virt_launcher_main(const std::vector<std::string>& argv, const launcher::Run
   ho.hotplug_disk_dir = get(f, "--hotplug-disk-dir", "/var/run/kubevirt/hotplug-disks");
   ho.migration_proxy_dir = (share / "migrationproxy").string();
   ho.relay_dir = lo.state_dir->string();
+  ho.virtiofs_dir = lo.virtiofs_dir;
   chl::kubevirt::LauncherHandler handler(ho, &notify);
   chl::kubevirt::CmdServerOptions so;
   so.share_dir = share;

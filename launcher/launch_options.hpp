@@ -46,6 +46,10 @@ struct LaunchOptions {
   // KubeVirt's pod directories (virt-launcher's flags), used with pod_layout.
   std::string container_disk_dir = "/var/run/kubevirt/container-disks";
   std::string private_dir = "/var/run/kubevirt-private";
+  // Where the virtiofs containers' sockets are (KubeVirt's share dir + /virtiofs-containers), and
+  // how long to wait for each (plan.hpp, prepare.hpp).
+  std::string virtiofs_dir = "/var/run/kubevirt/virtiofs-containers";
+  int virtiofs_wait_ms = 60000;
   // Override where the command socket and virt-serial0 are (virt-launcher mode: launcher-sock
   // is KubeVirt's gRPC server, so ours moves into the state directory).
   std::optional<std::filesystem::path> command_socket;

@@ -324,45 +324,51 @@ class Planner {
     return true;
   }
 
+  // virtio-fs as KubeVirt does it: virt-controller adds a container per filesystem that runs
+  // virtiofsd on the volume (pkg/virt-controller/services/virtiofs.go) and puts its vhost-user
+  // socket in the emptyDir both containers mount; the launcher only connects the VM to that
+  // socket (converter/storage/virtiofs.go) once it appears, and never needs the volume itself.
   void plan_filesystems() {
     const vmi::Devices& dev = vmi_.spec.domain.devices;
-    for (const auto& f : dev.filesystems) {
+    for (std::size_t i = 0; i < dev.filesystems.size(); ++i) {
+      const vmi::Filesystem& f = dev.filesystems[i];
       const vmi::Volume* v = vmi::find_volume(vmi_, f.name);
       if (!v || !f.virtiofs) continue;
-      std::string pod;
+      // The virtiofs container's mount point (virtioFSMountPoint): its own view, not ours.
+      std::string shared;
       switch (v->kind) {
         case vmi::VolumeKind::PersistentVolumeClaim:
         case vmi::VolumeKind::DataVolume:
-          pod = (in_.private_dir + "/vmi-disks") + "/" + v->name;
+          shared = "/" + v->name;
           break;
         case vmi::VolumeKind::ConfigMap:
-          pod = (in_.private_dir + "/config-map") + "/" + v->name;
+          shared = "/var/run/kubevirt-private/config-map/" + v->name;
           break;
         case vmi::VolumeKind::Secret:
-          pod = (in_.private_dir + "/secret") + "/" + v->name;
+          shared = "/var/run/kubevirt-private/secret/" + v->name;
           break;
         case vmi::VolumeKind::ServiceAccount:
-          pod = kPodServiceAccount;
+          shared = kPodServiceAccount;
           break;
         case vmi::VolumeKind::DownwardApi:
-          pod = (in_.private_dir + "/downwardapi") + "/" + v->name;
+          shared = "/var/run/kubevirt-private/downwardapi/" + v->name;
           break;
         default:
-          add("spec.domain.devices.filesystems",
+          add("spec.domain.devices.filesystems[" + std::to_string(i) + "]",
               "volume \"" + v->name + "\" (" + to_string(v->kind) +
-                  ") cannot be shared with virtiofs; use a PVC, "
+                  ") cannot be shared with virtiofs; use a PVC, dataVolume, "
                   "configMap, secret, serviceAccount or downwardAPI");
           continue;
       }
-      auto src = source_of(*v, pod);
-      if (!src) continue;
       PlannedFilesystem pf;
       pf.name = f.name;
-      pf.socket = state("virtiofs/" + f.name + ".sock");
+      pf.socket = virtiofs_socket_path(in_.virtiofs_dir, f.name);
+      pf.shared_dir = shared;
+      pf.volume_kind = to_string(v->kind);
       Preparation prep;
-      prep.kind = PreparationKind::StartVirtiofsd;
+      prep.kind = PreparationKind::WaitVirtiofsSocket;
       prep.volume = f.name;
-      prep.source = *src;
+      prep.source = shared;
       prep.target = pf.socket;
       plan_.preparations.push_back(std::move(prep));
       plan_.filesystems.push_back(std::move(pf));
@@ -471,8 +477,8 @@ const char* to_string(PreparationKind k) {
       return "write-config-disk";
     case PreparationKind::FindFirmware:
       return "find-firmware";
-    case PreparationKind::StartVirtiofsd:
-      return "start-virtiofsd";
+    case PreparationKind::WaitVirtiofsSocket:
+      return "wait-virtiofs-socket";
   }
   return "?";
 }

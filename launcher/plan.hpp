@@ -21,6 +21,14 @@
 
 namespace chl::launcher {
 
+// KubeVirt's virtiofs socket directory (pkg/virtiofs/virtiofs.go VirtioFSContainersMountBaseDir).
+inline constexpr const char* kKubevirtVirtiofsDir = "/var/run/kubevirt/virtiofs-containers";
+// KubeVirt's socket for a filesystem: <dir>/<name>.sock (VirtioFSSocketPath).
+inline std::string virtiofs_socket_path(std::string dir, const std::string& name) {
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  return dir + "/" + name + ".sock";
+}
+
 struct PlanInputs {
   // --volume NAME=PATH: the file (or directory) behind a volume; "kernel-boot" names the
   // kernel-boot container's root directory.
@@ -32,6 +40,10 @@ struct PlanInputs {
   // holding vmi-disks/, secret/, config-map/, downwardapi/).
   std::string container_disk_dir = "/var/run/kubevirt/container-disks";
   std::string private_dir = "/var/run/kubevirt-private";
+  // Where KubeVirt's virtiofs containers put their vhost-user sockets: <dir>/<filesystem>.sock
+  // (pkg/virtiofs/virtiofs.go: VirtShareDir + "/virtiofs-containers", an emptyDir shared with
+  // the compute container). The launcher never runs virtiofsd: it waits for the socket.
+  std::string virtiofs_dir = kKubevirtVirtiofsDir;
   // The VM's state directory; "" = /run/ch-launcher/<namespace>/<name>.
   std::string state_dir;
   // The pod's CPU set (cpuset.cpus.effective), needed for dedicatedCpuPlacement.
@@ -48,7 +60,7 @@ enum class PreparationKind {
   WriteCloudInit,        // ISO at target with the cloud-init data (NoCloud or ConfigDrive)
   WriteConfigDisk,       // ISO at target with the files of the source directory
   FindFirmware,          // put the firmware `firmware` at target
-  StartVirtiofsd,        // virtiofsd sharing source on the socket target
+  WaitVirtiofsSocket,    // wait (bounded) for the virtiofs container's socket at target
 };
 const char* to_string(PreparationKind k);
 
@@ -97,8 +109,12 @@ struct PlannedNic {
 };
 
 struct PlannedFilesystem {
-  std::string name;    // tag and device id
-  std::string socket;  // virtiofsd's vhost-user socket
+  std::string name;        // tag and device id
+  std::string socket;      // the virtiofs container's vhost-user socket
+  std::string shared_dir;  // what that container shares (its mount point; informational)
+  std::string volume_kind;  // persistentVolumeClaim, configMap, ...
+  std::uint32_t num_queues = 1;     // request queues (CH FsConfig default; libvirt: one)
+  std::uint32_t queue_size = 1024;  // KubeVirt's <driver queue='1024'>, CH's default
 };
 
 struct Payload {

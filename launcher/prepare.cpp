@@ -4,8 +4,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
 
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "vmi/hypervisor_capabilities.hpp"
@@ -32,6 +35,70 @@ Status make_parent(const fs::path& target) {
   if (ec) return fail(ec, "creating " + target.parent_path().string());
   ::chmod(target.parent_path().c_str(), 0700);
   return {};
+}
+
+// Does a listening Unix socket bound to `path` show in /proc/net/unix (the pod's network
+// namespace, which the virtiofs containers share)? nullopt when that cannot be read. Paths are
+// compared as written and, failing that, canonically (a /var/run -> /run symlink).
+std::optional<bool> unix_listener_at(const std::string& path) {
+  std::ifstream f("/proc/net/unix");
+  if (!f) return std::nullopt;
+  std::error_code ec;
+  const fs::path ours = fs::weakly_canonical(path, ec);
+  std::string line;
+  std::getline(f, line);  // Num RefCount Protocol Flags Type St Inode Path
+  while (std::getline(f, line)) {
+    std::istringstream in(line);
+    std::string num, refs, proto, flags, type, st, inode, bound;
+    if (!(in >> num >> refs >> proto >> flags >> type >> st >> inode >> bound)) continue;
+    if (flags != "00010000") continue;  // __SO_ACCEPTCON: listening
+    if (bound == path) return true;
+    std::error_code bec;
+    if (!ec && fs::weakly_canonical(bound, bec) == ours && !bec) return true;
+  }
+  return false;
+}
+
+// The virtiofs container (virt-controller's virtiofs-<name>, started beside the launcher, maybe
+// after it) binds its vhost-user socket; wait for it, bounded, polling. Never by connecting:
+// virtiofsd takes the first connection as the VMM's and exits when it closes. A socket file
+// nobody listens on (a virtiofsd that died) is waited on too, and named as such at the end:
+// Cloud Hypervisor would retry it for 60 s and fail the boot. The bound matches Cloud
+// Hypervisor's own (vu_common_ctrl.rs connect_vhost_user: 60 s).
+Status wait_virtiofs_socket(const Preparation& p, std::chrono::milliseconds bound) {
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  bool stale = false;
+  for (;;) {
+    struct stat st {};
+    if (::stat(p.target.c_str(), &st) == 0) {
+      if (!S_ISSOCK(st.st_mode))
+        return fail(std::errc::not_a_stream, "filesystem '" + p.volume + "': " + p.target + " is not a socket");
+      const auto listening = unix_listener_at(p.target);
+      if (!listening || *listening) {
+        CHL_LOG_INFO("filesystem {}: virtiofs socket {} is there{}", p.volume, p.target,
+                     listening ? "" : " (/proc/net/unix unreadable: not checked for a listener)");
+        return {};
+      }
+      stale = true;
+    } else if (errno != ENOENT) {
+      return common::fail_errno("filesystem '" + p.volume + "': " + p.target);
+    } else {
+      stale = false;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    ::usleep(20 * 1000);
+  }
+  const auto secs = std::chrono::duration<double>(bound).count();
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", secs);
+  const std::string who = " (KubeVirt's container virtiofs-" + p.volume + " runs virtiofsd on it";
+  if (stale)
+    return fail(std::errc::connection_refused, "filesystem '" + p.volume + "': virtiofs socket " + p.target +
+                                                   " is there but nothing listened on it within " + b + " s" + who +
+                                                   ": has it exited?)");
+  return fail(std::errc::timed_out, "filesystem '" + p.volume + "': virtiofs socket " + p.target +
+                                        " did not appear within " + b + " s" + who +
+                                        ": is it running, and does it share the socket directory?)");
 }
 
 Result<std::string> read_secret(const std::string& path) {
@@ -156,9 +223,8 @@ Status run_one(LaunchPlan& plan, const Preparation& p, const PrepareOptions& opt
                    d.data_bytes, p.source, p.target);
       return {};
     }
-    case PreparationKind::StartVirtiofsd:
-      return fail(std::errc::operation_not_supported,
-                  std::string(to_string(p.kind)) + " is not implemented by this launcher yet");
+    case PreparationKind::WaitVirtiofsSocket:
+      return wait_virtiofs_socket(p, opts.virtiofs_wait);
   }
   return {};
 }

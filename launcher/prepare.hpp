@@ -6,6 +6,7 @@
 // (hostDisk DiskOrCreate excepted: its path is the user's). Nothing existing is overwritten,
 // except cloud-init media and config-volume
 // ISO images the launcher itself generated for this VMI.
+#include <chrono>
 #include <filesystem>
 #include <vector>
 
@@ -16,6 +17,8 @@ namespace chl::launcher {
 
 struct PrepareOptions {
   std::vector<std::filesystem::path> firmware_dirs;  // empty: firmware/'s defaults
+  // How long to wait for each virtiofs container's socket (Cloud Hypervisor's own bound).
+  std::chrono::milliseconds virtiofs_wait{60000};
 };
 
 common::Status run_preparations(LaunchPlan& plan, const PrepareOptions& opts);

@@ -22,6 +22,9 @@ TEST_PACKAGES=(
   # the real tools our tests check images and relays with
   qemu-utils dosfstools mtools xorriso genisoimage socat util-linux tmux curl procps
   qemu-system-x86  # boots the PVH test guest (tests/guests)
+  # virtiofsd for the virtio-fs tests and bench: bookworm has no `virtiofsd` package (the Rust one
+  # came with trixie); QEMU 7.2's is /usr/lib/qemu/virtiofsd here (tests/support/virtiofsd.hpp)
+  qemu-system-common
   busybox-static cpio lz4  # the Linux test guest's initramfs and vmlinux (scripts/build-guests.sh)
   libvirt-daemon-system libvirt-clients ovmf  # the qemu-kvm path (libvirtd, virt-xml-validate, EFI)
   dnsmasq-base iperf3 iproute2  # pod networking's tests and bench

@@ -135,7 +135,6 @@ struct HypervisorCapabilities {
   std::span<const ProcessOverhead> process_overheads;
   std::int64_t per_vcpu_overhead;            // bytes per vCPU (thread stacks, vCPU state)
   std::int64_t pagetable_divisor;            // guest memory / this = page-table overhead
-  std::int64_t per_filesystem_overhead;      // bytes per virtiofs filesystem (one virtiofsd each)
   std::int64_t graphics_overhead;            // video RAM when a display is attached
   std::int64_t vfio_overhead;                // locked memory margin with host devices
   std::span<const FeatureSupport> features;  // one row per Feature, in Feature order

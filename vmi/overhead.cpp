@@ -30,9 +30,15 @@ MemoryOverhead memory_overhead(const Vmi& vmi, const HypervisorCapabilities& cap
   const auto fss = std::count_if(d.filesystems.begin(), d.filesystems.end(),
                                  [](const Filesystem& f) { return f.virtiofs; });
   if (fss > 0) {
-    o.items.push_back(
-        {"virtiofsd", fss * caps.per_filesystem_overhead,
-         std::to_string(fss) + " x " + format_bytes_quantity(caps.per_filesystem_overhead)});
+    // Nothing in this container: virtiofsd runs in virt-controller's virtiofs-<name> containers,
+    // with their own resources (pkg/virtiofs/resources.go: 1M request, 80M limit), and KubeVirt's
+    // compute overhead counts none for it. The guest memory becomes a shared memfd
+    // (memory.shared / memfd access='shared') the VMM maps and virtiofsd maps too: the same
+    // pages, counted once, as guest memory (a page virtiofsd touches first is charged to its
+    // container instead).
+    o.items.push_back({"virtiofsd", 0,
+                       std::to_string(fss) + " filesystem(s): virtiofsd runs in KubeVirt's virtiofs containers; "
+                                             "guest memory is shared, counted once"});
   }
   if (caps.graphics_overhead > 0 && d.autoattach_graphics_device.value_or(true)) {
     o.items.push_back({"video RAM", caps.graphics_overhead, "graphics device attached"});

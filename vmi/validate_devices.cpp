@@ -85,11 +85,26 @@ void Checker::check_disks() {
       add(p + ".virtiofs", "required: virtiofs is the only filesystem type");
     else
       require(Feature::Virtiofs, p + ".virtiofs");
-    if (!f.name.empty() && !find_volume(vmi_, f.name)) {
+    // The name is the virtio-fs tag the guest mounts: virtio_fs_config.tag holds 36 bytes.
+    // Cloud Hypervisor cuts a longer tag short silently (virtio-devices/src/vhost_user/fs.rs,
+    // VIRTIO_FS_TAG_LEN) and QEMU refuses it (hw/virtio/vhost-user-fs.c): refused here for both.
+    if (f.name.size() > 36)
+      add(p + ".name", "the virtio-fs tag is the filesystem's name and holds at most 36 bytes (got " +
+                           std::to_string(f.name.size()) + "); use a shorter volume name");
+    const Volume* v = f.name.empty() ? nullptr : find_volume(vmi_, f.name);
+    if (!f.name.empty() && !v) {
       add(p + ".name", "no volume named \"" + f.name + "\" in spec.volumes");
     } else {
       unique(volumes_used, f.name, "filesystems[" + std::to_string(i) + "]", p + ".name");
     }
+    // What KubeVirt's virtiofs containers can share (virt-controller/services/virtiofs.go).
+    static constexpr VolumeKind kShareable[] = {VolumeKind::PersistentVolumeClaim, VolumeKind::DataVolume,
+                                                VolumeKind::ConfigMap,             VolumeKind::Secret,
+                                                VolumeKind::ServiceAccount,        VolumeKind::DownwardApi};
+    if (v && f.virtiofs && std::find(std::begin(kShareable), std::end(kShareable), v->kind) == std::end(kShareable))
+      add(p + ".name", "volume \"" + v->name + "\" (" + to_string(v->kind) +
+                           ") cannot be shared with virtiofs; use a persistentVolumeClaim, dataVolume, "
+                           "configMap, secret, serviceAccount or downwardAPI");
   }
 }
 

@@ -161,9 +161,14 @@ std::string vmi_summary(const Vmi& vmi, const HypervisorCapabilities& caps) {
       vmi.spec.domain.devices.autoattach_pod_interface.value_or(true)) {
     nics = 1;  // KubeVirt's default pod interface
   }
+  // Filesystems only when there are some (virtiofs, each on its virtiofs container's socket).
+  std::string fss;
+  for (const auto& f : vmi.spec.domain.devices.filesystems) fss += (fss.empty() ? "" : ", ") + f.name;
+  if (!fss.empty())
+    fss = ", " + plural(vmi.spec.domain.devices.filesystems.size(), "filesystem") + " (virtiofs: " + fss + ")";
   return vmi.metadata.namespace_ + "/" + vmi.metadata.name + " on " + std::string(caps.name) +
          ": " + plural(t.vcpus(), "vCPU") + ", " + memory_text(vmi) + " memory, " +
-         plural(vmi.spec.domain.devices.disks.size(), "disk") + ", " + plural(nics, "interface") +
+         plural(vmi.spec.domain.devices.disks.size(), "disk") + ", " + plural(nics, "interface") + fss +
          ", boot " + boot;
 }
 

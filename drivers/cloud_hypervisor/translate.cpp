@@ -84,6 +84,8 @@ vmm_api::VmConfig to_ch_vm_config(const launcher::LaunchPlan& plan) {
       fc.id = f.name;
       fc.tag = f.name;
       fc.socket = f.socket;
+      fc.num_queues = f.num_queues;  // request queues; CH adds the hiprio queue (fs.rs)
+      fc.queue_size = f.queue_size;
       fss.push_back(std::move(fc));
     }
     c.fs = std::move(fss);

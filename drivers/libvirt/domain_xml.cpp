@@ -193,7 +193,9 @@ std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan,
   for (const auto& f : dom.cpu.features)
     x << "    <feature" << attr("policy", f.policy.empty() ? "require" : f.policy)
       << attr("name", f.name) << "/>\n";
-  if (memory_hotplug)
+  // One guest NUMA node: for memory hotplug, and (KubeVirt's configureSyntheticNUMA,
+  // converter/compute/cpu.go) whenever the memory is a memfd, as virtiofs needs.
+  if (memory_hotplug || plan.memory.shared)
     x << "    <numa>\n      <cell id='0' cpus='0-" << plan.cpus.max_vcpus - 1 << "' memory='" << plan.memory.size
       << "' unit='b'/>\n    </numa>\n";
   x << "  </cpu>\n";
@@ -253,12 +255,15 @@ std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan,
     nic.alias = "ua-" + n.name;
     x << network::libvirt_interface_xml(nic);
   }
-  // virtiofs: virtiofsd is started by the launcher (the plan's preparation) on its socket.
+  // virtiofs as KubeVirt writes it (converter/storage/virtiofs.go): the virtiofs container's
+  // socket as the source, the filesystem's name as the tag; virtiofsd is not ours to start.
+  // (KubeVirt's api.FilesystemDevice marshals the attribute as accessMode, which libvirt's schema
+  // does not know and its parser ignores; libvirt's spelling, with the same value, is accessmode.)
   for (const auto& f : plan.filesystems) {
-    x << "    <filesystem type='mount'>\n      <driver type='virtiofs' queue='1024'/>\n";
+    x << "    <filesystem type='mount' accessmode='passthrough'>\n      <driver type='virtiofs' queue='"
+      << f.queue_size << "'/>\n";
     x << "      <source" << attr("socket", f.socket) << "/>\n";
-    x << "      <target" << attr("dir", f.name) << "/>\n";
-    x << "      <alias" << attr("name", "ua-" + f.name) << "/>\n    </filesystem>\n";
+    x << "      <target" << attr("dir", f.name) << "/>\n    </filesystem>\n";
   }
   // The serial console: a PTY the launcher's console bridge relays to virt-serial0.
   if (plan.serial_console) {

@@ -29,6 +29,20 @@ TEST_CASE("validate: a valid VMI exits 0 with a one-line summary") {
         "bios\n");
 }
 
+TEST_CASE("validate and render: virtiofs filesystems in the summary, the socket waits and the fs devices") {
+  auto r = run_command({launcher_binary(), "validate", "--vmi", vmi("virtiofs-pvc-hugepages.yaml")});
+  CHECK(r.exit_code == 0);
+  CHECK(r.output ==
+        "ok: default/vmi-virtiofs-pvc on cloud-hypervisor: 2 vCPUs, 1Gi memory, 1 disk, 1 interface, "
+        "2 filesystems (virtiofs: data, credentials), boot bios\n");
+  // render: each filesystem waits for its virtiofs container's socket, then is an fs device on it.
+  auto p = run_command({launcher_binary(), "render", "--vmi", vmi("virtiofs-pvc-hugepages.yaml"), "--volume",
+                        "containerdisk=/images/fedora-40.qcow2", "--plan"});
+  CHECK_MESSAGE(p.exit_code == 0, p.output);
+  CHECK_MESSAGE(contains(p.output, "wait-virtiofs-socket"), p.output);
+  CHECK_MESSAGE(contains(p.output, "/var/run/kubevirt/virtiofs-containers/credentials.sock"), p.output);
+}
+
 TEST_CASE("validate: refusals exit 2 listing every violation, one a line") {
   chl::test::TempDir dir("chl-cli");
   const auto file = dir / "bad.yaml";

@@ -212,3 +212,16 @@ TEST_CASE("domain json: names and Kubernetes times") {
   CHECK(chl::kubevirt::kubernetes_time(std::chrono::system_clock::from_time_t(0) +
                                        std::chrono::milliseconds(999)) == "1970-01-01T00:00:00Z");
 }
+
+TEST_CASE("domain json: virtiofs filesystems as KubeVirt's converter writes them (api.FilesystemDevice)") {
+  DomainDocument d = recorded_vmi(true);
+  CHECK(chl::kubevirt::to_domain_json(d)["Spec"]["Devices"]["Filesystems"].is_null());  // a nil slice
+  d.filesystems.push_back({"data", "/var/run/kubevirt/virtiofs-containers/data.sock"});
+  const json fs = chl::kubevirt::to_domain_json(d)["Spec"]["Devices"]["Filesystems"];
+  REQUIRE(fs.is_array());
+  REQUIRE(fs.size() == 1);
+  // converter/storage/virtiofs.go; Go's field names (no json tags), Source.Dir without omitempty.
+  CHECK(fs[0] == json::parse(R"({"Type":"mount","AccessMode":"passthrough",
+      "Source":{"Dir":"","Socket":"/var/run/kubevirt/virtiofs-containers/data.sock"},
+      "Target":{"Dir":"data"},"Driver":{"Type":"virtiofs","Queue":"1024"},"Binary":null})"));
+}

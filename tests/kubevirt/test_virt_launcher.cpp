@@ -7,6 +7,7 @@
 // vmm), test_virt_launcher_qemu the libvirt path with --hypervisor kvm (real libvirtd and QEMU,
 // the PVH guest; lane qemu).
 #include "tests/kubevirt/virt_launcher_harness.hpp"
+#include "tests/support/virtiofsd.hpp"
 
 TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): Info, Sync, ADDED then Running, GetDomain/Stats, pause, console, shutdown, final NoState, exit 0") {
   if (!guest_runnable()) return;
@@ -99,6 +100,21 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): Info, Sync, ADDED then Ru
     REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, bigger, &r); }).ok());
     CHECK_FALSE(r.success());
     CHECK_MESSAGE(r.message().find("spec.domain.memory.guest") != std::string::npos, r.message());
+  }
+  // A filesystem added to the running VMI: KubeVirt hotplugs none either (virtiofs needs its
+  // container in the pod from the start): refused naming it, nothing changed.
+  {
+    v1::VMIRequest with_fs;
+    auto fj = nlohmann::json::parse(vmi_json());
+    fj["spec"]["domain"]["devices"]["filesystems"] = nlohmann::json::array({{{"name", "shared"}, {"virtiofs", nlohmann::json::object()}}});
+    fj["spec"]["volumes"].push_back({{"name", "shared"}, {"persistentVolumeClaim", {{"claimName", "shared"}}}});
+    with_fs.mutable_vmi()->set_vmijson(fj.dump());
+    REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, with_fs, &r); }).ok());
+    CHECK_FALSE(r.success());
+    CHECK_MESSAGE(r.message().find("the running VM cannot take these changes: spec.domain.devices.filesystems") !=
+                      std::string::npos,
+                  r.message());
+    CHECK_MESSAGE(r.message().find("nothing was changed") != std::string::npos, r.message());
   }
 
   // CPU hotplug as virt-handler does it: a Sync with more sockets (within maxSockets 4) is
@@ -440,4 +456,46 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a first Sync with hotplug
   auto ended = pod.child.wait_for(kQemu ? 120s : 30s);
   REQUIRE(ended);
   CHECK(*ended);
+}
+
+TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a virtiofs filesystem — the VM connects to the virtiofs container's socket under the share dir, the domain shows it") {
+  if (!guest_runnable()) return;
+  std::string why;
+  auto bin = chl::test::find_virtiofsd(&why);
+  if (!bin) {
+    chl::test::skip(why);
+    return;
+  }
+  Pod pod;
+  chl::test::TestNotifyServer notify(pod.share() / "domain-notify-pipe.sock");
+  // KubeVirt's virtiofs-data container: its socket in the emptyDir under the share directory.
+  const fs::path socks = pod.share() / "virtiofs-containers";
+  fs::create_directories(socks);
+  fs::create_directories(pod.dir.path() / "pvc");
+  auto daemon = chl::test::start_virtiofsd(*bin, socks / "data.sock", pod.dir.path() / "pvc", pod.dir.path() / "vfs.log");
+  auto cmd = pod.serve();
+  auto j = nlohmann::json::parse(vmi_json());
+  j["spec"]["domain"]["devices"]["filesystems"] = nlohmann::json::array({{{"name", "data"}, {"virtiofs", nlohmann::json::object()}}});
+  j["spec"]["volumes"] = nlohmann::json::array({{{"name", "data"}, {"persistentVolumeClaim", {{"claimName", "data"}}}}});
+  v1::VMIRequest vmi;
+  vmi.mutable_vmi()->set_vmijson(j.dump());
+  v1::Response r;
+  REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, vmi, &r); }, 120s).ok());
+  REQUIRE_MESSAGE(r.success(), r.message() << "\n" << pod.output());
+  CHECK_MESSAGE(daemon.running(), chl::test::read_file(daemon.log));  // the VM holds its connection
+  v1::EmptyRequest empty;
+  v1::DomainResponse dom;
+  REQUIRE(call([&](auto& c) { return cmd->GetDomain(&c, empty, &dom); }).ok());
+  const auto fss = nlohmann::json::parse(dom.domain())["Spec"]["Devices"]["Filesystems"];
+  REQUIRE_MESSAGE(fss.is_array(), dom.domain());
+  REQUIRE(fss.size() == 1);
+  CHECK(fss[0]["Source"]["Socket"] == (socks / "data.sock").string());
+  CHECK(fss[0]["Target"]["Dir"] == "data");
+  CHECK(fss[0]["Driver"]["Type"] == "virtiofs");
+  (void)pod.child.signal(SIGTERM);
+  auto ended = pod.child.wait_for(kQemu ? 120s : 30s);
+  REQUIRE(ended);
+  CHECK(*ended);
+  // The VM is gone: virtiofsd lost its frontend and ended.
+  CHECK(chl::test::wait_until(20s, [&] { return !daemon.running(); }, 50ms));
 }

@@ -77,9 +77,8 @@ const std::vector<Golden>& golden_cases() {
        {{"data", "/pvc/data/disk.img"},
         {"root", "/images/debian-12.qcow2"},
         {"app-config", "/configmaps/app-settings"}}},
-      {"virtiofs.yaml",
-       "virtiofs.json",
-       {{"containerdisk", "/images/fedora-40.qcow2"}, {"config-fs", "/configmaps/app-config"}}},
+      {"virtiofs.yaml", "virtiofs.json", {{"containerdisk", "/images/fedora-40.qcow2"}}},
+      {"virtiofs-pvc-hugepages.yaml", "virtiofs-pvc-hugepages.json", {{"containerdisk", "/images/fedora-40.qcow2"}}},
   };
   return cases;
 }

@@ -681,3 +681,32 @@ TEST_CASE("DRA GPUs and host devices: parsed, refused on both hypervisors with a
                         "qemu-kvm");
   CHECK(has(plain, "spec.domain.devices.gpus[0].deviceName", "required"));
 }
+
+TEST_CASE("virtiofs filesystems: a tag longer than virtio-fs holds and a volume no virtiofs container can share are refused, naming the field") {
+  const std::string long_name(37, 'a');  // a valid DNS label, one byte past VIRTIO_FS_TAG_LEN
+  const std::string text = vmi_with([&](YAML::Node& n) {
+    auto fss = n["spec"]["domain"]["devices"]["filesystems"];
+    fss.push_back(YAML::Load("{name: " + long_name + ", virtiofs: {}}"));
+    fss.push_back(YAML::Load("{name: scratch, virtiofs: {}}"));
+    fss.push_back(YAML::Load("{name: shared, virtiofs: {}}"));
+    n["spec"]["volumes"].push_back(YAML::Load("{name: " + long_name + ", persistentVolumeClaim: {claimName: c}}"));
+    n["spec"]["volumes"].push_back(YAML::Load("{name: scratch, emptyDisk: {capacity: 1Gi}}"));
+    n["spec"]["volumes"].push_back(YAML::Load("{name: shared, configMap: {name: app}}"));
+  });
+  for (const char* hv : {"cloud-hypervisor", "qemu-kvm"}) {
+    CAPTURE(hv);
+    auto v = problems(text, hv);
+    CHECK_MESSAGE(has(v, "spec.domain.devices.filesystems[0].name", "holds at most 36 bytes (got 37)"), dump(v));
+    CHECK_MESSAGE(has(v, "spec.domain.devices.filesystems[1].name", "cannot be shared with virtiofs"), dump(v));
+    // The configMap one is fine: nothing names filesystems[2].
+    CHECK(std::none_of(v.begin(), v.end(), [](const Violation& x) {
+      return x.path.rfind("spec.domain.devices.filesystems[2]", 0) == 0;
+    }));
+  }
+  // 36 bytes is the most a tag holds, and is accepted.
+  auto ok = problems(vmi_with([](YAML::Node& n) {
+    n["spec"]["domain"]["devices"]["filesystems"].push_back(YAML::Load("{name: " + std::string(36, 'b') + ", virtiofs: {}}"));
+    n["spec"]["volumes"].push_back(YAML::Load("{name: " + std::string(36, 'b') + ", secret: {secretName: s}}"));
+  }));
+  CHECK_MESSAGE(ok.empty(), dump(ok));
+}

@@ -672,6 +672,21 @@ std::vector<std::string> Vmm::check_bootable() {
       ::close(fd);
     }
   }
+  // Then the virtio-fs devices (make_virtio_fs_devices): each connects to its backend and
+  // negotiates (vhost_user.hpp); the connections live as long as this VM.
+  vhost_user_.clear();
+  if (cfg["fs"].is_array()) {
+    for (const auto& f : cfg["fs"]) {
+      VhostUserSession s;
+      auto err = vhost_user_fs_connect(f["socket"].get<std::string>(), f["num_queues"].get<std::uint64_t>(), s);
+      if (!err.empty()) {
+        vhost_user_.clear();
+        err.insert(err.begin(), "Error from device manager");
+        return err;
+      }
+      vhost_user_[f["socket"].get<std::string>()] = std::move(s);
+    }
+  }
   struct PayloadFile {
     const char* field;
     const char* error;
@@ -874,6 +889,7 @@ bool Vmm::vm_shutdown_internal() {
   if (!vm_) return false;
   vm_ = false;
   guest_stop();
+  vhost_user_.clear();  // the devices go with the VM: virtiofsd sees its frontend hang up
   close_consoles();  // CH drains console_info: the PTY goes away with the VM
   events_.emit("vm", "shutdown");
   return true;
@@ -1096,15 +1112,13 @@ Reply Vmm::vm_add(const std::string& endpoint, const Json& body,
     // virtio-fs connects to the vhost-user backend; vsock binds its socket.
     const std::string p = cfg["socket"].get<std::string>();
     if (endpoint == "vm.add-fs") {
-      sockaddr_un addr{};
-      addr.sun_family = AF_UNIX;
-      std::strncpy(addr.sun_path, p.c_str(), sizeof addr.sun_path - 1);
-      common::UniqueFd s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-      if (!s || ::connect(s.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-        const int e = errno;
-        return api_error(endpoint, {"Error from device manager", "Cannot create virtio-fs device",
-                                    "Failed to connect to vhost-user backend", os_error(e)});
+      VhostUserSession s;
+      auto err = vhost_user_fs_connect(p, cfg["num_queues"].get<std::uint64_t>(), s);
+      if (!err.empty()) {
+        err.insert(err.begin(), "Error from device manager");
+        return api_error(endpoint, err);
       }
+      vhost_user_[p] = std::move(s);
     }
   }
   if (endpoint == "vm.add-device" || endpoint == "vm.add-pmem") {
@@ -1152,6 +1166,7 @@ Reply Vmm::vm_remove_device(const Json& body) {
     auto& arr = config[list];
     for (auto it = arr.begin(); it != arr.end(); ++it) {
       if ((*it)["id"] == id) {
+        if (std::string(list) == "fs" && (*it)["socket"].is_string()) vhost_user_.erase((*it)["socket"].get<std::string>());
         arr.erase(it);
         found = true;
         break;

@@ -19,6 +19,7 @@
 #include "tests/vmm_double/http_server.hpp"
 #include "tests/vmm_double/migration.hpp"
 #include "tests/vmm_double/serial_port.hpp"
+#include "tests/vmm_double/vhost_user.hpp"
 
 namespace chl::vmm_double {
 
@@ -139,6 +140,8 @@ class Vmm final : private MigrationVm {
   // when the guest ejects the device, which the test guest never does).
   std::map<std::string, std::string> bdfs_;
   std::map<std::string, std::vector<common::UniqueFd>> net_fds_;
+  // virtio-fs devices' vhost-user connections (socket -> session), held while the VM exists.
+  std::map<std::string, VhostUserSession> vhost_user_;
   unsigned device_counter_ = 0;
 
   // guest
