@@ -60,7 +60,8 @@ struct Vmm {
     chl::vmm_api::ClientOptions co;
     co.migration_timeout = std::chrono::minutes(10);
     v.api = std::make_unique<chl::vmm_api::Client>(sock.string(), co);
-    for (int i = 0; i < 500 && !v.api->vmm_ping(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    for (int i = 0; i < 500 && !v.api->vmm_ping(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     return v;
   }
 };
@@ -82,7 +83,8 @@ struct Watch {
         std::string& t = i == 0 ? ta : tb;
         t.append(buf, static_cast<std::size_t>(n));
         if (i == 0 && !paused && t.find("\"pausing\"") != std::string::npos) paused = Clock::now();
-        if (i == 1 && !resumed && t.find("\"resumed\"") != std::string::npos) resumed = Clock::now();
+        if (i == 1 && !resumed && t.find("\"resumed\"") != std::string::npos)
+          resumed = Clock::now();
       }
     }
   }
@@ -102,9 +104,12 @@ int main(int argc, char** argv) {
   if (const char* k = std::getenv("CHL_TEST_GUEST_KERNEL"); k && *k) kernel = k;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
-    if (a == "--vmm") vmm = argv[i + 1];
-    else if (a == "--kernel") kernel = argv[i + 1];
-    else if (a == "--n") n = std::max(1, std::atoi(argv[i + 1]));
+    if (a == "--vmm")
+      vmm = argv[i + 1];
+    else if (a == "--kernel")
+      kernel = argv[i + 1];
+    else if (a == "--n")
+      n = std::max(1, std::atoi(argv[i + 1]));
   }
   const bool is_double = vmm == CHL_VMM_DOUBLE_PATH;
   char tmpl[] = "/tmp/chl-migbench-XXXXXX";
@@ -156,7 +161,8 @@ int main(int argc, char** argv) {
       w.stop = true;
       watcher.join();
       if (!sent || !received || !w.paused || !w.resumed) {
-        std::fprintf(stderr, "migration_bench: run failed: %s %s\n", sent ? "" : sent.error().message().c_str(),
+        std::fprintf(stderr, "migration_bench: run failed: %s %s\n",
+                     sent ? "" : sent.error().message().c_str(),
                      received ? "" : received.error().message().c_str());
         return 1;
       }
@@ -168,10 +174,16 @@ int main(int argc, char** argv) {
     const char* who = is_double ? " (VMM double: protocol only)" : "";
     std::printf("%llu MiB guest: total %.1f ms, downtime %.1f ms (median of %d)\n",
                 static_cast<unsigned long long>(mib), median(total), median(down), n);
-    std::printf("RESULT\tmigration_total_%llu\tCH live migration, %llu MiB guest: total%s\t%.1f\t\t\tms\tinfo\t\n",
-                static_cast<unsigned long long>(mib), static_cast<unsigned long long>(mib), who, median(total));
-    std::printf("RESULT\tmigration_downtime_%llu\tCH live migration, %llu MiB guest: downtime%s\t%.1f\t\t\tms\tinfo\t\n",
-                static_cast<unsigned long long>(mib), static_cast<unsigned long long>(mib), who, median(down));
+    std::printf(
+        "RESULT\tmigration_total_%llu\tCH live migration, %llu MiB guest: "
+        "total%s\t%.1f\t\t\tms\tinfo\t\n",
+        static_cast<unsigned long long>(mib), static_cast<unsigned long long>(mib), who,
+        median(total));
+    std::printf(
+        "RESULT\tmigration_downtime_%llu\tCH live migration, %llu MiB guest: "
+        "downtime%s\t%.1f\t\t\tms\tinfo\t\n",
+        static_cast<unsigned long long>(mib), static_cast<unsigned long long>(mib), who,
+        median(down));
   }
   std::error_code ec;
   fs::remove_all(dir, ec);
