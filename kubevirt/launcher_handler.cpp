@@ -159,6 +159,10 @@ void LauncherHandler::on_state(events::DomainState state, events::StateReason re
   // CH paused the source for the final memory pass: from here an abort could split the VM.
   if (migrating_ && state == events::DomainState::Paused && reason == events::StateReason::Migration)
     final_pause_ = true;
+  // CH's migration-finished: the VM runs on the target (the send's answer may race the VMM's exit).
+  if (migration_role_ == MigrationRole::Source && migrating_ && state == events::DomainState::Shutoff &&
+      reason == events::StateReason::Migrated)
+    source_migrated();
   if (notify_) notify_->send_domain_event(to_domain_json(doc_).dump(), DomainEventType::Modified);
   if (phase_ != Phase::Launching) return;
   // A received VM that was paused on the source stays paused (Paused/User): it is up too.

@@ -158,6 +158,8 @@ class LauncherHandler final : public CmdHandler {
   std::unique_ptr<MigrationRelay> relay_;
   // The source's migration ended (the service's loop).
   void migration_ended(const common::Status& result);
+  // The source's VM went (CH's migration-finished; mu_ held): EndTimestamp, no longer migrating.
+  void source_migrated();
   // The target's domain changed state (mu_ held): EndTimestamp once the received VM runs.
   void on_target_state(events::DomainState state, events::StateReason reason);
   // Apply a resize and tell virt-handler the domain's new size.

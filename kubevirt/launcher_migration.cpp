@@ -262,10 +262,21 @@ Status LauncherHandler::migrate(std::string_view vmi_json, std::string_view opti
   return {};
 }
 
+void LauncherHandler::source_migrated() {
+  migrating_ = false;
+  if (relay_) relay_->abort();
+  if (!doc_.migration) return;
+  doc_.migration->end = std::chrono::system_clock::now();
+  doc_.migration->completed = true;
+  if (abort_requested_) doc_.migration->abort_status = "Failed";  // too late: it completed
+}
+
 void LauncherHandler::migration_ended(const Status& result) {
   std::string failure;
   {
     std::lock_guard lock(mu_);
+    if (result && doc_.migration && doc_.migration->end)
+      return;  // migration-finished said it already
     migrating_ = false;
     if (relay_) relay_->abort();  // over: nothing more to copy (its thread ends with it)
     if (!doc_.migration) return;

