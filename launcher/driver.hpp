@@ -49,8 +49,13 @@ class Driver {
   virtual common::Status launch(EventSink sink, ExitHandler on_exit) = 0;
   // The user asked for a stop (for the state's reason: Shutdown vs Destroyed).
   virtual void request_stop(events::StopRequest kind) = 0;
-  // Kill the VMM (SIGKILL); its exit then arrives as an event.
+  // Kill the VMM (SIGKILL) by a handle verified to be this VM's VMM (CH: our child's pidfd;
+  // libvirt: a pidfd opened on QEMU's pid and checked against its command line at start), never
+  // by a bare pid that may have been recycled; its exit then arrives as an event.
   virtual void kill_vmm() = 0;
+  // The launcher leaves while a blocking call of this driver never returned (a hung hypervisor):
+  // the driver is leaked, not destroyed; after this it must post nothing more to the io_context.
+  virtual void abandon() {}
   [[nodiscard]] virtual events::DomainState state() const = 0;
   [[nodiscard]] virtual events::StateReason reason() const = 0;
   // True when the VM will not run again and the VMM process is gone.

@@ -27,22 +27,47 @@ LauncherService::LauncherService(asio::io_context& io, ServiceOptions options, s
       driver_(std::move(driver)),
       signals_(io, SIGTERM, SIGINT),
       grace_timer_(io),
-      kill_timer_(io) {
-  worker_guard_.emplace(worker_io_.get_executor());
-  worker_ = std::thread([this] { worker_io_.run(); });
+      kill_timer_(io),
+      exit_deadline_(io) {
+  worker_guard_.emplace(worker_io_->get_executor());
+  worker_ = std::thread([w = worker_io_.get()] { w->run(); });
 }
 
 LauncherService::~LauncherService() {
+  {
+    std::lock_guard lk(worker_link_->mu);
+    worker_link_->alive = false;
+  }
   worker_guard_.reset();
-  worker_io_.stop();
+  worker_io_->stop();
+  // A call in progress normally returns within milliseconds; give it a moment.
+  for (int i = 0; i < 200 && worker_link_->busy.load(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (worker_link_->busy.load()) {
+    // A driver call that never returned (a hypervisor that stopped answering; libvirt's client
+    // has no call timeout): joining would wait for ever. The thread, its io_context and the
+    // driver it is inside are left to the process's exit; the driver posts nothing more.
+    CHL_LOG_ERROR("a {} call never returned: leaving it behind", driver_->hypervisor());
+    driver_->abandon();
+    worker_.detach();
+    (void)worker_io_.release();
+    (void)driver_.release();
+    return;
+  }
   if (worker_.joinable()) worker_.join();
 }
 
 template <typename F>
 void LauncherService::on_worker(F&& work, Reply reply) {
-  asio::post(worker_io_, [this, work = std::forward<F>(work), reply = std::move(reply)]() mutable {
+  asio::post(*worker_io_, [io = &io_, link = worker_link_, work = std::forward<F>(work),
+                           reply = std::move(reply)]() mutable {
+    link->busy = true;
     Result<json> r = work();
-    asio::post(io_, [r = std::move(r), reply = std::move(reply)]() mutable { reply(std::move(r)); });
+    link->busy = false;
+    std::lock_guard lk(link->mu);
+    if (!link->alive) return;
+    asio::post(*io,
+               [r = std::move(r), reply = std::move(reply)]() mutable { reply(std::move(r)); });
   });
 }
 
@@ -52,16 +77,24 @@ int LauncherService::run() {
   ::signal(SIGPIPE, SIG_IGN);
   signals_.async_wait([this](boost::system::error_code ec, int sig) {
     if (ec) return;
-    CHL_LOG_INFO("received {}: stopping the VM (grace period {} s)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
-                 opts_.grace_period.count());
-    if (stopping_) {
+    CHL_LOG_INFO("received {}: stopping the VM (grace period {} s)",
+                 sig == SIGTERM ? "SIGTERM" : "SIGINT", opts_.grace_period.count());
+    // Whatever state the VM is in, the launcher is gone by the grace period, the forced stop's
+    // VMM exit timeout and the time to see the end.
+    bound_exit(opts_.grace_period + opts_.vmm_exit_timeout + opts_.end_report_timeout,
+               sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    if (forced_) {
+      driver_->kill_vmm();  // a forced stop is already under way: do not wait for it
+    } else if (stopping_) {
       begin_forced_stop("second signal");
     } else {
       begin_graceful_stop(opts_.grace_period);
     }
     // Keep listening: a second signal forces the stop.
     signals_.async_wait([this](boost::system::error_code ec2, int) {
-      if (!ec2) begin_forced_stop("second signal");
+      if (ec2) return;
+      if (forced_) driver_->kill_vmm();
+      begin_forced_stop("second signal");
     });
   });
 
@@ -227,10 +260,17 @@ void LauncherService::teardown() {
   signals_.cancel(ec);
   grace_timer_.cancel();
   kill_timer_.cancel();
+  exit_deadline_.cancel();
   if (bridge_) bridge_->stop();
   for (auto& stop : stoppers_) stop();
-  CHL_LOG_INFO("VM ended: state {} reason {}, launcher exits {}", events::to_string(driver_->state()),
-               events::to_string(driver_->reason()), exit_code());
+  if (abandoned_)
+    CHL_LOG_INFO("VM abandoned: driver state {} reason {}, launcher exits {}",
+                 events::to_string(driver_->state()), events::to_string(driver_->reason()),
+                 exit_code());
+  else
+    CHL_LOG_INFO("VM ended: state {} reason {}, launcher exits {}",
+                 events::to_string(driver_->state()), events::to_string(driver_->reason()),
+                 exit_code());
   // Let the last writes (event streams, replies) go out, then end the loop.
   auto done = std::make_shared<asio::steady_timer>(io_, std::chrono::milliseconds(100));
   done->async_wait([this, done](boost::system::error_code) { io_.stop(); });
@@ -329,9 +369,51 @@ void LauncherService::shutdown(std::optional<std::chrono::seconds> grace, Reply 
 }
 
 void LauncherService::kill(Reply reply) {
-  if (torn_down_ || driver_->finished()) return reply(state_error("kill", ""));
+  // Kill is final: a VM already off is what it asks for.
+  if (torn_down_ || driver_->finished())
+    return reply(json{{"killing", false}, {"state", events::to_string(driver_->state())}});
+  if (forced_) {
+    // A forced stop is under way (a second Kill, a Kill after the grace period): the VMM is
+    // killed now rather than given the rest of its exit timeout.
+    CHL_LOG_WARN("kill requested during the forced stop: killing the VMM now");
+    driver_->kill_vmm();
+    return reply(json{{"killing", true}});
+  }
   begin_forced_stop("kill requested");
   reply(json{{"killing", true}});
+}
+
+void LauncherService::bound_exit(std::chrono::seconds within, const std::string& why) {
+  if (torn_down_) return;
+  const auto by = std::chrono::steady_clock::now() + within;
+  if (exit_by_ && *exit_by_ <= by) return;  // an earlier bound holds
+  exit_by_ = by;
+  exit_deadline_.expires_at(by);
+  exit_deadline_.async_wait([this, within, why](boost::system::error_code ec) {
+    if (ec || torn_down_) return;
+    abandon("the VM has not ended " + std::to_string(within.count()) + " s after " + why);
+  });
+}
+
+void LauncherService::abandon(const std::string& why) {
+  if (torn_down_) return;
+  CHL_LOG_ERROR("{}: killing the VMM and leaving without its final event", why);
+  forced_ = true;
+  stopping_ = true;
+  driver_->request_stop(events::StopRequest::Forced);
+  driver_->kill_vmm();
+  abandoned_ = true;
+  // The end, as the launcher leaves it: the VMM was killed (and dies with the launcher anyway:
+  // PR_SET_PDEATHSIG on Cloud Hypervisor, AUTODESTROY on libvirt once the connection closes).
+  events::DomainEvent e;
+  e.type = events::DomainEventType::Stopped;
+  e.detail = events::EventDetail::Destroyed;
+  e.state = DomainState::Shutoff;
+  e.reason = events::StateReason::Destroyed;
+  e.cause = "launcher/abandoned";
+  e.properties = {{"error", why}};
+  bus_.publish(e);
+  teardown();
 }
 
 void LauncherService::begin_graceful_stop(std::chrono::seconds grace) {
@@ -385,6 +467,7 @@ void LauncherService::begin_forced_stop(const std::string& why) {
     CHL_LOG_WARN("VMM still running {} s after shutdown: SIGKILL", opts_.vmm_exit_timeout.count());
     driver_->kill_vmm();
   });
+  bound_exit(opts_.vmm_exit_timeout + opts_.end_report_timeout, "the forced stop (" + why + ")");
 }
 
 void LauncherService::snapshot(const std::filesystem::path& dir, Reply reply) {

@@ -6,9 +6,16 @@
 //
 // Threads: everything here runs on the io_context thread, except the Driver's blocking calls,
 // which run one at a time on a worker thread and post their result back.
+#include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
@@ -45,6 +52,9 @@ struct ServiceOptions {
   std::filesystem::path console_socket;    // virt-serial0
   std::chrono::seconds grace_period{30};
   std::chrono::seconds vmm_exit_timeout{5};  // after vmm.shutdown, before SIGKILL
+  // After that SIGKILL, how long the VMM's end may take to be reported before the launcher
+  // leaves without it (LauncherService::abandon): Kill and SIGTERM are bounded by it.
+  std::chrono::seconds end_report_timeout{5};
   bool console_take_over = false;
   // The launcher confines itself once its VMM runs (sandbox/seccomp_policy.cpp), on both paths:
   // the filter is built for the driver (the qemu-kvm one adds the libvirt rows).
@@ -75,7 +85,8 @@ class LauncherService {
   void reboot(Reply reply);
   // Graceful: ACPI power button, then after the grace period a forced stop.
   void shutdown(std::optional<std::chrono::seconds> grace, Reply reply);
-  // Forced, at once.
+  // Forced, at once, whatever is pending (a graceful stop, a forced one: then the VMM is killed
+  // now). Succeeds when the VM is already off.
   void kill(Reply reply);
   void snapshot(const std::filesystem::path& dir, Reply reply);
   void restore(const std::filesystem::path& dir, Reply reply);
@@ -102,6 +113,11 @@ class LauncherService {
   void refresh_console();
   void begin_graceful_stop(std::chrono::seconds grace);
   void begin_forced_stop(const std::string& why);
+  // The launcher ends by `within` from now whatever happens (SIGTERM, a forced stop).
+  void bound_exit(std::chrono::seconds within, const std::string& why);
+  // Leave without the VM's final event: the VMM is killed, the end is reported as Shutoff
+  // (Destroyed), and a driver call that never returned is left behind (~LauncherService).
+  void abandon(const std::string& why);
   void check_finished();
   void teardown();
   common::Status start_console();
@@ -115,13 +131,24 @@ class LauncherService {
   std::unique_ptr<Driver> driver_;
   events::EventBus bus_;
 
-  boost::asio::io_context worker_io_;
-  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> worker_guard_;
+  // The worker's side: whether a driver call is in progress, and whether the service still
+  // takes its results (a call that never returns outlives the service, see the destructor).
+  struct WorkerLink {
+    std::mutex mu;
+    bool alive = true;
+    std::atomic<bool> busy{false};
+  };
+  std::shared_ptr<WorkerLink> worker_link_ = std::make_shared<WorkerLink>();
+  std::unique_ptr<boost::asio::io_context> worker_io_ = std::make_unique<boost::asio::io_context>();
+  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>>
+      worker_guard_;
   std::thread worker_;
 
   boost::asio::signal_set signals_;
   boost::asio::steady_timer grace_timer_;
   boost::asio::steady_timer kill_timer_;
+  boost::asio::steady_timer exit_deadline_;
+  std::optional<std::chrono::steady_clock::time_point> exit_by_;
   std::unique_ptr<console_bridge::Bridge> bridge_;
   std::vector<std::function<void()>> stoppers_;
 
@@ -133,6 +160,7 @@ class LauncherService {
   bool stopping_ = false;
   bool forced_ = false;
   bool torn_down_ = false;
+  bool abandoned_ = false;
   std::chrono::steady_clock::time_point started_at_;
 };
 

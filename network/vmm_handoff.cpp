@@ -11,7 +11,11 @@ vmm_api::NetConfig ch_net_config(const WiredInterface& w) {
   vmm_api::NetConfig n;
   n.id = "net-" + w.iface_name;
   n.mac = format_mac(w.mac);
-  n.mtu = static_cast<std::uint16_t>(std::min<std::uint32_t>(w.mtu, 65535));
+  // No `mtu`: CH v52 sets the tap's MTU (SIOCSIFMTU, CAP_NET_ADMIN) whenever the config has
+  // one (virtio-devices/src/net.rs Net::from_tap_fds, net_util/src/open_tap.rs), which a VMM
+  // running as uid 107 without capabilities (virt-launcher mode) may not do. The tap already has
+  // the pod's MTU (phase 1 set it), CH reads it (SIOCGIFMTU, Net::new_with_tap) and offers it to
+  // the guest as VIRTIO_NET_F_MTU, and our DHCP/RA tell it too.
   n.num_queues = 2 * w.queues;  // CH counts RX and TX queues
   return n;
 }

@@ -16,8 +16,9 @@
 
 namespace chl::network {
 
-// id "net-<interface name>" (CH device ids must be unique in the VM), the guest MAC, MTU and
-// num_queues = 2 * queue pairs; no `tap` (the fds say which tap).
+// id "net-<interface name>" (CH device ids must be unique in the VM), the guest MAC and
+// num_queues = 2 * queue pairs; no `tap` (the fds say which tap) and no `mtu` (CH would set the
+// tap's MTU, which needs CAP_NET_ADMIN; the tap has the pod's MTU already and CH reads it).
 vmm_api::NetConfig ch_net_config(const WiredInterface& w);
 std::vector<int> tap_fd_numbers(const WiredInterface& w);
 // What a libvirt <interface type='ethernet'> on an existing tap says (the domain XML renders

@@ -13,12 +13,13 @@
 #include <fstream>
 #include <thread>
 
-#include "drivers/libvirt/handles.hpp"
 #include "common/child_process.hpp"
 #include "common/log.hpp"
 #include "common/proc_stat.hpp"
 #include "common/syscall.hpp"
 #include "common/unix_socket.hpp"
+#include "drivers/libvirt/event_loop.hpp"
+#include "drivers/libvirt/handles.hpp"
 
 namespace chl::libvirt {
 namespace fs = std::filesystem;
@@ -113,19 +114,24 @@ Status stop_pid(pid_t pid, const char* what) {
   CHL_LOG_INFO("stopping {} (pid {})", what, pid);
   if (::kill(pid, SIGTERM) != 0 && errno != ESRCH)
     return common::fail_errno(std::string("SIGTERM to ") + what);
-  if (wait_for(std::chrono::seconds(15), [pid] { return !process_alive(pid); })) return {};
-  CHL_LOG_WARN("{} (pid {}) still running 15 s after SIGTERM: SIGKILL", what, pid);
+  // libvirtd and virtlogd end within ~50 ms of SIGTERM here: 5 s is a daemon that hangs.
+  if (wait_for(std::chrono::seconds(5), [pid] { return !process_alive(pid); })) return {};
+  CHL_LOG_WARN("{} (pid {}) still running 5 s after SIGTERM: SIGKILL", what, pid);
   (void)::kill(pid, SIGKILL);
   if (!wait_for(std::chrono::seconds(5), [pid] { return !process_alive(pid); }))
     return fail(std::errc::timed_out, std::string(what) + " survived SIGKILL");
   return {};
 }
 
-// Domains the daemon runs (-1 when it cannot be asked).
-int running_domains(const std::string& uri) {
-  VirConnect c(virConnectOpen(uri.c_str()));
-  if (!c) return -1;
-  return virConnectNumOfDomains(c.get());
+// Domains the daemon runs: libvirt keeps `<domain>.pid` in `dir` for each running QEMU. Read
+// from the files, not asked over RPC: a daemon that stopped answering (libvirt's client has no
+// call timeout) must not hold the launcher's exit.
+int running_domains(const fs::path& dir) {
+  int n = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().extension() == ".pid" && live_pid_from_file(e.path())) ++n;
+  return n;
 }
 
 }  // namespace
@@ -269,15 +275,17 @@ Result<LibvirtDaemons> LibvirtDaemons::ensure(const LibvirtDaemonOptions& opts) 
                       " and libvirtd/virtlogd are not installed (scripts/setup.sh installs "
                       "libvirt-daemon-system)");
     const fs::path log = opts.run_dir / "daemons.log";
+    // Idle exit (LibvirtDaemonOptions::idle_exit): the keepers below hold them while we live.
+    const std::string idle = std::to_string(opts.idle_exit.count());
     // virtlogd first: libvirtd hands it QEMU's output.
     if (!unix_socket_answers(opts.virtlogd_socket)) {
       CHL_LOG_INFO("libvirt: no virtlogd answers on {}: starting {} -d",
                    opts.virtlogd_socket.string(), *virtlogd);
       ::unlink(virtlogd_pid.c_str());
-      CHL_TRY_VOID(common::wrap(
-          run_daemonizing({*virtlogd, "-d", "-p", virtlogd_pid.string()}, log, opts.start_timeout,
-                          opts.session_env),
-          "starting virtlogd"));
+      CHL_TRY_VOID(
+          common::wrap(run_daemonizing({*virtlogd, "-d", "-t", idle, "-p", virtlogd_pid.string()},
+                                       log, opts.start_timeout, opts.session_env),
+                       "starting virtlogd"));
       if (!wait_for(opts.start_timeout, [&] { return unix_socket_answers(opts.virtlogd_socket); }))
         return fail(std::errc::timed_out,
                     "starting virtlogd: " + opts.virtlogd_socket.string() + " does not answer");
@@ -291,7 +299,7 @@ Result<LibvirtDaemons> LibvirtDaemons::ensure(const LibvirtDaemonOptions& opts) 
     CHL_TRY_VOID(write_config(daemon_conf, kLibvirtdConf));
     if (opts.session) {
       // QEMU runs as the launcher's user: no qemu.conf of ours, no mount namespace.
-      argv = {*libvirtd, "-d", "-f", daemon_conf.string(), "-p", libvirtd_pid.string()};
+      argv = {*libvirtd, "-d", "-t", idle, "-f", daemon_conf.string(), "-p", libvirtd_pid.string()};
     } else if (opts.private_qemu_conf && unshare) {
       const fs::path conf = opts.run_dir / "qemu.conf";
       CHL_TRY_VOID(write_config(conf, kQemuConf));
@@ -303,19 +311,21 @@ Result<LibvirtDaemons> LibvirtDaemons::ensure(const LibvirtDaemonOptions& opts) 
               "--",
               "/bin/sh",
               "-c",
-              "mount --bind \"$1\" /etc/libvirt/qemu.conf && exec \"$2\" -d -f \"$4\" -p \"$3\"",
+              "mount --bind \"$1\" /etc/libvirt/qemu.conf && exec \"$2\" -d -t \"$5\" -f \"$4\" -p "
+              "\"$3\"",
               "sh",
               conf.string(),
               *libvirtd,
               libvirtd_pid.string(),
-              daemon_conf.string()};
+              daemon_conf.string(),
+              idle};
     } else {
       CHL_LOG_WARN(
           "libvirt: starting libvirtd with the host's qemu.conf ({}): with /dev/kvm root-only, "
           "libvirt "
           "re-probes QEMU on every domain start",
           unshare ? "private qemu.conf disabled" : "no unshare(1)");
-      argv = {*libvirtd, "-d", "-f", daemon_conf.string(), "-p", libvirtd_pid.string()};
+      argv = {*libvirtd, "-d", "-t", idle, "-f", daemon_conf.string(), "-p", libvirtd_pid.string()};
     }
     CHL_TRY_VOID(common::wrap(run_daemonizing(argv, log, opts.start_timeout, opts.session_env),
                               "starting libvirtd"));
@@ -327,6 +337,22 @@ Result<LibvirtDaemons> LibvirtDaemons::ensure(const LibvirtDaemonOptions& opts) 
     d.managed_ = true;
     d.started_here_ = true;
   }
+  if (d.managed_) {
+    // Still under the start lock, so a last user cannot stop them now: connect to both, which
+    // keeps their idle timers off while this launcher lives (the daemon's own --timeout ends
+    // them once every launcher is gone, however it went).
+    CHL_TRY_VOID(register_libvirt_event_impl());
+    d.libvirtd_keeper_.reset(virConnectOpen(connect_uri(opts).c_str()), [](virConnectPtr c) {
+      if (c) (void)virConnectClose(c);
+    });
+    if (!d.libvirtd_keeper_)
+      return libvirt_fail("connecting to the launcher-started libvirtd on " +
+                          opts.libvirtd_socket.string());
+    auto logd = common::connect_unix(opts.virtlogd_socket);
+    if (!logd)
+      return tl::unexpected(logd.error().wrap("connecting to the launcher-started virtlogd"));
+    d.virtlogd_keeper_ = std::move(*logd);
+  }
   if (common::retry_eintr([&] { return ::flock(d.lock_.get(), LOCK_SH); }) != 0)
     return common::fail_errno("locking " + (opts.run_dir / "daemons.lock").string() + " shared");
   CHL_LOG_INFO("libvirt: using {}", d.describe());
@@ -334,6 +360,13 @@ Result<LibvirtDaemons> LibvirtDaemons::ensure(const LibvirtDaemonOptions& opts) 
 }
 
 LibvirtDaemons::~LibvirtDaemons() { release(); }
+
+void LibvirtDaemons::forget_connections() {
+  if (!libvirtd_keeper_) return;
+  // Leaked on purpose: a second owner that never lets go, so no virConnectClose is called.
+  static auto* leaked = new std::vector<std::shared_ptr<_virConnect>>();
+  leaked->push_back(std::move(libvirtd_keeper_));
+}
 
 std::optional<pid_t> LibvirtDaemons::libvirtd_pid() const {
   if (managed_) return live_pid_from_file(opts_.run_dir / "libvirtd.pid");
@@ -374,8 +407,14 @@ void LibvirtDaemons::release() {
   }
   const auto libvirtd = live_pid_from_file(opts_.run_dir / "libvirtd.pid");
   // A libvirtd that died (killed) runs nothing: its virtlogd is still ours to stop.
-  if (int n = libvirtd ? running_domains(connect_uri(opts_)) : 0; n != 0) {
-    CHL_LOG_INFO("libvirt: libvirtd runs {} other domain(s); leaving it running", n < 0 ? "unknown" : std::to_string(n));
+  // Our own connection goes first: the daemons are idle once no launcher holds one.
+  libvirtd_keeper_.reset();
+  virtlogd_keeper_.reset();
+  if (int n = libvirtd ? running_domains(qemu_pid_dir(opts_)) : 0; n != 0) {
+    CHL_LOG_INFO(
+        "libvirt: libvirtd runs {} other domain(s); leaving it running (it ends by itself once "
+        "idle)",
+        n);
     return;
   }
   if (libvirtd) {

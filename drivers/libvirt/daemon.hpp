@@ -9,6 +9,11 @@
 // libvirt's check "is /dev/kvm usable by the QEMU user" agrees with its capability probe and
 // the probe is cached instead of re-run (~48-60 s) on every domain start (docs/qemu.md).
 //
+// Lifetime: the daemons a launcher starts run with --timeout (idle_exit below): each launcher
+// using them holds a connection to both (the "keepers", opened in ensure() under the start
+// lock), so they stay while any launcher lives, and end by themselves a few seconds after the
+// last one is gone however it went — release() at a normal exit just does it at once.
+//
 // Sharing: several launchers on one node share one daemon. `run_dir/daemons.lock` is held
 // shared by every launcher using a launcher-started daemon; the one that can take it
 // exclusively at exit is the last, and stops the daemons. `run_dir/daemons.start.lock` is held
@@ -30,12 +35,15 @@
 
 #include <chrono>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "common/error.hpp"
 #include "common/unique_fd.hpp"
+
+struct _virConnect;
 
 namespace chl::libvirt {
 
@@ -46,6 +54,11 @@ struct LibvirtDaemonOptions {
   std::string libvirtd = "libvirtd";  // looked up in PATH (also /usr/sbin)
   std::string virtlogd = "virtlogd";
   std::chrono::seconds start_timeout{60};
+  // The daemons we start end themselves once idle this long (libvirtd/virtlogd --timeout: no
+  // client connected and, for libvirtd, no domain running; for virtlogd, no log open): so they
+  // never outlive the launchers using them, even a launcher that was SIGKILLed (its connection
+  // closes, libvirtd destroys its AUTODESTROY domain, and both daemons are then idle).
+  std::chrono::seconds idle_exit{5};
   // Bind-mount our qemu.conf (QEMU as root) over the host's in libvirtd's mount namespace.
   bool private_qemu_conf = true;
   // libvirt's session daemon as the calling user (above); the paths above are then under
@@ -103,11 +116,18 @@ class LibvirtDaemons {
   // Stop the daemons if they are launcher-managed and no other launcher uses them (and the
   // daemon runs no domain). Idempotent.
   void release();
+  // libvirtd stopped answering: the keeper connection is dropped without a close call (which
+  // would wait for its answer for ever); its socket closes with the process.
+  void forget_connections();
 
  private:
   LibvirtDaemons() = default;
   LibvirtDaemonOptions opts_;
   common::UniqueFd lock_;
+  // Held while the launcher lives: a libvirt connection to libvirtd and a plain connection to
+  // virtlogd's socket keep the idle timers of launcher-started daemons from firing.
+  std::shared_ptr<_virConnect> libvirtd_keeper_;
+  common::UniqueFd virtlogd_keeper_;
   bool managed_ = false;
   bool started_here_ = false;
   bool released_ = false;

@@ -14,7 +14,7 @@ void wake(int /*timer*/, void* /*opaque*/) {}
 void quiet(void* /*opaque*/, virErrorPtr /*error*/) {}
 }  // namespace
 
-common::Status LibvirtEventLoop::start() {
+common::Status register_libvirt_event_impl() {
   static std::once_flag once;
   static int registered = -1;
   std::call_once(once, [] {
@@ -23,6 +23,11 @@ common::Status LibvirtEventLoop::start() {
     registered = virEventRegisterDefaultImpl();
   });
   if (registered != 0) return libvirt_fail("registering libvirt's event loop");
+  return {};
+}
+
+common::Status LibvirtEventLoop::start() {
+  CHL_TRY_VOID(register_libvirt_event_impl());
   quit_ = false;
   thread_ = std::thread([this] {
     while (!quit_.load()) {

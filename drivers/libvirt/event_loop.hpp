@@ -13,6 +13,11 @@
 
 namespace chl::libvirt {
 
+// virInitialize, libvirt's errors kept quiet (the launcher reports them with context) and the
+// default event implementation registered: once per process, before any connection is opened
+// (LibvirtDaemons::ensure's keeper connection, the driver's). Idempotent.
+common::Status register_libvirt_event_impl();
+
 class LibvirtEventLoop {
  public:
   LibvirtEventLoop() = default;

@@ -273,6 +273,15 @@ std::vector<DomainEvent> LibvirtEventTracker::on_reboot() {
 }
 
 std::vector<DomainEvent> LibvirtEventTracker::on_connection_lost(const std::string& why) {
+  return ended_unreported("launcher/libvirt-connection-lost", why);
+}
+
+std::vector<DomainEvent> LibvirtEventTracker::on_qemu_gone_unreported(const std::string& why) {
+  return ended_unreported("launcher/qemu-exited", why);
+}
+
+std::vector<DomainEvent> LibvirtEventTracker::ended_unreported(const std::string& cause,
+                                                               const std::string& why) {
   if (finished_) return {};
   finished_ = true;
   if (state_ != S::Crashed) {
@@ -284,7 +293,7 @@ std::vector<DomainEvent> LibvirtEventTracker::on_connection_lost(const std::stri
   ev.detail = state_ == S::Crashed ? D::Failed : D::Destroyed;
   ev.state = state_;
   ev.reason = reason_;
-  ev.cause = "launcher/libvirt-connection-lost";
+  ev.cause = cause;
   ev.properties = {{"error", why}};
   return {ev};
 }

@@ -30,6 +30,9 @@ class LibvirtEventTracker {
   std::vector<events::DomainEvent> on_reboot();
   // The connection to libvirtd broke: the domain is out of reach.
   std::vector<events::DomainEvent> on_connection_lost(const std::string& why);
+  // QEMU is gone and libvirt has not said so (launcher/qemu-exited): Shutoff/Destroyed when the
+  // launcher forced the stop, else Crashed/Unknown — what libvirt's Stopped would have said.
+  std::vector<events::DomainEvent> on_qemu_gone_unreported(const std::string& why);
   void on_stop_requested(events::StopRequest kind);
 
   [[nodiscard]] events::DomainState state() const { return state_; }
@@ -39,6 +42,8 @@ class LibvirtEventTracker {
   [[nodiscard]] events::StopRequest stop_requested() const { return stop_; }
 
  private:
+  std::vector<events::DomainEvent> ended_unreported(const std::string& cause,
+                                                    const std::string& why);
   events::DomainState state_ = events::DomainState::NoState;
   events::StateReason reason_ = events::StateReason::Unknown;
   events::StopRequest stop_ = events::StopRequest::None;

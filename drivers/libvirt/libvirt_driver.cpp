@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -64,15 +65,6 @@ void close_cb(virConnectPtr, int reason, void* opaque) {
 
 void free_link(void* opaque) { delete static_cast<std::shared_ptr<LibvirtDriver::Link>*>(opaque); }
 
-// Does /proc/<pid>/cmdline name our domain (guards against a recycled pid)?
-bool is_our_qemu(pid_t pid, const std::string& name) {
-  if (pid <= 0 || !process_alive(pid)) return false;
-  std::ifstream f("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
-  std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  return cmd.find("guest=" + name + ",") != std::string::npos ||
-         cmd.find("guest=" + name + '\0') != std::string::npos;
-}
-
 std::string_view state_name(int s) {
   switch (s) {
     case VIR_DOMAIN_RUNNING:
@@ -98,7 +90,11 @@ std::string_view state_name(int s) {
 
 LibvirtDriver::LibvirtDriver(asio::io_context& io, LibvirtDriverOptions options,
                              std::optional<LibvirtDaemons> daemons)
-    : daemons_(std::move(daemons)), io_(io), opts_(std::move(options)), link_(std::make_shared<Link>()) {
+    : daemons_(std::move(daemons)),
+      io_(io),
+      opts_(std::move(options)),
+      link_(std::make_shared<Link>()),
+      gone_timer_(io) {
   link_->driver = this;
   link_->io = &io_;
   link_->name = opts_.domain_name;
@@ -113,6 +109,20 @@ LibvirtDriver::~LibvirtDriver() {
 }
 
 void LibvirtDriver::cleanup() {
+  boost::system::error_code ec;
+  if (qemu_watch_) qemu_watch_->close(ec);
+  gone_timer_.cancel();
+  if (libvirt_silent_ && conn_) {
+    // Every call below would wait for an answer that does not come: the handles are left to
+    // the process's exit (its socket closes; libvirtd, if it wakes, destroys the AUTODESTROY
+    // domain and ends once idle).
+    CHL_LOG_WARN(
+        "libvirt: the daemon stopped answering; leaving the connection without closing it");
+    (void)dom_.release();
+    (void)conn_.release();
+    callbacks_.clear();
+    if (daemons_) daemons_->forget_connections();
+  }
   if (conn_) {
     for (int id : callbacks_) (void)virConnectDomainEventDeregisterAny(conn_.get(), id);
     callbacks_.clear();
@@ -131,10 +141,9 @@ void LibvirtDriver::cleanup() {
     conn_.reset();
   }
   loop_.stop();
-  pid_t pid = qemu_pid_.load();
-  if (is_our_qemu(pid, opts_.domain_name)) {
-    CHL_LOG_WARN("libvirt: QEMU pid {} still running after the domain ended: SIGKILL", pid);
-    (void)::kill(pid, SIGKILL);
+  if (process_alive(qemu_pid_.load())) {
+    CHL_LOG_WARN("libvirt: QEMU pid {} still running after the domain ended", qemu_pid_.load());
+    kill_vmm();
   }
 }
 
@@ -260,6 +269,7 @@ Result<std::optional<std::string>> LibvirtDriver::create_and_boot() {
   if (!dom_) return fail_start(libvirt_fail("creating the domain").value());
   pid_t pid = read_qemu_pid();
   qemu_pid_ = pid;
+  take_qemu_pidfd(pid);
   if (pid > 0 && opts_.on_vmm_started) opts_.on_vmm_started(pid);
   auto pty = pty_from_live_xml();
   if (!pty) return fail_start(pty.error().wrap("the console PTY"));
@@ -471,14 +481,6 @@ Status LibvirtDriver::resize_memory(std::uint64_t bytes) {
   }
   CHL_LOG_INFO("memory hotplug: {} KiB requested beyond the {} KiB booted", requested, boot);
   return {};
-}
-
-void LibvirtDriver::kill_vmm() {
-  pid_t pid = qemu_pid_.load();
-  if (is_our_qemu(pid, opts_.domain_name)) {
-    CHL_LOG_WARN("killing QEMU pid {}", pid);
-    (void)::kill(pid, SIGKILL);
-  }
 }
 
 json LibvirtDriver::vmm_identity() const {

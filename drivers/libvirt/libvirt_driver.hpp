@@ -8,8 +8,12 @@
 //   the console bridge, instead of being dropped), then resumes.
 // - libvirt's events arrive on a LibvirtEventLoop thread and are posted to the io_context,
 //   where LibvirtEventTracker turns them into domain events.
-// - kill_vmm() sends SIGKILL to QEMU itself (non-blocking, like the CH driver); libvirt then
-//   reports the stop. force_off() is virDomainDestroy.
+// - kill_vmm() sends SIGKILL to QEMU itself (non-blocking, like the CH driver) through a pidfd
+//   opened on the pid libvirt recorded and verified then (its command line names our domain);
+//   libvirt then reports the stop. The same pidfd tells the driver when QEMU is gone: if libvirt
+//   has not reported the stop kQemuGoneEventWait later (a destroy stuck behind a job, a daemon
+//   that stopped answering), the driver ends the domain itself (launcher/qemu-exited).
+//   force_off() is virDomainDestroyFlags(0): SIGTERM, SIGKILL after libvirt's own 10 s.
 // - The driver may own the libvirt daemons it talks to (libvirt_daemon.hpp): they are released
 //   after the domain is gone, when the driver is destroyed (what the libvirt module does).
 // - Snapshot, restore and hotplug answer "not supported by qemu-kvm" (not wired yet).
@@ -17,8 +21,12 @@
 
 #include <atomic>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "drivers/libvirt/accel_probe.hpp"
 #include "launcher/driver.hpp"
@@ -42,6 +50,7 @@ class LibvirtDriver final : public launcher::Driver {
   common::Status launch(EventSink sink, ExitHandler on_exit) override;
   void request_stop(events::StopRequest kind) override { tracker_.on_stop_requested(kind); }
   void kill_vmm() override;
+  void abandon() override;
   [[nodiscard]] events::DomainState state() const override { return tracker_.state(); }
   [[nodiscard]] events::StateReason reason() const override { return tracker_.reason(); }
   [[nodiscard]] bool finished() const override {
@@ -68,6 +77,8 @@ class LibvirtDriver final : public launcher::Driver {
   void on_lifecycle(int event, int detail);
   void on_reboot();
   void on_connection_closed(int reason);
+  // How long QEMU may be gone before libvirt's Stopped event is given up on.
+  static constexpr std::chrono::seconds kQemuGoneEventWait{3};
 
   // Shared with the callbacks: they find the driver through it while it lives.
   struct Link {
@@ -85,6 +96,10 @@ class LibvirtDriver final : public launcher::Driver {
   common::Status resize_memory(std::uint64_t bytes);
   void cleanup();
   pid_t read_qemu_pid() const;
+  // Open a pidfd on QEMU's pid and keep it if the process is ours (worker thread, at start).
+  void take_qemu_pidfd(pid_t pid);
+  void watch_qemu();  // io thread
+  void on_qemu_gone();
   common::Status need_domain() const;
   // A domain of our name found at start may be destroyed: it records our state directory, or
   // one no live launcher holds. Fails, naming why, for another live launcher's domain or one
@@ -109,6 +124,12 @@ class LibvirtDriver final : public launcher::Driver {
   bool exit_reported_ = false;
   std::atomic<bool> start_failed_{false};
   std::atomic<pid_t> qemu_pid_{-1};
+  common::UniqueFd qemu_pidfd_;  // guarded by id_mu_: the verified QEMU
+  std::optional<boost::asio::posix::stream_descriptor> qemu_watch_;
+  boost::asio::steady_timer gone_timer_;
+  // libvirt stopped answering (QEMU ended without its event): the exit makes no more libvirt
+  // calls, which would wait for ever (the client library has no call timeout).
+  bool libvirt_silent_ = false;
   mutable std::mutex id_mu_;
   std::string qemu_version_;
 };

@@ -42,6 +42,22 @@
         .quad   pvh_start       /* 32-bit entry, stored as 64 bits like Linux does */
         .balign 4
 
+/* ---- what the guest can reach, for the VMM double (docs/vmm-double.md, "The power button"):
+   the double runs no guest code, so the guest says how it reaches Cloud Hypervisor's GED
+   register (map_ged below): any physical address below the CPU's MAXPHYADDR (0), through
+   4-level paging (2; 1 would be 32-bit PAE paging, 0 flat 32-bit addressing only). Keep it
+   true when map_ged changes. */
+        .section .note.chl, "a", @note
+        .balign 4
+        .long   15              /* namesz: "chl-test-guest\0" */
+        .long   8               /* descsz */
+        .long   1               /* type 1: how the ACPI GED register is reached */
+        .asciz  "chl-test-guest"
+        .balign 4
+        .long   0               /* address bits it maps: 0 = the CPU's MAXPHYADDR */
+        .long   2               /* paging: 0 none (below 4 GiB), 1 PAE, 2 4-level */
+        .balign 4
+
         .text
         .globl  pvh_start
 pvh_start:

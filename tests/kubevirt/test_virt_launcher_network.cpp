@@ -77,6 +77,58 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): after virt-handler's phas
   CHECK(without_qdisc(chl::test::net::netns_snapshot(ns)) == without_qdisc(before));
 }
 
+// KubeVirt's non-root launcher on Cloud Hypervisor: uid 107, no capability, after virt-handler's
+// phase 1. CH v52 makes the virtio-net device from the tap fds with TUNGETIFF, TUNSETIFF and
+// TUNSETVNETHDRSZ (no privilege needed on a tap owned by 107) and would set the tap's MTU
+// (SIOCSIFMTU, CAP_NET_ADMIN) if the net config had one: the launcher gives none, so the boot
+// works. The VMM double issues the same ioctls (tests/vmm_double/tap_device.cpp), so a launcher
+// that sent `mtu` fails here as on a real CH (issue 29 item 2).
+TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR
+          "): the launcher as uid 107 without capabilities boots on virt-handler's tap, and the "
+          "VMM runs as 107 too") {
+  if (kQemu) return;  // the libvirt path as uid 107: the real-guest cases below
+  PodNetns pn;
+  if (!pn.up_or_skip()) return;
+  const std::string ns = pn.ns.name();
+  chl::test::net::Phase1 p1{ns};
+  const auto e = chl::test::net::kubevirt_phase1_masquerade(p1);
+  REQUIRE_MESSAGE(e.empty(), e);
+  const auto before = chl::test::net::netns_snapshot(ns);
+  Pod pod;
+  chl::test::TestNotifyServer notify(pod.share() / "domain-notify-pipe.sock");
+  std::unique_ptr<v1::Cmd::Stub> cmd;
+  if (auto w = pn.start_non_root(pod, cmd); !w.empty()) {
+    chl::test::skip(w);
+    return;
+  }
+  auto vmi = vmi_with_nic();
+  v1::Response r;
+  REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, vmi, &r); }).ok());
+  REQUIRE_MESSAGE(r.success(), r.message() << "\n" << pod.output());
+  REQUIRE_MESSAGE(
+      chl::test::wait_until(10s, [&] { return has_state(notify, "MODIFIED Running/Unknown"); }),
+      pod.output());
+  const std::string none = "0000000000000000";
+  const std::string want = "Uid=107,107,107,107 Gid=107,107,107,107 CapPrm=" + none +
+                           " CapEff=" + none + " CapBnd=" + none + " CapAmb=" + none +
+                           " NoNewPrivs=1";
+  std::vector<std::string> procs;
+  for (long p : chl::test::net::processes_in(ns)) {
+    std::string comm = chl::test::read_file("/proc/" + std::to_string(p) + "/comm");
+    if (!comm.empty() && comm.back() == '\n') comm.pop_back();
+    procs.push_back(comm + ": " + credentials(p));
+  }
+  CHECK_MESSAGE(procs.size() >= 2, procs.size());  // the launcher and its VMM
+  for (const auto& p : procs) CHECK_MESSAGE(p.find(want) != std::string::npos, p);
+  REQUIRE(call([&](auto& c) { return cmd->KillVirtualMachine(&c, vmi, &r); }).ok());
+  auto st = pod.child.wait_for(60s);
+  REQUIRE(st);
+  CHECK_MESSAGE(*st, pod.output());
+  (void)chl::test::wait_until(15s, [&] { return chl::test::net::processes_in(ns).empty(); });
+  CHECK(chl::test::net::processes_in(ns).empty());
+  CHECK(chl::test::net::netns_snapshot(ns) == before);
+}
+
 namespace {
 
 // What one run of the Linux test guest through the KubeVirt protocol gave.
@@ -101,7 +153,7 @@ struct RealGuestRun {
 // guest connects there (chl.reach) and the node connects to the pod's 8080.
 RealGuestRun real_guest(const std::string& binding, bool ipv6 = false) {
   RealGuestRun run;
-  if (!chl::test::libvirt_runnable()) return run;  // says why
+  if (kQemu && !chl::test::libvirt_runnable()) return run;  // says why
   std::string why;
   auto guest = chl::test::find_linux_guest(&why);
   if (!guest) {
@@ -228,11 +280,19 @@ RealGuestRun real_guest(const std::string& binding, bool ipv6 = false) {
   return run;
 }
 
-// A real guest needs a real VMM: the libvirt path (QEMU, TCG here) runs these cases; on Cloud
-// Hypervisor the VMM double runs no guest, and these cases do not drive a real CH yet.
-void skip_without_real_vmm() {
-  chl::test::skip("a real guest through the protocol is run on the libvirt path only (test_virt_launcher_qemu): the VMM "
-                  "double runs no guest, and this case does not drive a real Cloud Hypervisor yet");
+// A real guest needs a real VMM: the libvirt path (QEMU, TCG here) runs these cases, and the
+// Cloud Hypervisor path with CLOUD_HYPERVISOR_BIN (the VMM double runs no guest). True when this
+// path can run a real guest: libvirt (QEMU), or a real Cloud Hypervisor (CLOUD_HYPERVISOR_BIN); the
+// VMM double runs no guest (its CH-path case is the one above).
+bool real_guest_path() {
+  if (kQemu || chl::test::using_real_vmm()) return true;
+  chl::test::skip(
+      "a real guest needs a real VMM: the libvirt path (test_virt_launcher_qemu) or "
+      "CLOUD_HYPERVISOR_BIN; "
+      "the VMM double runs no guest (the CH path as uid 107 is checked against it by 'the launcher "
+      "as uid 107 "
+      "boots on virt-handler's tap')");
+  return false;
 }
 
 // What every real-guest run asserts: the launcher and everything it started in the pod ran as
@@ -244,16 +304,19 @@ void check_non_root_and_untouched(const RealGuestRun& run) {
   const std::string want = "Uid=107,107,107,107 Gid=107,107,107,107 CapPrm=" + none + " CapEff=" + none +
                            " CapBnd=" + none + " CapAmb=" + none + " NoNewPrivs=1";
   CHECK_MESSAGE(run.launcher_credentials == want, run.launcher_credentials);
-  // The launcher, libvirtd, virtlogd and QEMU.
-  CHECK_MESSAGE(run.pod_processes.size() >= 4, run.pod_processes.size());
-  bool qemu = false;
+  // The launcher, libvirtd, virtlogd and QEMU; or the launcher and Cloud Hypervisor.
+  CHECK_MESSAGE(run.pod_processes.size() >= (kQemu ? 4u : 2u), run.pod_processes.size());
+  bool vmm = false;
   for (const auto& p : run.pod_processes) {
     CHECK_MESSAGE(p.find(want) != std::string::npos, p);
-    qemu = qemu || p.rfind("qemu-system", 0) == 0;
+    vmm = vmm || p.rfind(kQemu ? "qemu-system" : "cloud-hyperviso", 0) == 0;
   }
-  CHECK(qemu);
+  CHECK(vmm);
   // libvirt's session daemon, started by the launcher under the pod's XDG_RUNTIME_DIR.
-  CHECK_MESSAGE(run.output.find("libvirt: using ch-launcher's session libvirtd as uid 107") != std::string::npos, run.output);
+  if (kQemu)
+    CHECK_MESSAGE(run.output.find("libvirt: using ch-launcher's session libvirtd as uid 107") !=
+                      std::string::npos,
+                  run.output);
   CHECK_MESSAGE(run.after == run.before, "before Sync:\n" << run.before << "\nafter the launcher exited:\n" << run.after);
   CHECK_MESSAGE(run.left.empty(), run.left.size() << " process(es) left in the pod's namespace");
 }
@@ -261,7 +324,7 @@ void check_non_root_and_untouched(const RealGuestRun& run) {
 }  // namespace
 
 TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a real guest behind masquerade, the launcher as uid 107 without capabilities — the lease and gateway, reached from the node and from the pod through port 8080, reaches the node through the pod interface, the namespace untouched") {
-  if (!kQemu) return skip_without_real_vmm();
+  if (!real_guest_path()) return;
   const auto run = real_guest("masquerade");
   if (run.skipped) return;  // skipped, saying why
   const std::string& got = run.console;
@@ -279,7 +342,7 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a real guest behind masqu
 }
 
 TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a real guest on a dual-stack pod behind masquerade, the launcher as uid 107 — its IPv6 gateway, reached from the node over IPv6, reaches the node over IPv6 as the pod") {
-  if (!kQemu) return skip_without_real_vmm();
+  if (!real_guest_path()) return;
   const auto run = real_guest("masquerade", true);
   if (run.skipped) return;
   const std::string& got = run.console;
@@ -299,7 +362,7 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a real guest on a dual-st
 }
 
 TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a real guest over bridge binding, the launcher as uid 107 — the pod's address from virt-handler's DHCP cache, the node and the guest reach each other on the pod's segment") {
-  if (!kQemu) return skip_without_real_vmm();
+  if (!real_guest_path()) return;
   const auto run = real_guest("bridge");
   if (run.skipped) return;
   const std::string& got = run.console;

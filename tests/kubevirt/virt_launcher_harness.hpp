@@ -269,19 +269,38 @@ struct PodNetns {
     pod.non_root = true;
     fs::create_directories(pod.runtime_dir());
     fs::create_directories(pod.priv());
-    const fs::path tun = pod.dir.path() / "tun", passwd = pod.dir.path() / "passwd";
+    const fs::path tun = pod.dir.path() / "tun", passwd = pod.dir.path() / "passwd",
+                   kvm = pod.dir.path() / "kvm";
     if (::mknod(tun.c_str(), S_IFCHR | 0666, ::makedev(10, 200)) != 0 || ::chmod(tun.c_str(), 0666) != 0)
       return "cannot make a tun node in " + pod.dir.path().string() + ": " + std::strerror(errno);
+    // Cloud Hypervisor opens /dev/kvm itself: the pod's node from KubeVirt's kvm device plugin
+    // (devices.kubevirt.io/kvm) is usable by the pod's user; this machine's may be 0600.
+    const bool with_kvm = !kQemu && ::access("/dev/kvm", F_OK) == 0;
+    if (with_kvm && (::mknod(kvm.c_str(), S_IFCHR | 0666, ::makedev(10, 232)) != 0 ||
+                     ::chmod(kvm.c_str(), 0666) != 0))
+      return "cannot make a kvm node in " + pod.dir.path().string() + ": " + std::strerror(errno);
     std::string users = chl::test::read_file("/etc/passwd");
     if (users.find(":x:107:") == std::string::npos) users += "qemu:x:107:107:qemu user:" + pod.priv().string() + ":/sbin/nologin\n";
     chl::test::write_file(passwd.string(), users);
     ::chmod(passwd.c_str(), 0644);
     for (const auto& e : fs::recursive_directory_iterator(pod.dir.path())) (void)::lchown(e.path().c_str(), 107, 107);
     (void)::chown(pod.dir.path().c_str(), 107, 107);
-    pod.prefix = {*ip_tool, "netns", "exec", ns.name(), "/bin/sh", "-c",
-                  "t=$1 p=$2 s=$3; shift 3; mount --bind \"$t\" /dev/net/tun && mount --bind \"$p\" /etc/passwd && "
-                  "exec \"$s\" --reuid 107 --regid 107 --clear-groups --inh-caps -all --bounding-set -all --no-new-privs \"$@\"",
-                  "chl-pod", tun.string(), passwd.string(), *setpriv};
+    pod.prefix = {*ip_tool,
+                  "netns",
+                  "exec",
+                  ns.name(),
+                  "/bin/sh",
+                  "-c",
+                  "t=$1 p=$2 k=$3 s=$4; shift 4; mount --bind \"$t\" /dev/net/tun && mount --bind "
+                  "\"$p\" /etc/passwd && "
+                  "{ [ -z \"$k\" ] || mount --bind \"$k\" /dev/kvm; } && "
+                  "exec \"$s\" --reuid 107 --regid 107 --clear-groups --inh-caps -all "
+                  "--bounding-set -all --no-new-privs \"$@\"",
+                  "chl-pod",
+                  tun.string(),
+                  passwd.string(),
+                  with_kvm ? kvm.string() : std::string(),
+                  *setpriv};
     stub = pod.serve();
     return {};
   }

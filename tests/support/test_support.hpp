@@ -39,10 +39,11 @@ std::filesystem::path project_pvh_guest();
 // hot-removed device (docs/guests.md).
 bool is_project_pvh_guest(const std::filesystem::path& kernel);
 // A test that relies on the guest powering off when the ACPI power button is pressed (a
-// cooperative guest) says so by calling this first with the guest it boots. True under the VMM
-// double (its pretend guest models the PVH guest) and, against a real VMM, when `kernel` is the
-// project's PVH guest or CHL_TEST_GUEST_COOPERATIVE=1 vouches for it; otherwise it prints why
-// the test skips and returns false.
+// cooperative guest) says so by calling this first with the guest it boots. True when `kernel`
+// is the project's PVH guest (under the VMM double too: the double acts on the button only for a
+// kernel whose ELF note says it reaches CH's GED register), and against a real VMM when
+// CHL_TEST_GUEST_COOPERATIVE=1 vouches for it; otherwise it prints why the test skips and
+// returns false.
 bool needs_cooperative_guest(const std::filesystem::path& kernel);
 // Path of the built ch-launcher executable, the source tree and the build tree.
 // $CHL_LAUNCHER_WRAPPER, when set, is returned instead of the launcher: an executable that

@@ -99,6 +99,10 @@ std::optional<std::string> guest_kernel(const TempDir& dir) {
     }
     return std::string(k);
   }
+  // The project's PVH guest when built: the double reads its ELF note (how it reaches CH's
+  // power button); else any readable file (a guest that never sees the power button).
+  if (std::filesystem::exists(chl::test::project_pvh_guest()))
+    return chl::test::project_pvh_guest().string();
   const auto k = dir / "guest.elf";
   chl::test::write_file(k, "not really a kernel: the double only reads it");
   return k.string();
@@ -433,9 +437,20 @@ TEST_CASE("every VM endpoint, API socket bound by the test and passed as fd=N") 
   auto second_vsock = api.vm_add_vsock(vsock);
   REQUIRE_FALSE(second_vsock);
   CHECK(http_status(second_vsock.error()) == 500);
+  // pmem: CH maps the file at a 2 MiB-aligned guest address and refuses a size that is not a
+  // multiple of 2 MiB (vmm/src/device_manager.rs make_virtio_pmem_device, PmemSizeNotAligned);
+  // the test's 1 MiB disk image is refused, a 2 MiB file is taken.
   PmemConfig pmem;
-  pmem.file = make_disk(vmm.dir(), "pmem.img");
+  pmem.file = make_disk(vmm.dir(), "pmem-1m.img");
   pmem.id = "pmem0";
+  auto odd_pmem = api.vm_add_pmem(pmem);
+  CHECK_CH_ERROR(odd_pmem, 500, "Trying to use a size that is not multiple of 2MiB");
+  pmem.file = (vmm.dir() / "pmem.img").string();
+  {
+    UniqueFd f(::open(pmem.file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+    REQUIRE(f);
+    REQUIRE(::ftruncate(f.get(), 2 << 20) == 0);
+  }
   auto pm = api.vm_add_pmem(pmem);
   REQUIRE_MESSAGE(pm, (pm ? "" : pm.error().message()));
   REQUIRE(pm->has_value());

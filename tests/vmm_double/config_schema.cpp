@@ -415,11 +415,10 @@ const SchemaType& net_config_type() {
     mac.make_default = random_local_mac;
     return struct_of(
         "NetConfig",
-        cat({opt("tap", t_string()), def("ip", t_string(), "192.168.249.1"),
-             def("mask", t_string(), "255.255.255.0"), mac, opt("host_mac", t_string()),
-             opt("mtu", t_u16()), iommu(), def("num_queues", t_usize(), 2),
-             def("queue_size", t_u16(), 256), def("vhost_user", t_bool(), false),
-             opt("vhost_socket", t_string()),
+        cat({opt("tap", t_string()), opt("ip", t_string()), opt("mask", t_string()), mac,
+             opt("host_mac", t_string()), opt("mtu", t_u16()), iommu(),
+             def("num_queues", t_usize(), 2), def("queue_size", t_u16(), 256),
+             def("vhost_user", t_bool(), false), opt("vhost_socket", t_string()),
              def("vhost_mode", enum_of("VhostMode", {"Client", "Server"}), "Client")},
             cat(pci_common(),
                 {opt("fds", seq_of(t_any())), opt("rate_limiter_config", t_any()),

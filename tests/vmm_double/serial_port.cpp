@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -24,14 +25,21 @@ common::Result<SerialPort> SerialPort::open(Mode mode, const std::string& file) 
   SerialPort p;
   p.mode_ = mode;
   if (mode == Mode::Pty) {
-    common::UniqueFd master(::posix_openpt(O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC));
-    if (!master) return common::fail_errno("posix_openpt");
-    if (::grantpt(master.get()) != 0) return common::fail_errno("grantpt");
-    if (::unlockpt(master.get()) != 0) return common::fail_errno("unlockpt");
+    // CH v52's create_pty (vmm/src/console_devices.rs): /dev/pts/ptmx, else /dev/ptmx
+    // (O_RDWR | O_NONBLOCK), TIOCSPTLCK 0, the peer from TIOCGPTPEER (never opened by its path,
+    // which another mount namespace may not see), its name read back from /proc/self/fd.
+    common::UniqueFd master(::open("/dev/pts/ptmx", O_RDWR | O_NONBLOCK | O_CLOEXEC));
+    if (!master) master = common::UniqueFd(::open("/dev/ptmx", O_RDWR | O_NONBLOCK | O_CLOEXEC));
+    if (!master) return common::fail_errno("open /dev/ptmx");
+    int unlock = 0;
+    (void)::ioctl(master.get(), TIOCSPTLCK, &unlock);
+    common::UniqueFd slave(::ioctl(master.get(), TIOCGPTPEER, O_NOCTTY | O_RDWR | O_CLOEXEC));
+    if (!slave) return common::fail_errno("TIOCGPTPEER");
     char name[256];
-    if (::ptsname_r(master.get(), name, sizeof name) != 0) return common::fail_errno("ptsname_r");
-    common::UniqueFd slave(::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC));
-    if (!slave) return common::fail_errno(std::string("open ") + name);
+    const std::string link = "/proc/self/fd/" + std::to_string(slave.get());
+    const ssize_t n = ::readlink(link.c_str(), name, sizeof name - 1);
+    if (n <= 0) return common::fail_errno("readlink " + link);
+    name[n] = '\0';
     termios t{};
     if (::tcgetattr(slave.get(), &t) == 0) {
       ::cfmakeraw(&t);

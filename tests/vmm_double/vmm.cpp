@@ -22,6 +22,7 @@
 #include <sstream>
 
 #include "common/syscall.hpp"
+#include "tests/vmm_double/acpi_ged.hpp"
 
 namespace chl::vmm_double {
 
@@ -153,10 +154,58 @@ std::vector<std::string> split_words(const std::string& s) {
   return out;
 }
 
-// file:///dir -> /dir (CH's url_to_path accepts only file://).
-std::optional<std::string> url_to_path(const std::string& url) {
-  if (url.rfind("file://", 0) != 0) return std::nullopt;
-  return url.substr(7);
+// Rust's Debug of a path ({path:?}): quoted, with \\, \" and control characters escaped.
+std::string rust_debug(const std::string& s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\0':
+        out += "\\0";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+          char buf[12];
+          std::snprintf(buf, sizeof buf, "\\u{%x}",
+                        static_cast<unsigned>(static_cast<unsigned char>(c)));
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+// vmm/src/migration.rs url_to_path: only file://, and the path must be a directory; both
+// failures are MigratableError::MigrateSend ("Failed to send migratable component snapshot"),
+// for a restore too. Returns the path, or the two last elements of CH's chain.
+struct UrlPath {
+  std::string path;
+  std::vector<std::string> error;
+};
+UrlPath url_to_path(const std::string& url) {
+  const std::string send = "Failed to send migratable component snapshot";
+  if (url.rfind("file://", 0) != 0) return {"", {send, "Could not extract path from URL: " + url}};
+  const std::string path = url.substr(7);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return {"", {send, "Destination is not a directory: " + rust_debug(path)}};
+  return {path, {}};
 }
 
 bool write_file_new(const std::string& path, const std::string& data, int& err) {
@@ -654,7 +703,9 @@ std::vector<std::string> Vmm::validate_config(const Json& cfg) {
 }
 
 std::vector<std::string> Vmm::check_bootable() {
-  const auto& cfg = *config_;
+  net_devices_.clear();  // the previous Vm's devices (reboot) are gone before the new ones
+  disk_files_.clear();
+  auto& cfg = *config_;
   if (auto err = validate_config(cfg); !err.empty()) return err;
   const Json& payload = cfg["payload"];
   // Vm::new creates the devices (disks opened) before the payload is loaded.
@@ -662,15 +713,17 @@ std::vector<std::string> Vmm::check_bootable() {
     for (const auto& d : cfg["disks"]) {
       if (d["vhost_user"].get<bool>()) continue;
       if (!d["path"].is_string()) return {"Failed to validate config", "Path missing for disk"};
-      const std::string p = d["path"].get<std::string>();
-      const int fd = ::open(p.c_str(), (d["readonly"].get<bool>() ? O_RDONLY : O_RDWR) | O_CLOEXEC);
-      if (fd < 0) {
-        const int e = errno;
-        return {"Error from device manager", "Cannot open disk path",
-                "I/O error (path=" + p + " op=open)", os_error(e)};
+      if (auto err = open_disk(d); !err.empty()) {
+        disk_files_.clear();
+        return err;
       }
-      ::close(fd);
     }
+  }
+  // Then the nets (taps opened as CH does: tap_device.hpp), then fs and pmem (CH's
+  // make_virtio_devices order: block, net, rng, fs, pmem).
+  if (auto err = open_net_devices(); !err.empty()) {
+    disk_files_.clear();
+    return err;
   }
   // Then the virtio-fs devices (make_virtio_fs_devices): each connects to its backend and
   // negotiates (vhost_user.hpp); the connections live as long as this VM.
@@ -681,10 +734,22 @@ std::vector<std::string> Vmm::check_bootable() {
       auto err = vhost_user_fs_connect(f["socket"].get<std::string>(), f["num_queues"].get<std::uint64_t>(), s);
       if (!err.empty()) {
         vhost_user_.clear();
+        net_devices_.clear();
+        disk_files_.clear();
         err.insert(err.begin(), "Error from device manager");
         return err;
       }
       vhost_user_[f["socket"].get<std::string>()] = std::move(s);
+    }
+  }
+  if (cfg["pmem"].is_array()) {
+    for (const auto& p : cfg["pmem"]) {
+      if (auto err = open_pmem(p); !err.empty()) {
+        vhost_user_.clear();
+        net_devices_.clear();
+        disk_files_.clear();
+        return err;
+      }
     }
   }
   struct PayloadFile {
@@ -700,6 +765,8 @@ std::vector<std::string> Vmm::check_bootable() {
     const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
       const int e = errno;
+      net_devices_.clear();
+      disk_files_.clear();
       return {f.error, os_error(e)};
     }
     ::close(fd);
@@ -751,8 +818,23 @@ void Vmm::assign_device_ids() {
   static const Order kOrder[] = {{"disks", "_disk"}, {"net", "_net"}};
   for (const auto& o : kOrder) {
     if (!cfg[o.list].is_array()) continue;
+    std::size_t index = 0;
     for (auto& d : cfg[o.list]) {
-      if (!d["id"].is_string()) d["id"] = next_device_name(o.prefix);
+      if (!d["id"].is_string()) {
+        d["id"] = next_device_name(o.prefix);
+        // A net cold-added without an id: its fds and open taps were filed by position.
+        const std::string pos = "#" + std::to_string(index);
+        if (auto f = net_fds_.find(pos); std::string(o.list) == "net" && f != net_fds_.end()) {
+          net_fds_[d["id"].get<std::string>()] = std::move(f->second);
+          net_fds_.erase(f);
+        }
+        if (auto t = net_devices_.find(pos);
+            std::string(o.list) == "net" && t != net_devices_.end()) {
+          net_devices_[d["id"].get<std::string>()] = std::move(t->second);
+          net_devices_.erase(t);
+        }
+      }
+      ++index;
       allocate_bdf(d["id"].get<std::string>());
       if (std::string(o.list) == "disks" && d["image_type"].is_null() && d["path"].is_string()) {
         d["image_type"] = detect_image_type(d["path"].get<std::string>());
@@ -825,6 +907,12 @@ Reply Vmm::vm_boot(std::uint64_t conn) {
                                  " to Running"});
   }
   if (auto err = check_bootable(); !err.empty()) return api_error("vm.boot", err);
+  // Vm::boot takes the disks' advisory locks (vmm/src/vm.rs, DeviceManager::try_lock_disks).
+  if (auto err = lock_disks(); !err.empty()) {
+    net_devices_.clear();
+    disk_files_.clear();
+    return api_error("vm.boot", err);
+  }
   assign_device_ids();
   auto finish = [this] {
     vm_ = true;
@@ -889,7 +977,11 @@ bool Vmm::vm_shutdown_internal() {
   if (!vm_) return false;
   vm_ = false;
   guest_stop();
-  vhost_user_.clear();  // the devices go with the VM: virtiofsd sees its frontend hang up
+  // The Vm's devices go with it: CH's Tap files close, disk locks go, virtiofsd sees its
+  // frontend hang up.
+  vhost_user_.clear();
+  net_devices_.clear();
+  disk_files_.clear();
   close_consoles();  // CH drains console_info: the PTY goes away with the VM
   events_.emit("vm", "shutdown");
   return true;
@@ -913,6 +1005,11 @@ Reply Vmm::vm_reboot() {
   close_consoles();
   if (auto err = open_consoles(); !err.empty()) return api_error("vm.reboot", err);
   if (auto err = check_bootable(); !err.empty()) return api_error("vm.reboot", err);
+  if (auto err = lock_disks(); !err.empty()) {
+    net_devices_.clear();
+    disk_files_.clear();
+    return api_error("vm.reboot", err);
+  }
   assign_device_ids();
   vm_ = true;
   enter_state(VmState::Running);
@@ -1056,26 +1153,20 @@ Reply Vmm::vm_add(const std::string& endpoint, const Json& body,
   std::vector<common::UniqueFd> taps;
   if (endpoint == "vm.add-net") {
     // Only fds that came with SCM_RIGHTS count; numbers in the body are dropped.
+    // CH only stores them here (vmm/src/lib.rs vm_add_net): the taps are opened when the
+    // device is made (at boot, or now on a running VM: open_net_device).
     cfg["fds"] = nullptr;
     if (!fds.empty()) {
       Json list = Json::array();
       for (auto& fd : fds) {
+        // Double only: the name of a tap it was handed (TUNGETIFF, a query that needs no
+        // privilege) goes into vm.info's `tap`, so tests can check the launcher handed over
+        // the right device. CH leaves `tap` null; a non-tap fd fails when the device is made.
         ifreq ifr{};
-        if (::ioctl(fd.get(), TUNGETIFF, &ifr) != 0) {
-          const int e = errno;
-          return api_error(
-              endpoint, {"Error from device manager", "Cannot create virtio-net device",
-                         "Failed to open taps", "Error getting tap interface name", os_error(e)});
+        if (::ioctl(fd.get(), TUNGETIFF, &ifr) == 0 && !cfg["tap"].is_string()) {
+          log(0, "vm.add-net: fd " + std::to_string(fd.get()) + " is tap '" + ifr.ifr_name + "'");
+          cfg["tap"] = std::string(ifr.ifr_name);
         }
-        if ((ifr.ifr_flags & IFF_TAP) == 0) {
-          return api_error(endpoint, {"Error from device manager", "Cannot create virtio-net device",
-                                      "Failed to open taps",
-                                      std::string("fd is a tun device, not a tap: ") + ifr.ifr_name});
-        }
-        log(0, "vm.add-net: fd " + std::to_string(fd.get()) + " is tap '" + ifr.ifr_name + "'");
-        // The double reports which tap it got in vm.info's net entry (CH's NetConfig.tap), so
-        // tests can check the launcher handed over the right device.
-        if (!cfg["tap"].is_string()) cfg["tap"] = std::string(ifr.ifr_name);
         list.push_back(-1);
         taps.push_back(std::move(fd));
       }
@@ -1090,8 +1181,12 @@ Reply Vmm::vm_add(const std::string& endpoint, const Json& body,
       if (!config[h->list].is_array()) config[h->list] = Json::array();
       config[h->list].push_back(cfg);
     }
-    if (!taps.empty() && cfg["id"].is_string())
-      net_fds_[cfg["id"].get<std::string>()] = std::move(taps);
+    if (!taps.empty()) {
+      const std::string key = cfg["id"].is_string()
+                                  ? cfg["id"].get<std::string>()
+                                  : "#" + std::to_string(config["net"].size() - 1);
+      net_fds_[key] = std::move(taps);
+    }
     return {204, "", false};
   }
   // Hot add: the device must be creatable now.
@@ -1099,13 +1194,14 @@ Reply Vmm::vm_add(const std::string& endpoint, const Json& body,
     if (!cfg["path"].is_string())
       return api_error(endpoint, {"Failed to validate config", "Path missing for disk"});
     const std::string p = cfg["path"].get<std::string>();
-    const int fd = ::open(p.c_str(), (cfg["readonly"].get<bool>() ? O_RDONLY : O_RDWR) | O_CLOEXEC);
-    if (fd < 0) {
-      const int e = errno;
-      return api_error(endpoint, {"Error from device manager", "Cannot open disk path",
-                                  "I/O error (path=" + p + " op=open)", os_error(e)});
+    if (auto err = open_disk(cfg); !err.empty()) return api_error(endpoint, err);
+    // A hot-plugged disk is locked at once (make_virtio_block_device with is_hotplug).
+    if (auto tail = lock_disk(disk_files_.size() - 1); !tail.empty()) {
+      disk_files_.pop_back();
+      tail.insert(tail.begin(),
+                  {"Error from device manager", "Cannot lock images of all block devices"});
+      return api_error(endpoint, tail);
     }
-    ::close(fd);
     if (cfg["image_type"].is_null()) cfg["image_type"] = detect_image_type(p);
   }
   if (endpoint == "vm.add-fs" || endpoint == "vm.add-vsock") {
@@ -1121,19 +1217,27 @@ Reply Vmm::vm_add(const std::string& endpoint, const Json& body,
       vhost_user_[p] = std::move(s);
     }
   }
-  if (endpoint == "vm.add-device" || endpoint == "vm.add-pmem") {
-    const std::string p = cfg[endpoint == "vm.add-device" ? "path" : "file"].get<std::string>();
+  if (endpoint == "vm.add-pmem") {
+    if (auto err = open_pmem(cfg); !err.empty()) return api_error(endpoint, err);
+  }
+  if (endpoint == "vm.add-device") {
+    const std::string p = cfg["path"].get<std::string>();
     struct stat st {};
     if (::stat(p.c_str(), &st) != 0) {
       const int e = errno;
-      return api_error(endpoint, {"Error from device manager",
-                                  endpoint == "vm.add-device" ? "Cannot create VFIO device"
-                                                              : "Cannot create virtio-pmem device",
-                                  os_error(e)});
+      return api_error(endpoint,
+                       {"Error from device manager", "Cannot create VFIO device", os_error(e)});
     }
   }
   if (!cfg["id"].is_string()) cfg["id"] = next_device_name(h->prefix);
   const std::string id = cfg["id"].get<std::string>();
+  if (endpoint == "vm.add-net") {
+    net_fds_[id] = std::move(taps);
+    if (auto err = open_net_device(cfg, id); !err.empty()) {
+      net_fds_.erase(id);
+      return api_error(endpoint, err);
+    }
+  }
   const std::string bdf = allocate_bdf(id);
   if (vsock) {
     config["vsock"] = cfg;
@@ -1141,7 +1245,6 @@ Reply Vmm::vm_add(const std::string& endpoint, const Json& body,
     if (!config[h->list].is_array()) config[h->list] = Json::array();
     config[h->list].push_back(cfg);
   }
-  if (!taps.empty()) net_fds_[id] = std::move(taps);
   Json info;
   info["id"] = id;
   info["bdf"] = bdf;
@@ -1235,12 +1338,13 @@ Reply Vmm::vm_snapshot(const Json& body) {
                       "Trying to snapshot while VM is running"});
   }
   events_.emit("vm", "snapshotted");
-  const auto dir = url_to_path(url);
-  if (!dir) {
-    return api_error("vm.snapshot",
-                     {"Cannot send VM snapshot", "Failed to send migratable component snapshot",
-                      "Could not convert URL to path: " + url});
+  const auto target = url_to_path(url);
+  if (!target.error.empty()) {
+    auto chain = target.error;
+    chain.insert(chain.begin(), "Cannot send VM snapshot");
+    return api_error("vm.snapshot", chain);
   }
+  const auto* dir = &target.path;
   int err = 0;
   if (!write_file_new(*dir + "/config.json", config_->dump(), err)) {
     return api_error(
@@ -1267,8 +1371,14 @@ Reply Vmm::vm_restore(const Json& body) {
   close_events("restore");
   if (exit_code_) return {204, "", true};
   const std::string url = body["source_url"].get<std::string>();
-  const auto dir = url_to_path(url);
-  if (!dir) return api_error("vm.restore", {"Invalid restore source URL"});
+  // recv_vm_config (vmm/src/migration.rs) -> VmError::Restore ("Cannot restore VM").
+  const auto source = url_to_path(url);
+  if (!source.error.empty()) {
+    auto chain = source.error;
+    chain.insert(chain.begin(), "Cannot restore VM");
+    return api_error("vm.restore", chain);
+  }
+  const auto* dir = &source.path;
   std::string text;
   int err = 0;
   const std::vector<std::string> recv = {"Cannot restore VM",
@@ -1310,6 +1420,11 @@ Reply Vmm::vm_restore(const Json& body) {
   assign_device_ids();
   vm_ = true;
   events_.emit("vm", "restoring");
+  // Vm::restore takes the disks' advisory locks again (vmm/src/vm.rs).
+  if (auto e = lock_disks(); !e.empty()) {
+    vm_delete_internal();
+    return api_error("vm.restore", e);
+  }
   state_ = VmState::Paused;
   events_.emit("vm", "restored");
   guest_start(false);
@@ -1342,12 +1457,40 @@ void Vmm::guest_start(bool banner) {
   ignore_acpi_ = cmdline_has("ignore-acpi");
   guest_line_.clear();
   heartbeat_ = 0;
+  // CH's power button: the GED register where CH's memory manager puts it; the guest sees the
+  // button only if its kernel says it maps that address (acpi_ged.hpp).
+  const Json& cfg = *config_;
+  const auto field = [&cfg](const char* a, const char* b) -> Json {
+    return cfg.contains(a) && cfg[a].is_object() && cfg[a].contains(b) ? cfg[a][b] : Json();
+  };
+  const Json bits = field("cpus", "max_phys_bits"), hp = field("memory", "hotplug_size"),
+             kernel = field("payload", "kernel");
+  const unsigned max_bits = bits.is_number_unsigned() ? bits.get<unsigned>() : 46;
+  const bool acpi_hotplug = field("memory", "hotplug_method") != "VirtioMem" &&
+                            hp.is_number_unsigned() && hp.get<std::uint64_t>() > 0;
+  const std::uint64_t ged = ch_ged_address(ch_phys_bits(max_bits), acpi_hotplug);
+  const auto reach =
+      kernel.is_string() ? read_guest_reach(kernel.get<std::string>()) : std::nullopt;
+  std::string why;
+  ged_reachable_ = guest_reaches(reach, ged, why);
+  char ged_hex[24];
+  std::snprintf(ged_hex, sizeof ged_hex, "0x%016llx", static_cast<unsigned long long>(ged));
+  log(0, std::string("power button: CH's GED register at ") + ged_hex +
+             (ged_reachable_ ? ": the guest polls it" : ": not seen by the guest: " + why));
   if (banner && serial_) {
     std::string cmdline;
     if ((*config_)["payload"]["cmdline"].is_string())
       cmdline = (*config_)["payload"]["cmdline"].get<std::string>();
     serial_->write("vmm-double pretend guest: booted (a test double: no guest code runs)\r\n");
     serial_->write("cmdline: " + cmdline + "\r\n");
+    // What the PVH guest prints once it has looked for the register (it says so in its note).
+    if (reach) {
+      serial_->write(
+          ged_reachable_
+              ? std::string("guest: ACPI power button: Cloud Hypervisor GED register at ") +
+                    ged_hex + "\r\n"
+              : "guest: ACPI power button: the GED register is out of reach, not polled\r\n");
+    }
     serial_->write("ready\r\n");
   }
   if (banner && cmdline_has("poweroff")) {
@@ -1438,6 +1581,10 @@ void Vmm::guest_panic() {
 void Vmm::guest_power_button() {
   power_button_pending_ = false;
   if (!guest_running_ || guest_halted_) return;
+  if (!ged_reachable_) {
+    log(0, "power button: pressed, but the guest does not map CH's GED register: nothing happens");
+    return;
+  }
   if (ignore_acpi_) {
     if (serial_) serial_->write("ignoring the power button\r\n");
     return;

@@ -19,6 +19,7 @@
 #include "tests/vmm_double/http_server.hpp"
 #include "tests/vmm_double/migration.hpp"
 #include "tests/vmm_double/serial_port.hpp"
+#include "tests/vmm_double/tap_device.hpp"
 #include "tests/vmm_double/vhost_user.hpp"
 
 namespace chl::vmm_double {
@@ -76,6 +77,20 @@ class Vmm final : private MigrationVm {
   static std::vector<std::string> validate_config(const Json& cfg);
   // Vm::new + boot checks: validate_config, disks, payload files. Empty when fine.
   std::vector<std::string> check_bootable();
+  // DeviceManager::make_virtio_net_device (devices.cpp): the taps of one net config opened as
+  // CH v52 opens them (tap_device.hpp), kept in net_devices_ while the VM lives; `fds_key` is
+  // where its SCM_RIGHTS fds are in net_fds_. CH's chain below "Error from device manager".
+  std::vector<std::string> open_net_device(Json& net, const std::string& fds_key);
+  std::vector<std::string> open_net_devices();
+  // block/src/factory.rs open_disk: read, write unless readonly, O_DIRECT with `direct`; the
+  // file is kept (disk_files_) for CH's advisory lock. CH's chain below "Error from API".
+  std::vector<std::string> open_disk(const Json& disk);
+  // DeviceManager::try_lock_disks at Vm::boot / restore (devices.cpp): an OFD lock per disk,
+  // per lock_granularity; the tail below "Cannot lock images of all block devices".
+  std::vector<std::string> lock_disk(std::size_t index);
+  std::vector<std::string> lock_disks();
+  // DeviceManager::make_virtio_pmem_device's file checks (devices.cpp).
+  static std::vector<std::string> open_pmem(const Json& pmem);
   // pre_create_console_devices: open serial/console per config (a new PTY each time).
   std::vector<std::string> open_consoles();
   void close_consoles();
@@ -139,9 +154,19 @@ class Vmm final : private MigrationVm {
   // The device tree: device id -> bdf. vm.remove-device leaves its node in place (CH removes it
   // when the guest ejects the device, which the test guest never does).
   std::map<std::string, std::string> bdfs_;
-  std::map<std::string, std::vector<common::UniqueFd>> net_fds_;
+  std::map<std::string, std::vector<common::UniqueFd>> net_fds_;  // by id, or "#<index>" before one
+  // Tap files, per net device, while a VM exists.
+  std::map<std::string, OpenedTaps> net_devices_;
   // virtio-fs devices' vhost-user connections (socket -> session), held while the VM exists.
   std::map<std::string, VhostUserSession> vhost_user_;
+  struct DiskFile {
+    common::UniqueFd fd;
+    std::string path;
+    bool readonly = false;
+    bool byte_range = true;  // lock_granularity ByteRange (CH's default) or Full
+  };
+  // CH's open disk images while a VM exists (their locks with them).
+  std::vector<DiskFile> disk_files_;
   unsigned device_counter_ = 0;
 
   // guest
@@ -151,6 +176,8 @@ class Vmm final : private MigrationVm {
   std::uint64_t hotplugged_ram_ = 0;  // ACPI memory hotplug so far (CH: within hotplug_size)
   bool power_button_pending_ = false;
   bool ignore_acpi_ = false;  // the word ignore-acpi, on the command line or typed
+  bool ged_reachable_ =
+      false;  // the guest maps CH's GED register (acpi_ged.hpp); else the button is never seen
   std::string guest_line_;
   unsigned heartbeat_ = 0;
 

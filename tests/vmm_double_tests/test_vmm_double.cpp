@@ -3,6 +3,7 @@
 // (boot tests then need CHL_TEST_GUEST_KERNEL, the project's minimal PVH test guest; they skip
 // with a reason without it). Fault-injection tests are about the double only and skip on CH.
 // Raw HTTP over the Unix socket (a tiny client below), so the bytes on the wire are checked.
+#include <cpuid.h>
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <linux/if.h>
@@ -151,12 +152,21 @@ struct VmmOptions {
   std::vector<std::string> env;  // extra KEY=VALUE (fault injection)
 };
 
+// Who the VMM runs as: argv before the VMM's (setpriv … to drop privileges), and the owner its
+// directory is given (uid and gid).
+struct RunAs {
+  std::vector<std::string> prefix;
+  std::optional<uid_t> owner;
+};
+
 // A VMM process (the double or CLOUD_HYPERVISOR_BIN) with its API socket and event file.
 class Vmm {
  public:
-  explicit Vmm(const VmmOptions& o = VmmOptions()) : dir_("vmmd") {
+  explicit Vmm(const VmmOptions& o = VmmOptions(), const RunAs& as = RunAs()) : dir_("vmmd") {
     SpawnOptions so;
-    so.argv = {chl::test::vmm_binary(), "--api-socket"};
+    if (as.owner) REQUIRE(::chown(dir_.path().c_str(), *as.owner, *as.owner) == 0);
+    so.argv = as.prefix;
+    so.argv.insert(so.argv.end(), {chl::test::vmm_binary(), "--api-socket"});
     UniqueFd listener;
     if (o.api_fd) {
       auto bound = chl::common::listen_unix(sock());
@@ -257,13 +267,17 @@ class Vmm {
   ChildProcess child_;
 };
 
-// A kernel to boot: the real guest for a real VMM, any readable file for the double.
+// A kernel to boot: the real guest for a real VMM; for the double the project's PVH guest when
+// it is built (the double reads its ELF note: how it reaches CH's power button), else any
+// readable file (whose guest never sees the power button).
 std::optional<std::string> guest_kernel(const TempDir& dir) {
   if (chl::test::using_real_vmm()) {
     const char* k = std::getenv("CHL_TEST_GUEST_KERNEL");
     if (!k || !*k) return std::nullopt;
     return std::string(k);
   }
+  if (std::filesystem::exists(chl::test::project_pvh_guest()))
+    return chl::test::project_pvh_guest().string();
   const auto p = dir / "fake-kernel.elf";
   chl::test::write_file(p, "not a kernel: the VMM double only checks that it can be read\n");
   return p.string();
@@ -742,11 +756,26 @@ TEST_CASE("snapshot needs a Paused VM - restore from a missing directory fails l
       R"J(["Error from API","The VM could not be snapshotted","Cannot snapshot VM","Failed to snapshot migratable component","Trying to snapshot while VM is running"])J");
   CHECK(vmm.wait_events({"vm/booted", "vm/snapshotting"}));
 
+  // vmm/src/migration.rs url_to_path: a source that is not a directory is refused as
+  // MigrateSend (what real CH v52 answered, issue 33); a directory without the snapshot's files
+  // fails opening config.json (MigrateReceive, os error 2: the v52 observation).
   Vmm fresh;
   CHECK(
       fresh.put("vm.restore", R"J({"source_url":"file:///nonexistent/snap"})J").body ==
+      R"J(["Error from API","The VM could not be restored","Cannot restore VM","Failed to send migratable component snapshot","Destination is not a directory: \"/nonexistent/snap\""])J");
+  const auto empty = fresh.dir() / "empty-snap";
+  std::filesystem::create_directory(empty);
+  CHECK(
+      fresh.put("vm.restore", R"J({"source_url":"file://)J" + empty.string() + R"J("})J").body ==
       R"J(["Error from API","The VM could not be restored","Cannot restore VM","Failed to receive migratable component snapshot","No such file or directory (os error 2)"])J");
   CHECK(fresh.get("vm.info").status == 500);
+  // A snapshot to a destination that is not a directory: the same check (Vm::send, after the
+  // state is taken - which fails first under the nested KVM of our machines, GetNestedState).
+  REQUIRE(vmm.put("vm.pause").status == 204);
+  if (!chl::test::using_real_vmm())
+    CHECK(
+        vmm.put("vm.snapshot", R"J({"destination_url":"file:///nonexistent/snap"})J").body ==
+        R"J(["Error from API","The VM could not be snapshotted","Cannot send VM snapshot","Failed to send migratable component snapshot","Destination is not a directory: \"/nonexistent/snap\""])J");
 }
 
 TEST_CASE("double: snapshot of a Paused VM round-trips through restore") {
@@ -848,6 +877,281 @@ TEST_CASE("double faults: VMM_DOUBLE_CLOSE_EVENTS_AT=running closes the monitor,
   CHECK(vmm.get("vm.info").body.find("\"Paused\"") != std::string::npos);
   CHECK(join(names(vmm.events())) == "vmm/starting vm/booting vm/booted");
   CHECK(vmm.stderr_text().find("VMM_DOUBLE_CLOSE_EVENTS_AT=running") != std::string::npos);
+}
+
+// CH v52 makes a virtio-net device at vm.boot and does to the tap it was handed (an fd, as the
+// launcher hands it over with vm.add-net) what Net::from_tap_fds does (virtio-devices/src/net.rs):
+// TUNGETIFF, TUNSETIFF, TUNSETVNETHDRSZ - none needs a privilege on an attached tap - and, when
+// the config has `mtu`, SIOCSIFMTU, which needs CAP_NET_ADMIN. As uid 107 with no capability (a
+// KubeVirt pod's VMM) the boot fails with CH's chain; without `mtu` it boots. The double issues
+// the same ioctls, so it fails the same way (tests/vmm_double/tap_device.cpp).
+TEST_CASE(
+    "a tap fd as uid 107 without capabilities: with `mtu` vm.boot fails on SIOCSIFMTU as CH's, "
+    "without it boots") {
+  const auto setpriv = chl::test::tool("setpriv");
+  if (::geteuid() != 0 || !setpriv) {
+    chl::test::skip(
+        "needs root (to make a tap) and setpriv (util-linux) to run the VMM as uid 107");
+    return;
+  }
+  if (chl::test::using_real_vmm() && ::access("/dev/kvm", R_OK | W_OK) == 0) {
+    struct stat kvm {};
+    if (::stat("/dev/kvm", &kvm) != 0 || (kvm.st_mode & 0006) != 0006) {
+      chl::test::skip("a real VMM as uid 107 needs a /dev/kvm any user may open");
+      return;
+    }
+  }
+  UniqueFd tun(::open("/dev/net/tun", O_RDWR | O_CLOEXEC));
+  ifreq ifr{};
+  ifr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR;
+  std::snprintf(ifr.ifr_name, IFNAMSIZ, "chlmt%d", static_cast<int>(::getpid() % 100000));
+  if (!tun || ::ioctl(tun.get(), TUNSETIFF, &ifr) != 0) {
+    chl::test::skip("cannot create a tap device here (needs /dev/net/tun and CAP_NET_ADMIN)");
+    return;
+  }
+  const std::vector<std::string> uid107 = {
+      *setpriv, "--reuid",        "107",  "--regid",       "107", "--clear-groups", "--inh-caps",
+      "-all",   "--bounding-set", "-all", "--no-new-privs"};
+  for (const bool with_mtu : {true, false}) {
+    CAPTURE(with_mtu);
+    Vmm vmm(VmmOptions(), RunAs{uid107, 107});
+    auto kernel = guest_kernel(vmm.dir());
+    if (!kernel) {
+      chl::test::skip("real VMM without CHL_TEST_GUEST_KERNEL");
+      return;
+    }
+    REQUIRE(vmm.put("vm.create", vm_config(*kernel, "console=ttyS0")).status == 204);
+    const std::string net = with_mtu ? R"J({"id":"net0","mac":"02:00:00:aa:bb:cc","mtu":1400})J"
+                                     : R"J({"id":"net0","mac":"02:00:00:aa:bb:cc"})J";
+    // Cold add: CH only stores the config and the fd (vmm/src/lib.rs vm_add_net).
+    REQUIRE(vmm.put("vm.add-net", net, {tun.get()}).status == 204);
+    auto boot = vmm.put("vm.boot");
+    if (with_mtu) {
+      CHECK(boot.status == 500);
+      CHECK_MESSAGE(
+          boot.body ==
+              R"J(["Error from API","The VM could not boot","Error from device manager","Cannot create virtio-net device","Using existing tap","ioctl (35106) failed: Operation not permitted (os error 1)","Operation not permitted (os error 1)"])J",
+          boot.body);
+      CHECK(vmm.get("vm.info").body.find("\"Created\"") != std::string::npos);
+    } else {
+      CHECK_MESSAGE(boot.status == 204, boot.body << "\n" << vmm.stderr_text());
+      CHECK(vmm.get("vm.info").body.find("\"Running\"") != std::string::npos);
+    }
+  }
+}
+
+// By name (NetConfig.tap) CH opens /dev/net/tun itself and attaches with TUNSETIFF (net_util
+// open_tap.rs): only the tap's owner (or CAP_NET_ADMIN) may, and a tap not up needs SIOCSIFFLAGS.
+TEST_CASE(
+    "double: a tap by name is opened as CH does - a missing /dev/net/tun permission or a foreign "
+    "tap fail with CH's chain") {
+  SKIP_ON_REAL_VMM("the double's log says which tap it opened; CH's chain is the same");
+  const auto setpriv = chl::test::tool("setpriv");
+  if (::geteuid() != 0 || !setpriv) {
+    chl::test::skip(
+        "needs root (to make a tap) and setpriv (util-linux) to run the VMM as another uid");
+    return;
+  }
+  const std::string name = "chlmn" + std::to_string(::getpid() % 100000);
+  {
+    UniqueFd tun(::open("/dev/net/tun", O_RDWR | O_CLOEXEC));
+    ifreq ifr{};
+    ifr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR;
+    std::snprintf(ifr.ifr_name, IFNAMSIZ, "%s", name.c_str());
+    if (!tun || ::ioctl(tun.get(), TUNSETIFF, &ifr) != 0 ||
+        ::ioctl(tun.get(), TUNSETPERSIST, 1) != 0) {
+      chl::test::skip("cannot create a tap device here (needs /dev/net/tun and CAP_NET_ADMIN)");
+      return;
+    }
+  }
+  struct Gone {
+    std::string n;
+    ~Gone() { (void)chl::test::run_command({"ip", "link", "del", n}); }
+  } gone{name};
+  const std::string net = R"J({"id":"net0","tap":")J" + name + R"J(","num_queues":2})J";
+  // Root: TUNSETIFF attaches, the tap is brought up (SIOCSIFFLAGS), the device is made; vm.info
+  // then shows the tap's own MAC as host_mac (CH writes it back).
+  {
+    Vmm vmm;
+    auto kernel = guest_kernel(vmm.dir());
+    REQUIRE(vmm.put("vm.create", vm_config(*kernel, "console=ttyS0", R"J("net":[)J" + net + "]"))
+                .status == 204);
+    auto boot = vmm.put("vm.boot");
+    REQUIRE_MESSAGE(boot.status == 204, boot.body);
+    auto info = Json::parse(vmm.get("vm.info").body);
+    CHECK(info["config"]["net"][0]["host_mac"].is_string());
+    CHECK((std::stoul(chl::test::read_file("/sys/class/net/" + name + "/flags"), nullptr, 16) &
+           IFF_UP) != 0);
+  }
+  // Another uid without capabilities: the tap belongs to root, so TUNSETIFF is refused (when
+  // /dev/net/tun opens at all for it; on a 0600 node the open is refused first).
+  const std::vector<std::string> uid107 = {
+      *setpriv, "--reuid",        "107",  "--regid",       "107", "--clear-groups", "--inh-caps",
+      "-all",   "--bounding-set", "-all", "--no-new-privs"};
+  Vmm vmm(VmmOptions(), RunAs{uid107, 107});
+  auto kernel = guest_kernel(vmm.dir());
+  REQUIRE(vmm.put("vm.create", vm_config(*kernel, "console=ttyS0", R"J("net":[)J" + net + "]"))
+              .status == 204);
+  auto boot = vmm.put("vm.boot");
+  CHECK(boot.status == 500);
+  const std::string head =
+      R"J(["Error from API","The VM could not boot","Error from device manager","Cannot create virtio-net device","Failed to open taps","Open tap device failed",)J";
+  CHECK_MESSAGE(
+      (boot.body == head + R"J("Couldn't open /dev/net/tun","Permission denied (os error 13)"])J" ||
+       boot.body ==
+           head +
+               R"J("Unable to configure tap interface","Operation not permitted (os error 1)"])J"),
+      boot.body);
+}
+
+// CH v52's power button is its GED register, allocated at the top of the guest physical address
+// space (vmm/src/memory_manager.rs: platform MMIO below 2^phys_bits - 64 KiB, top-down, one page
+// for the device manager's ACPI device, one for the CPU manager's, then the GED; one more first
+// for the memory manager's with ACPI memory hotplug). The PVH guest finds it in the DSDT and
+// prints where it is; a guest that cannot map it never sees the button.
+TEST_CASE(
+    "power button: CH's GED register at the top of the guest address space, reached by the PVH "
+    "guest") {
+  Vmm vmm;
+  auto kernel = guest_kernel(vmm.dir());
+  if (!kernel) {
+    chl::test::skip("real VMM without CHL_TEST_GUEST_KERNEL");
+    return;
+  }
+  if (!chl::test::is_project_pvh_guest(*kernel)) {
+    chl::test::skip(
+        "needs the project's PVH guest (it prints where the GED register is; target pvh_guest)");
+    return;
+  }
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  REQUIRE(__get_cpuid(0x80000008, &eax, &ebx, &ecx, &edx));
+  const unsigned phys_bits = std::min(eax & 0xffu, 46u);  // max_phys_bits: 46 by default
+  const std::uint64_t top = (std::uint64_t{1} << phys_bits) - 0x10000;
+  for (const bool hotplug : {false, true}) {
+    CAPTURE(hotplug);
+    std::string cfg = vm_config(*kernel, "console=ttyS0", "");
+    if (hotplug) {
+      auto j = Json::parse(cfg);
+      j["memory"]["hotplug_size"] = 128 << 20;
+      cfg = j.dump();
+    }
+    REQUIRE(vmm.put("vm.create", cfg).status == 204);
+    Serial serial(serial_path(vmm));
+    REQUIRE(serial.ok());
+    REQUIRE(vmm.put("vm.boot").status == 204);
+    char want[96];
+    std::snprintf(want, sizeof want,
+                  "guest: ACPI power button: Cloud Hypervisor GED register at 0x%016llx",
+                  static_cast<unsigned long long>(top - (hotplug ? 0x4000 : 0x3000)));
+    CHECK_MESSAGE(serial.wait_for(want), serial.seen());
+    REQUIRE(vmm.put("vm.delete").status == 204);
+  }
+}
+
+// The double runs no guest code: it takes the guest's word (its ELF note) for how it reaches the
+// GED register, and a guest that does not reach it (no note, flat 32-bit addressing, too few
+// address bits) ignores the button against the double as it would against CH.
+TEST_CASE(
+    "double: a guest whose note does not reach CH's GED register never sees the power button") {
+  SKIP_ON_REAL_VMM("the double's reading of the guest's ELF note");
+  if (!std::filesystem::exists(chl::test::project_pvh_guest())) {
+    chl::test::skip("the PVH test guest is not built (target pvh_guest)");
+    return;
+  }
+  const std::string elf = chl::test::read_file(chl::test::project_pvh_guest());
+  const std::string name("chl-test-guest\0\0", 16);
+  const auto at = elf.find(name);
+  REQUIRE(at != std::string::npos);
+  struct Case {
+    const char* what;
+    std::uint32_t bits, paging;
+    bool reaches;
+  };
+  std::vector<Case> cases = {{"as built: 4-level paging, MAXPHYADDR", 0, 2, true},
+                             {"flat 32-bit addressing", 0, 0, false},
+                             {"4-level paging, 40 address bits", 40, 2, false}};
+  if (::access("/sys/module/kvm_pvm", F_OK) == 0)
+    cases.push_back({"PAE paging under kvm_pvm", 0, 1, false});
+  for (const auto& c : cases) {
+    const std::string what = c.what;
+    CAPTURE(what);
+    Vmm vmm;
+    std::string patched = elf;
+    std::memcpy(patched.data() + at + 16, &c.bits, 4);
+    std::memcpy(patched.data() + at + 20, &c.paging, 4);
+    const auto kernel = vmm.dir() / "guest.elf";
+    chl::test::write_file(kernel, patched);
+    REQUIRE(vmm.put("vm.create", vm_config(kernel.string(), "console=ttyS0")).status == 204);
+    Serial serial(serial_path(vmm));
+    REQUIRE(serial.ok());
+    REQUIRE(vmm.put("vm.boot").status == 204);
+    REQUIRE_MESSAGE(serial.wait_for("ready"), serial.seen());
+    CHECK((serial.seen().find("GED register at 0x") != std::string::npos) == c.reaches);
+    CHECK((serial.seen().find("the GED register is out of reach, not polled") !=
+           std::string::npos) == !c.reaches);
+    CHECK(vmm.put("vm.power-button").status == 204);
+    if (c.reaches) {
+      CHECK(vmm.wait_exit().has_value());
+    } else {
+      CHECK_FALSE(serial.wait_for("powering off", 500ms));
+      CHECK(serial.seen().find("ignoring the power button") == std::string::npos);
+      CHECK(vmm.child().running());
+    }
+  }
+  // No note at all (any other file): no line about the register, the button unseen.
+  Vmm vmm;
+  const auto kernel = vmm.dir() / "other.elf";
+  chl::test::write_file(kernel, "not the PVH guest");
+  REQUIRE(vmm.put("vm.create", vm_config(kernel.string(), "console=ttyS0")).status == 204);
+  REQUIRE(vmm.put("vm.boot").status == 204);
+  CHECK(vmm.put("vm.power-button").status == 204);
+  CHECK(vmm.put("vm.shutdown").status == 204);  // still running: the button was not seen
+}
+
+// CH v52 takes an advisory OFD lock on every disk image when the VM boots (vmm/src/vm.rs
+// Vm::boot -> DeviceManager::try_lock_disks, block/src/fcntl.rs): a write lock, a read lock for
+// a read-only disk, over [0, size) (lock_granularity ByteRange) or the whole file (Full). A second
+// VMM booting the same image is refused; a hot-added disk is locked at once.
+TEST_CASE("disk images: a second VMM cannot boot or hot-add an image another VMM's VM holds") {
+  Vmm first;
+  auto kernel = guest_kernel(first.dir());
+  if (!kernel) {
+    chl::test::skip("real VMM without CHL_TEST_GUEST_KERNEL");
+    return;
+  }
+  const auto disk = first.dir() / "shared.img";
+  {
+    UniqueFd f(::open(disk.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+    REQUIRE(f);
+    REQUIRE(::ftruncate(f.get(), 1 << 20) == 0);
+  }
+  const std::string disks = R"J("disks":[{"path":")J" + disk.string() + R"J("}])J";
+  REQUIRE(first.put("vm.create", vm_config(*kernel, "console=ttyS0", disks)).status == 204);
+  REQUIRE(first.put("vm.boot").status == 204);
+  Vmm second;
+  REQUIRE(second.put("vm.create", vm_config(*kernel, "console=ttyS0", disks)).status == 204);
+  auto boot = second.put("vm.boot");
+  CHECK(boot.status == 500);
+  CHECK_MESSAGE(
+      boot.body ==
+          R"J(["Error from API","The VM could not boot","Error locking disk images: Another instance likely holds a lock","Cannot lock images of all block devices","Failed to get Write lock for disk image: )J" +
+              disk.string() + R"J(","The file is already locked"])J",
+      boot.body);
+  // Without disks it boots, and then a hot-add of the locked image is refused at once.
+  REQUIRE(second.put("vm.delete").status == 204);
+  REQUIRE(second.put("vm.create", vm_config(*kernel, "console=ttyS0")).status == 204);
+  REQUIRE(second.put("vm.boot").status == 204);
+  auto add = second.put("vm.add-disk", R"J({"path":")J" + disk.string() + R"J("})J");
+  CHECK(add.status == 500);
+  CHECK_MESSAGE(
+      add.body.find(
+          R"J("Cannot lock images of all block devices","Failed to get Write lock for disk image: )J") !=
+          std::string::npos,
+      add.body);
+  // Once the first VM is shut down its lock is gone.
+  REQUIRE(first.put("vm.shutdown").status == 204);
+  add = second.put("vm.add-disk", R"J({"path":")J" + disk.string() + R"J("})J");
+  CHECK_MESSAGE(add.status == 200, add.body);
 }
 
 // ---------------------------------------------------------------------------------------------
