@@ -89,7 +89,8 @@ json metadata_json(const DomainDocument& d, bool with_grace_period) {
         {"DeletionGracePeriodSeconds", d.grace_period_seconds},
         {"DeletionTimestamp",
          d.grace_period_start ? json(kubernetes_time(*d.grace_period_start)) : json(nullptr)},
-        {"MarkedForGracefulShutdown", nullptr},  // virt-launcher leaves it unset too
+        // virt-launcher leaves it unset (nil) until SIGTERM marks it true
+        {"MarkedForGracefulShutdown", d.marked_for_graceful_shutdown ? json(true) : json(nullptr)},
     };
   }
   return {{"KubeVirt",

@@ -72,6 +72,9 @@ struct DomainDocument {
   std::string uuid;                             // the firmware UUID (Spec.UUID)
   std::int64_t grace_period_seconds = 0;        // Spec.Metadata.KubeVirt.GracePeriod
   std::optional<Timestamp> grace_period_start;  // when a graceful shutdown began
+  // GracePeriod.MarkedForGracefulShutdown: the pod got SIGTERM (virt-launcher's
+  // MarkGracefulShutdownVMI, manager.go): virt-handler then shuts the domain down.
+  bool marked_for_graceful_shutdown = false;
   std::optional<Timestamp> deletion_timestamp;  // set once the domain is gone
   // What virt-handler copies into the VMI's status.
   std::string hypervisor_type = "kvm";  // Spec.Type ("qemu" would mean emulation)

@@ -19,6 +19,7 @@
 #include "kubevirt/launcher_hotplug.hpp"
 #include "kubevirt/proc_stats.hpp"
 #include "kubevirt/stats_json.hpp"
+#include "launcher/launch_options.hpp"
 #include "launcher/launcher_service.hpp"
 #include "launcher/plan.hpp"
 #include "vmi/parser.hpp"
@@ -121,6 +122,8 @@ void LauncherHandler::attach(launcher::LauncherService& service, const vmi::Chec
     std::lock_guard lock(mu_);
     service_ = &service;
     auto migration = std::move(doc_.migration);  // a migration target's, set by SyncMigrationTarget
+    deleted_ = false;
+    launch_end_.reset();
     doc_ = document_of(checked.vmi, opts_.virtiofs_dir);
     doc_.migration = std::move(migration);
     const auto t = vmi::cpu_topology(checked.vmi);
@@ -135,9 +138,15 @@ void LauncherHandler::attach(launcher::LauncherService& service, const vmi::Chec
       doc_.state = events::DomainState::Paused;
       doc_.reason = events::StateReason::Migration;
     }
-    if (notify_) notify_->send_domain_event(to_domain_json(doc_).dump(), DomainEventType::Added);
+    // A retry after a failed boot: the domain is still defined (Shutoff/Unknown), no new ADDED.
+    if (!added_) send_locked(DomainEventType::Added);
     added_ = true;
   }
+  // SIGTERM (the pod deleted): mark the domain, let virt-handler drive the shutdown.
+  service.on_terminate_signal([this] { mark_graceful_shutdown(); });
+  // A boot the VMM refuses is retried by the next Sync, which starts a new VMM: the launcher
+  // confines itself only once the VM has booted.
+  service.confine_after_boot();
   for (const auto& w : checked.warnings) k8s_event("Warning", "UnsupportedFeature", vmi::to_string(w));
   // Every state change, on the service's loop; the callback only enqueues (NotifyClient never
   // blocks) and answers a waiting Sync.
@@ -151,7 +160,12 @@ void LauncherHandler::attach(launcher::LauncherService& service, const vmi::Chec
 void LauncherHandler::on_state(events::DomainState state, events::StateReason reason) {
   std::lock_guard lock(mu_);
   if (phase_ == Phase::Finished) return;
+  if (phase_ == Phase::Stopped) return;
   if (state == events::DomainState::Crashed && reason == events::StateReason::Panicked) ++doc_.panic_count;
+  if (phase_ == Phase::Launching && (state == events::DomainState::Shutoff || state == events::DomainState::Crashed)) {
+    launch_end_ = std::pair{state, reason};  // finished() says what it was
+    return;
+  }
   if (doc_.state == state && doc_.reason == reason) return;  // nothing virt-handler would see
   doc_.state = state;
   doc_.reason = reason;
@@ -163,44 +177,112 @@ void LauncherHandler::on_state(events::DomainState state, events::StateReason re
   if (migration_role_ == MigrationRole::Source && migrating_ && state == events::DomainState::Shutoff &&
       reason == events::StateReason::Migrated)
     source_migrated();
-  if (notify_) notify_->send_domain_event(to_domain_json(doc_).dump(), DomainEventType::Modified);
-  if (phase_ != Phase::Launching) return;
+  send_locked(DomainEventType::Modified);
   // A received VM that was paused on the source stays paused (Paused/User): it is up too.
   const bool received_paused = migration_role_ == MigrationRole::Target && state == events::DomainState::Paused &&
                                reason == events::StateReason::User;
-  if (state == events::DomainState::Running || received_paused) {
+  if (phase_ == Phase::Launching && (state == events::DomainState::Running || received_paused)) {
     sync_result_ = Status{};
     phase_ = Phase::Running;
-    cv_.notify_all();
-  } else if (state == events::DomainState::Shutoff || state == events::DomainState::Crashed) {
-    sync_result_ = fail(std::errc::io_error, std::string("the domain did not start: ") + std::string(events::to_string(state)) +
-                                                 " (" + std::string(events::to_string(reason)) + ")");
-    phase_ = Phase::Running;  // it runs no more; the service ends and finished() follows
     cv_.notify_all();
   }
 }
 
-void LauncherHandler::finished(int exit_code) {
-  std::string gone;
-  {
-    std::lock_guard lock(mu_);
-    phase_ = Phase::Finished;
-    service_ = nullptr;
-    if (!sync_result_) sync_result_ = fail(std::errc::io_error, "the launcher ended (exit " + std::to_string(exit_code) + ")");
-    cv_.notify_all();
-    if (!added_) return;
+void LauncherHandler::send_locked(DomainEventType type) {
+  if (notify_) notify_->send_domain_event(to_domain_json(doc_).dump(), type);
+}
+
+void LauncherHandler::mark_graceful_shutdown() {
+  std::lock_guard lock(mu_);
+  if ((phase_ != Phase::Running && phase_ != Phase::Launching) || doc_.marked_for_graceful_shutdown) return;
+  // MarkGracefulShutdownVMI (manager.go): a metadata change, sent as its own MODIFIED event
+  // (notify-client/client.go); virt-handler then shuts a Running VMI's domain down (vm.go:1363).
+  doc_.marked_for_graceful_shutdown = true;
+  send_locked(DomainEventType::Modified);
+}
+
+bool LauncherHandler::off_or_stopping_locked() const {
+  using S = events::DomainState;
+  return doc_.state == S::ShuttingDown || doc_.state == S::Shutoff || doc_.state == S::Crashed || doc_.state == S::NoState;
+}
+
+bool LauncherHandler::finished(int exit_code) {
+  std::unique_lock lock(mu_);
+  std::string error;
+  if (service_ && exit_code == launcher::kExitLaunchFailed)
+    error = service_->domain_json().value("error", "");  // its loop has ended: read from here
+  service_ = nullptr;
+  const auto gone_now = [this] {
     // KubeVirt's launcher never sends DELETED: the domain is gone when it is NoState/NonExistent
-    // with ObjectMeta.deletionTimestamp set.
+    // with ObjectMeta.deletionTimestamp set (libvirt's UNDEFINED event, after DeleteDomain).
     doc_.state = events::DomainState::NoState;
     doc_.reason = events::StateReason::NonExistent;
     doc_.deletion_timestamp = std::chrono::system_clock::now();
-    gone = to_domain_json(doc_).dump();
+  };
+  if (phase_ == Phase::Launching && exit_code == launcher::kExitLaunchFailed) {
+    // The VM never ran: the Sync fails with the VMM's own message; the domain stays defined and
+    // not running (Shutoff/Unknown: virt-handler waits and Syncs again, vm.go:1406-1418).
+    if (error.empty()) error = "the launch failed (exit " + std::to_string(exit_code) + ")";
+    sync_result_ = fail(std::errc::io_error, "starting the VM: " + error);
+    phase_ = Phase::Idle;
+    launch_end_.reset();
+    if (deleted_ && added_) {  // DeleteDomain came meanwhile: undefined
+      gone_now();
+      send_locked(DomainEventType::Modified);
+      added_ = false;
+    } else if (added_ && (doc_.state != events::DomainState::Shutoff || doc_.reason != events::StateReason::Unknown)) {
+      doc_.state = events::DomainState::Shutoff;
+      doc_.reason = events::StateReason::Unknown;
+      send_locked(DomainEventType::Modified);
+    }
+    cv_.notify_all();
+    lock.unlock();
+    CHL_LOG_WARN("virt-launcher: starting the VM failed, waiting for virt-handler's next Sync: {}", error);
+    k8s_event("Warning", "SyncFailed", "starting the VM: " + error);
+    return false;
   }
-  if (!notify_) return;
+  // The VM ran and stopped (or never reached Running): its last state, then the Shutoff domain
+  // stays queryable (Ping, GetDomain, DeleteDomain) until DeleteDomain, as KubeVirt's
+  // waitForFinalNotify keeps its launcher up (cmd/virt-launcher/virt-launcher.go:286-343).
+  if (launch_end_) {
+    if (phase_ == Phase::Launching)
+      sync_result_ = fail(std::errc::io_error, std::string("the domain did not start: ") +
+                                                   std::string(events::to_string(launch_end_->first)) + " (" +
+                                                   std::string(events::to_string(launch_end_->second)) + ")");
+    if (doc_.state != launch_end_->first || doc_.reason != launch_end_->second) {
+      doc_.state = launch_end_->first;
+      doc_.reason = launch_end_->second;
+      if (added_) send_locked(DomainEventType::Modified);
+    }
+    launch_end_.reset();
+  }
+  if (!sync_result_) sync_result_ = fail(std::errc::io_error, "the launcher ended (exit " + std::to_string(exit_code) + ")");
+  phase_ = Phase::Stopped;
+  cv_.notify_all();
+  if (!added_) {
+    phase_ = Phase::Finished;
+    return true;
+  }
+  CHL_LOG_INFO("virt-launcher: the VM has stopped; waiting up to {} ms for virt-handler's DeleteDomain",
+               opts_.delete_wait.count());
+  if (!cv_.wait_for(lock, opts_.delete_wait, [this] { return deleted_; })) {
+    // KubeVirt kills the domain then (a no-op: it is off) and waits for any event, at most 30 s.
+    CHL_LOG_WARN("virt-launcher: no DeleteDomain within {} ms; the domain is off (kill: nothing to do); waiting up "
+                 "to {} ms more",
+                 opts_.delete_wait.count(), opts_.after_kill_wait.count());
+    cv_.wait_for(lock, opts_.after_kill_wait, [this] { return deleted_; });
+  }
+  phase_ = Phase::Finished;
+  gone_now();
+  cv_.notify_all();
+  std::string gone = to_domain_json(doc_).dump();
+  lock.unlock();
+  if (!notify_) return true;
   notify_->send_domain_event(std::move(gone), DomainEventType::Modified);
   if (!notify_->flush(std::chrono::steady_clock::now() + opts_.final_notify_timeout))
     CHL_LOG_WARN("virt-handler: the final domain notification was not delivered within {} s",
                  opts_.final_notify_timeout.count());
+  return true;
 }
 
 void LauncherHandler::k8s_event(const std::string& type, const std::string& reason, const std::string& message) {
@@ -265,12 +347,21 @@ Status LauncherHandler::sync(std::string_view vmi_json, const SyncOptions& optio
                   "the running VM cannot take these changes: " + list +
                       " (ch-launcher applies no spec change to a running VMI yet); nothing was changed");
     }
+    case Phase::Stopped:
+      // The domain is off and waits for DeleteDomain. KubeVirt starts a domain only when it is
+      // down and the VMI is not Running yet (manager.go:1488): a Running VMI's re-Sync changes
+      // nothing.
+      if (doc.value("status", Json::object()).value("phase", "") == "Running") return {};
+      return fail(std::errc::no_such_process, "the domain has stopped: this launcher does not start it again");
     case Phase::Finished:
       return fail(std::errc::no_such_process, "the domain is gone: this launcher has ended its VM");
     case Phase::Launching:
       break;  // wait for the launch under way below
     case Phase::Idle: {
       if (stopped_) return fail(std::errc::operation_canceled, "the launcher is stopping");
+      // A domain defined here and down (its boot failed) is started again only for a VMI that is
+      // not Running yet, as KubeVirt's SyncVMI (manager.go:1488).
+      if (added_ && doc.value("status", Json::object()).value("phase", "") == "Running") return {};
       // Refuse here what cannot run, naming the fields, without starting anything.
       lock.unlock();
       // Hotplug volumes (a VM restarted with persisted ones, a migration target) are not part of
@@ -332,7 +423,7 @@ Result<Json> LauncherHandler::on_service(const std::string& what, Call call) {
   const auto deadline = std::chrono::steady_clock::now() + opts_.call_timeout;
   while (future.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
     std::lock_guard lock(mu_);
-    if (phase_ == Phase::Finished) return fail(std::errc::no_such_process, what + ": the domain is gone");
+    if (!service_) return fail(std::errc::no_such_process, what + ": the domain is gone");  // the service ended
     if (std::chrono::steady_clock::now() > deadline) return fail(std::errc::timed_out, what + ": no answer from the launcher");
   }
   auto r = future.get();
@@ -355,27 +446,81 @@ Status LauncherHandler::unpause(std::string_view) {
 }
 
 Status LauncherHandler::shutdown(std::string_view) {
-  return command("shutdown", [](auto& s, auto reply) { s.shutdown(std::nullopt, std::move(reply)); });
+  // SignalShutdownVMI (manager.go:2153-2194): a domain Running or Paused gets the ACPI power
+  // button, re-sent on every call (virt-handler re-sends every <=5 s: a booting OS can miss it),
+  // and GracePeriod.DeletionTimestamp is set at the first; gone, ShuttingDown or off: nothing to
+  // do, success. No timer of ours: virt-handler kills when DeletionTimestamp + grace has passed.
+  bool press = false;
+  {
+    std::lock_guard lock(mu_);
+    if (phase_ != Phase::Running || off_or_stopping_locked()) return {};
+    press = doc_.state == events::DomainState::Running;  // a paused guest cannot answer it
+  }
+  if (press) {
+    auto r = on_service("shutdown", [](auto& s, auto reply) { s.power_button(std::move(reply)); });
+    if (!r) {
+      std::lock_guard lock(mu_);
+      if (phase_ != Phase::Running || off_or_stopping_locked()) return {};  // it stopped meanwhile
+      return tl::unexpected(r.error());
+    }
+  }
+  std::lock_guard lock(mu_);
+  if (phase_ == Phase::Running && !doc_.grace_period_start) {
+    doc_.grace_period_start = std::chrono::system_clock::now();
+    send_locked(DomainEventType::Modified);  // a metadata change: its own MODIFIED event
+  }
+  return {};
 }
 
 Status LauncherHandler::kill(std::string_view) {
-  return command("kill", [](auto& s, auto reply) { s.kill(std::move(reply)); });
-}
-
-Status LauncherHandler::delete_domain(std::string_view) {
+  // KillVMI (manager.go:2196-2234): Running, Paused or ShuttingDown -> destroyed; gone or off:
+  // nothing to do, success.
+  const auto off = [this] {
+    return (phase_ != Phase::Running && phase_ != Phase::Launching) || doc_.state == events::DomainState::Shutoff ||
+           doc_.state == events::DomainState::Crashed || doc_.state == events::DomainState::NoState;
+  };
   {
     std::lock_guard lock(mu_);
-    if (phase_ == Phase::Finished || !service_) return {};  // already gone
+    if (off()) return {};
   }
-  // The domain goes: forced off now (virt-handler asks after its own grace period); the final
-  // notification follows when the service has ended.
-  auto r = on_service("delete", [](auto& s, auto reply) { s.kill(std::move(reply)); });
-  if (!r && r.error().code != std::errc::no_such_process) {
+  auto r = on_service("kill", [](auto& s, auto reply) { s.kill(std::move(reply)); });
+  if (!r) {
     std::lock_guard lock(mu_);
-    if (doc_.state == events::DomainState::Shutoff || doc_.state == events::DomainState::Crashed) return {};
+    if (off()) return {};
     return tl::unexpected(r.error());
   }
   return {};
+}
+
+Status LauncherHandler::delete_domain(std::string_view vmi_json) {
+  // DeleteVMI (manager.go:2236-2255) undefines the domain; libvirt's UNDEFINED event is the final
+  // NoState/NonExistent + deletionTimestamp notification, and the launcher ends after it.
+  {
+    std::lock_guard lock(mu_);
+    switch (phase_) {
+      case Phase::Finished:
+        return {};  // already gone
+      case Phase::Idle:
+        if (added_) {  // defined, not running (a failed boot): undefined now
+          doc_.state = events::DomainState::NoState;
+          doc_.reason = events::StateReason::NonExistent;
+          doc_.deletion_timestamp = std::chrono::system_clock::now();
+          send_locked(DomainEventType::Modified);
+          added_ = false;
+        }
+        return {};
+      case Phase::Stopped:
+        deleted_ = true;  // finished() sends the final notification and the launcher ends
+        cv_.notify_all();
+        return {};
+      case Phase::Launching:
+      case Phase::Running:
+        deleted_ = true;
+        break;
+    }
+  }
+  // A domain still running (virt-handler deletes only stopped ones): forced off first.
+  return kill(vmi_json);
 }
 
 Status LauncherHandler::soft_reboot(std::string_view) {

@@ -38,6 +38,11 @@ struct LauncherHandlerOptions {
   std::chrono::seconds sync_timeout{300};       // how long a Sync waits for Running
   std::chrono::seconds call_timeout{60};        // how long another call waits for the core
   std::chrono::seconds final_notify_timeout{5}; // the final MODIFIED NoState, before exit
+  // After the VM stopped, how long the Shutoff domain waits for virt-handler's DeleteDomain,
+  // and after that (and a Kill, a no-op on a stopped domain) how much longer: KubeVirt's
+  // waitForFinalNotify (cmd/virt-launcher/virt-launcher.go:286-343), 15 s and 30 s.
+  std::chrono::milliseconds delete_wait{15000};
+  std::chrono::milliseconds after_kill_wait{30000};
   // --hotplug-disk-dir: where virt-handler mounts hotplugged volumes (<volume>.img, or the
   // block device <volume>).
   std::string hotplug_disk_dir = "/var/run/kubevirt/hotplug-disks";
@@ -72,8 +77,14 @@ class LauncherHandler final : public CmdHandler {
   void launch_failed(const std::string& message);
   // The service runs the VMI now (before its loop starts): follow its events.
   void attach(launcher::LauncherService& service, const vmi::CheckedVmi& checked);
-  // The service has ended: the final notification (gone), delivered within the timeout.
-  void finished(int exit_code);
+  // The service has ended. A launch that failed before the VM ran (exit_code
+  // kExitLaunchFailed: the VMM refused to boot it…) answers its Sync with the VMM's message,
+  // leaves the domain defined and not running (Shutoff/Unknown) and returns false: the launcher
+  // keeps serving, and virt-handler's next Sync retries. Otherwise the VM has run and stopped:
+  // its Shutoff domain stays queryable until DeleteDomain (or delete_wait, then
+  // after_kill_wait), then the final notification (NoState/NonExistent, deletionTimestamp) is
+  // delivered within final_notify_timeout, and it returns true: the launcher exits 0.
+  bool finished(int exit_code);
 
   // ---- CmdHandler (the command server's threads) ----
   common::Status sync(std::string_view vmi_json, const SyncOptions& options) override;
@@ -98,7 +109,11 @@ class LauncherHandler final : public CmdHandler {
   common::Status signal_target_pod_cleanup(std::string_view vmi_json) override;
 
  private:
-  enum class Phase { Idle, Launching, Running, Finished };
+  // Idle: no VM runs (none yet, or its boot failed); Launching: a Sync's VM is starting;
+  // Running: the service runs the VM (the domain may already be off, the service not yet
+  // ended); Stopped: the service has ended, the Shutoff domain waits for DeleteDomain;
+  // Finished: the domain is gone (final notification sent).
+  enum class Phase { Idle, Launching, Running, Stopped, Finished };
   using Json = nlohmann::json;
   using Call = std::function<void(launcher::LauncherService&, std::function<void(common::Result<Json>)>)>;
 
@@ -108,6 +123,12 @@ class LauncherHandler final : public CmdHandler {
   common::Status command(const std::string& what, Call call);
   // The domain's state changed (service loop): tell virt-handler, answer a waiting Sync.
   void on_state(events::DomainState state, events::StateReason reason);
+  // Send the domain as it is now (mu_ held).
+  void send_locked(DomainEventType type);
+  // SIGTERM (service loop): GracePeriod.MarkedForGracefulShutdown, told to virt-handler.
+  void mark_graceful_shutdown();
+  // Whether the domain is stopped or stopping: Shutdown, Kill are no-ops then (mu_ held).
+  bool off_or_stopping_locked() const;
   // A Kubernetes event about the VMI ("Warning", "SyncFailed", …).
   void k8s_event(const std::string& type, const std::string& reason, const std::string& message);
   // The VMI a call carries, parsed once; refused unless it is JSON naming this pod's VMI.
@@ -126,6 +147,10 @@ class LauncherHandler final : public CmdHandler {
   launcher::LauncherService* service_ = nullptr;
   DomainDocument doc_;   // the domain as virt-handler sees it
   bool added_ = false;   // ADDED sent
+  bool deleted_ = false;  // DeleteDomain asked for the domain to go (undefine)
+  // A launch's end seen before its Sync was answered (Shutoff/Crashed while Launching): held
+  // until finished() knows whether the boot failed (retried) or the VM ran and ended.
+  std::optional<std::pair<events::DomainState, events::StateReason>> launch_end_;
   nlohmann::json launched_spec_;  // the spec the domain was started from, without hotplug volumes
   // CPU and memory hotplug (SyncVirtualMachineCPUs/Memory): the running VM's topology and memory
   // and the headroom it was created with (maxSockets, maxGuest).

@@ -7,8 +7,11 @@
 // on the first Sync that names a VMI it can run, launches it exactly as `run` does
 // (run_launcher.cpp) with KubeVirt's pod paths, telling virt-handler about the domain through
 // <share>/domain-notify-pipe.sock (kubevirt/launcher_handler.hpp). The monitor's duties —
-// forwarding SIGTERM as the graceful stop, reaping the VMM, the final exit code — are the
-// launcher's own already.
+// SIGTERM marking the domain for graceful shutdown (virt-handler then stops it; our timer forces
+// it off after --grace-period-seconds, pkg/virt-launcher/monitor.go), reaping the VMM, the exit
+// code — are the launcher's own. A boot the VMM refuses fails its Sync and the launcher serves
+// on; once a VM has run, the launcher stays until virt-handler's DeleteDomain (or 15 + 30 s) and
+// exits 0, as KubeVirt's does.
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -206,8 +209,13 @@ int virt_launcher_main(const std::vector<std::string>& argv, const launcher::Run
   struct sigaction sa{};
   sa.sa_handler = on_terminate;
   ::sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGTERM, &sa, nullptr);
-  ::sigaction(SIGINT, &sa, nullptr);
+  // Ours whenever no service runs: the service's own handlers (asio) put back the default
+  // disposition when it ends, so they are installed again after each launch.
+  const auto own_signals = [&sa] {
+    ::sigaction(SIGTERM, &sa, nullptr);
+    ::sigaction(SIGINT, &sa, nullptr);
+  };
+  own_signals();
 
   chl::kubevirt::NotifyClientOptions no;
   no.socket_path = (share / "domain-notify-pipe.sock").string();
@@ -252,8 +260,8 @@ int virt_launcher_main(const std::vector<std::string>& argv, const launcher::Run
     handler.stop();
   });
   int code = 0;
-  bool launched = false;
-  while (!launched) {
+  bool ended = false;  // the VM ran and its end was told (the launcher exits 0, as KubeVirt's)
+  while (!ended) {
     std::string vmi_text;
     std::optional<chl::launcher::SmbiosSystem> smbios;
     std::vector<std::string> preallocated;
@@ -281,24 +289,28 @@ int virt_launcher_main(const std::vector<std::string>& argv, const launcher::Run
     launcher::LaunchHooks hooks;
     hooks.vmi_text = vmi_text;
     hooks.on_failure = [&handler](const std::string& msg, int) { handler.launch_failed(msg); };
-    hooks.on_service = [&](chl::launcher::LauncherService& service, const chl::vmi::CheckedVmi& checked) {
-      launched = true;
+    hooks.on_service = [&handler](chl::launcher::LauncherService& service, const chl::vmi::CheckedVmi& checked) {
       handler.attach(service, checked);
     };
-    hooks.on_finished = [&handler](int c) { handler.finished(c); };
+    // false: the boot failed, the launcher serves on for virt-handler's next Sync.
+    hooks.on_finished = [&handler, &ended](int c) { ended = handler.finished(c); };
     // The console socket is KubeVirt's <private-dir>/<uid>/virt-serial0, with the VMI's uid.
     std::string vmi_uid = chl::vmi::parse_vmi(vmi_text).vmi.metadata.uid;
     if (vmi_uid.empty()) vmi_uid = uid.empty() ? std::string("vmi") : uid;
     this_launch.console_socket = private_dir / vmi_uid / "virt-serial0";
     code = run_launch(this_launch, hooks);
-    if (!launched) CHL_LOG_WARN("virt-launcher: the launch failed (exit {}); waiting for the next Sync", code);
+    own_signals();
+    if (!ended) CHL_LOG_WARN("virt-launcher: the launch failed (exit {}); waiting for the next Sync", code);
   }
   on_terminate(0);  // let the watcher go
   watcher.join();
   ::close(g_terminate_pipe[0]);
   ::close(g_terminate_pipe[1]);
   server->reset();
-  return launched ? code : 0;
+  // KubeVirt's virt-launcher returns from main (exit 0) once the domain's end was told, however
+  // the VM ended (cmd/virt-launcher/virt-launcher.go:533-564).
+  if (ended) CHL_LOG_INFO("virt-launcher: the domain is gone (the VM's launch ended with {}); exit 0", code);
+  return 0;
 }
 
 }  // namespace chl::kubevirt

@@ -28,7 +28,8 @@ LauncherService::LauncherService(asio::io_context& io, ServiceOptions options, s
       signals_(io, SIGTERM, SIGINT),
       grace_timer_(io),
       kill_timer_(io),
-      exit_deadline_(io) {
+      exit_deadline_(io),
+      terminate_timer_(io) {
   worker_guard_.emplace(worker_io_->get_executor());
   worker_ = std::thread([w = worker_io_.get()] { w->run(); });
 }
@@ -77,12 +78,13 @@ int LauncherService::run() {
   ::signal(SIGPIPE, SIG_IGN);
   signals_.async_wait([this](boost::system::error_code ec, int sig) {
     if (ec) return;
-    CHL_LOG_INFO("received {}: stopping the VM (grace period {} s)",
-                 sig == SIGTERM ? "SIGTERM" : "SIGINT", opts_.grace_period.count());
     // Whatever state the VM is in, the launcher is gone by the grace period, the forced stop's
-    // VMM exit timeout and the time to see the end.
+    // VMM exit timeout and the time to see the end (virt-launcher mode's hook included).
     bound_exit(opts_.grace_period + opts_.vmm_exit_timeout + opts_.end_report_timeout,
                sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    if (terminate_hook_) return terminate_hooked();
+    CHL_LOG_INFO("received {}: stopping the VM (grace period {} s)",
+                 sig == SIGTERM ? "SIGTERM" : "SIGINT", opts_.grace_period.count());
     if (forced_) {
       driver_->kill_vmm();  // a forced stop is already under way: do not wait for it
     } else if (stopping_) {
@@ -115,8 +117,9 @@ int LauncherService::run() {
     return kExitLaunchFailed;
   }
   // The VMM runs: from here on the launcher never starts a program, opens a network socket or
-  // changes the system; it confines itself to what relaying and supervising need.
-  if (auto st = confine(); !st) {
+  // changes the system; it confines itself to what relaying and supervising need (or once the VM
+  // has booted: confine_after_boot).
+  if (auto st = confine_after_boot_ ? common::Status{} : confine(); !st) {
     launch_failed_ = true;
     launch_error_ = st.error().message();
     CHL_LOG_ERROR("{}", launch_error_);
@@ -164,6 +167,17 @@ int LauncherService::run() {
       return;
     }
     booted_ = true;
+    if (confine_after_boot_) {
+      if (auto st = confine(); !st) {
+        launch_failed_ = true;
+        launch_error_ = st.error().message();
+        CHL_LOG_ERROR("{}", launch_error_);
+        driver_->request_stop(events::StopRequest::Forced);
+        driver_->kill_vmm();
+        check_finished();
+        return;
+      }
+    }
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started_at_);
     CHL_LOG_INFO("VM booted in {} ms", ms.count());
     if (r->contains("pty")) {
@@ -261,6 +275,7 @@ void LauncherService::teardown() {
   grace_timer_.cancel();
   kill_timer_.cancel();
   exit_deadline_.cancel();
+  terminate_timer_.cancel();
   if (bridge_) bridge_->stop();
   for (auto& stop : stoppers_) stop();
   if (abandoned_)
@@ -414,6 +429,26 @@ void LauncherService::abandon(const std::string& why) {
   e.properties = {{"error", why}};
   bus_.publish(e);
   teardown();
+}
+
+void LauncherService::power_button(Reply reply) {
+  if (torn_down_ || driver_->state() != DomainState::Running) return reply(state_error("press the power button", "Running"));
+  // The guest decides: a power-off it does is still Shutoff/Shutdown.
+  driver_->request_stop(events::StopRequest::Graceful);
+  on_worker([this]() -> Result<json> {
+    CHL_TRY_VOID(driver_->power_button());
+    return json{{"pressed", true}};
+  }, std::move(reply));
+}
+
+void LauncherService::terminate_hooked() {
+  CHL_LOG_INFO("received SIGTERM: marked for graceful shutdown; forced off if still running in {} s",
+               opts_.grace_period.count());
+  terminate_hook_();
+  terminate_timer_.expires_after(opts_.grace_period);
+  terminate_timer_.async_wait([this](boost::system::error_code ec) {
+    if (!ec) begin_forced_stop("the grace period after SIGTERM has passed");
+  });
 }
 
 void LauncherService::begin_graceful_stop(std::chrono::seconds grace) {

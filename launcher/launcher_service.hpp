@@ -88,6 +88,10 @@ class LauncherService {
   // Forced, at once, whatever is pending (a graceful stop, a forced one: then the VMM is killed
   // now). Succeeds when the VM is already off.
   void kill(Reply reply);
+  // The ACPI power button alone, as libvirt's virDomainShutdown: no grace timer of ours (the
+  // caller forces the stop when it decides to: virt-launcher mode, where virt-handler does).
+  // Running only; replies {"pressed": true}.
+  void power_button(Reply reply);
   void snapshot(const std::filesystem::path& dir, Reply reply);
   void restore(const std::filesystem::path& dir, Reply reply);
   void add_disk(const nlohmann::json& disk, Reply reply);
@@ -97,6 +101,16 @@ class LauncherService {
   // Live migration out (Driver::send_migration), Running or Paused; replies once it ended.
   void migrate(MigrationSend m, Reply reply);
 
+  // SIGTERM/SIGINT handled another way (virt-launcher mode: KubeVirt's monitor marks the domain
+  // for graceful shutdown and lets virt-handler stop it, pkg/virt-launcher/monitor.go): `hook`
+  // runs on the loop at the first signal instead of the graceful stop, and the VM is forced off
+  // only if it still runs when the grace period has passed since. Later signals change nothing.
+  // Set before run().
+  void on_terminate_signal(std::function<void()> hook) { terminate_hook_ = std::move(hook); }
+  // Confine the launcher (seccomp) once the VM has booted rather than once its VMM runs: a boot
+  // the VMM refuses then leaves the process able to start the next VMM (virt-launcher mode,
+  // where virt-handler's next Sync retries). Set before run().
+  void confine_after_boot() { confine_after_boot_ = true; }
   // A transport's stop function, called when the VM is gone (after the final event went out).
   void add_transport_stopper(std::function<void()> stop) { stoppers_.push_back(std::move(stop)); }
 
@@ -112,6 +126,8 @@ class LauncherService {
   void on_domain_event(const events::DomainEvent& e);
   void refresh_console();
   void begin_graceful_stop(std::chrono::seconds grace);
+  // The first SIGTERM/SIGINT with a terminate hook: the hook, then the grace period's timer.
+  void terminate_hooked();
   void begin_forced_stop(const std::string& why);
   // The launcher ends by `within` from now whatever happens (SIGTERM, a forced stop).
   void bound_exit(std::chrono::seconds within, const std::string& why);
@@ -151,6 +167,9 @@ class LauncherService {
   std::optional<std::chrono::steady_clock::time_point> exit_by_;
   std::unique_ptr<console_bridge::Bridge> bridge_;
   std::vector<std::function<void()>> stoppers_;
+  std::function<void()> terminate_hook_;
+  bool confine_after_boot_ = false;
+  boost::asio::steady_timer terminate_timer_;
 
   std::optional<std::string> pty_;
   bool booted_ = false;

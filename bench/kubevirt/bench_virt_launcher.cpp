@@ -5,7 +5,15 @@
 //   - the real virt-launcher's Sync (869-899 ms on our machines, ../shared/reference/
 //     kubevirt-observed-launcher/README.md): the peer of the first row, target a tenth of it;
 //   - the launcher's RSS with the VM running in this mode (gRPC included) and its idle
-//     context switches over 10 s, all threads.
+//     context switches over 10 s, all threads;
+//   - the VM's end as virt-handler drives it (kubevirt-domain-contract.md §2.3-2.4), rounds
+//     alternating: Shutdown -> the guest powers off (MODIFIED Shutoff/Shutdown received), or
+//     Kill -> MODIFIED Shutoff/Destroyed received; then DeleteDomain -> the final NoState
+//     notification received and the launcher exited (0). No peer figure: the real
+//     virt-launcher's recorded events carry no arrival times, only whole-second timestamps
+//     (kubevirt-observed-launcher/events-masquerade: GracePeriod.DeletionTimestamp 18:58:51, the
+//     final deletionTimestamp 18:58:52: Shutdown -> poweroff -> DeleteDomain -> NoState within
+//     ~1-2 s there).
 // Usage: bench_virt_launcher LAUNCHER VMM GUEST_ELF [N]
 #include <fcntl.h>
 #include <unistd.h>
@@ -112,7 +120,8 @@ int main(int argc, char** argv) {
   fs::copy_file(guest, w / "kernel" / "boot" / "guest.elf");
   std::ofstream(w / "vmi.json") << vmi_json();
 
-  std::vector<double> sync_ms, running_ms, run_ms;
+  std::vector<double> sync_ms, running_ms, run_ms, poweroff_ms, kill_ms, delete_exit_ms;
+  int bad_exits = 0;
   long rss = -1, switches = -1, threads = 0;
   for (int i = 0; i < n; ++i) {
     // virt-launcher mode.
@@ -159,10 +168,34 @@ int main(int argc, char** argv) {
       threads = std::distance(fs::directory_iterator("/proc/" + std::to_string(child.pid()) + "/task"),
                               fs::directory_iterator());
     }
-    grpc::ClientContext kctx;
-    ::kubevirt::cmd::v1::Response kr;
-    (void)cmd->KillVirtualMachine(&kctx, req, &kr);
-    (void)child.wait_for(30s);
+    // The end: Shutdown (the double's guest powers off) or Kill, then DeleteDomain.
+    const auto has = [&](const std::string& status, const std::string& reason) {
+      for (const auto& e : notify.received())
+        if (!e.k8s && e.json["Status"].value("Status", "") == status && e.json["Status"].value("Reason", "") == reason)
+          return true;
+      return false;
+    };
+    const bool graceful = i % 2 == 0;
+    const auto e0 = Clock::now();
+    {
+      grpc::ClientContext ectx;
+      ectx.set_deadline(std::chrono::system_clock::now() + 30s);
+      ::kubevirt::cmd::v1::Response er;
+      (void)(graceful ? cmd->ShutdownVirtualMachine(&ectx, req, &er) : cmd->KillVirtualMachine(&ectx, req, &er));
+    }
+    while (!has("Shutoff", graceful ? "Shutdown" : "Destroyed") && Clock::now() - e0 < 30s) std::this_thread::sleep_for(100us);
+    (graceful ? poweroff_ms : kill_ms).push_back(std::chrono::duration<double, std::milli>(Clock::now() - e0).count());
+    const auto d0 = Clock::now();
+    {
+      grpc::ClientContext dctx;
+      dctx.set_deadline(std::chrono::system_clock::now() + 30s);
+      ::kubevirt::cmd::v1::Response dr;
+      (void)cmd->DeleteVirtualMachine(&dctx, req, &dr);
+    }
+    auto ended = child.wait_for(60s);
+    const bool gone = has("NoState", "NonExistent");
+    delete_exit_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - d0).count());
+    if (!ended || !*ended || !(*ended)->exited || (*ended)->code != 0 || !gone) ++bad_exits;
 
     // `run` on the same VMI and VMM.
     const fs::path state = w / ("state" + std::to_string(i));
@@ -195,7 +228,17 @@ int main(int argc, char** argv) {
               rn, ru);
   std::printf("RESULT\tvl_rss\tvirt-launcher mode: launcher RSS, VM running (KubeVirt transport included)\t%.1f\treal virt-launcher pod processes\t141\tMiB\tabs_le\t12\n",
               rss / 1024.0);
+  std::printf("VM end, median: Shutdown -> Shutoff/Shutdown %.1f ms (%zu), Kill -> Shutoff/Destroyed %.1f ms (%zu), "
+              "DeleteDomain -> final NoState and exit 0 %.1f ms (%zu); launchers not ending with NoState and exit 0: %d\n",
+              median(poweroff_ms), poweroff_ms.size(), median(kill_ms), kill_ms.size(), median(delete_exit_ms),
+              delete_exit_ms.size(), bad_exits);
+  std::printf("RESULT\tvl_poweroff\tvirt-launcher mode: Shutdown -> guest poweroff seen (MODIFIED Shutoff/Shutdown, median)\t%.1f\t\t\tms\tabs_le\t1000\n",
+              median(poweroff_ms));
+  std::printf("RESULT\tvl_kill\tvirt-launcher mode: Kill -> MODIFIED Shutoff/Destroyed (median)\t%.1f\t\t\tms\tabs_le\t1000\n",
+              median(kill_ms));
+  std::printf("RESULT\tvl_delete_exit\tvirt-launcher mode: DeleteDomain -> final NoState event and exit 0 (median)\t%.1f\t\t\tms\tabs_le\t1000\n",
+              median(delete_exit_ms));
   std::printf("RESULT\tvl_idle\tvirt-launcher mode: context switches per second, idle (all threads)\t%.1f\t\t\t/s\tabs_le\t0\n",
               switches / 10.0);
-  return 0;
+  return bad_exits == 0 ? 0 : 1;
 }

@@ -225,7 +225,7 @@ TEST_CASE("the image: the launcher, its modules and KubeVirt's entry points, eve
   CHECK_MESSAGE(r.output.find("virt-launcher") != std::string::npos, r.output);
 }
 
-TEST_CASE("the image as KubeVirt's pod: phase 1 by the test, Info, Sync, ADDED then Running, console, pause, stats, then docker stop gives the final event, exit 0, nothing left") {
+TEST_CASE("the image as KubeVirt's pod: phase 1 by the test, Info, Sync, ADDED then Running, console, pause, stats, then SIGTERM, Shutdown and DeleteDomain give the final event, exit 0, nothing left") {
   auto image = image_with_guest();
   if (!image) return;  // said why
   PodOptions po;
@@ -308,10 +308,26 @@ TEST_CASE("the image as KubeVirt's pod: phase 1 by the test, Info, Sync, ADDED t
     if (f.path().filename().string().find("containerdisk") != std::string::npos && f.is_regular_file()) converted = true;
   CHECK_MESSAGE(converted, "no converted container disk under " << pod.ephemeral());
 
-  // The kubelet stops the pod: SIGTERM, then the grace period. The guest powers off, virt-handler
-  // hears the final event (MODIFIED with deletionTimestamp, never DELETED), the container exits 0.
+  // The kubelet stops the pod: SIGTERM. The launcher marks the domain for graceful shutdown
+  // (MarkedForGracefulShutdown), virt-handler shuts it down (the power button; the guest powers
+  // off, or is killed if it has not within 20 s) and deletes it once off; virt-handler hears the
+  // final event (MODIFIED with deletionTimestamp, never DELETED), the container exits 0.
   const std::string changes = pod.diff();
-  const int code = pod.stop();
+  (void)docker({"kill", "--signal", "TERM", pod.name()});
+  REQUIRE_MESSAGE(chl::test::wait_until(10s, [&] {
+    for (const auto& n : notify->received())
+      if (!n.k8s && n.json.dump().find(R"("MarkedForGracefulShutdown":true)") != std::string::npos) return true;
+    return false;
+  }), pod.logs());
+  REQUIRE(call([&](auto& c) { return cmd->ShutdownVirtualMachine(&c, vmi, &r); }).ok());
+  CHECK_MESSAGE(r.success(), r.message());
+  if (!chl::test::wait_until(20s, [&] { return has_state(*notify, "Shutoff"); })) {
+    REQUIRE(call([&](auto& c) { return cmd->KillVirtualMachine(&c, vmi, &r); }).ok());
+    REQUIRE(chl::test::wait_until(20s, [&] { return has_state(*notify, "Shutoff"); }));
+  }
+  REQUIRE(call([&](auto& c) { return cmd->DeleteVirtualMachine(&c, vmi, &r); }).ok());
+  CHECK_MESSAGE(r.success(), r.message());
+  const int code = pod.wait();
   CHECK_MESSAGE(code == 0, pod.logs());
   auto got = notify->received();
   std::optional<chl::test::ReceivedNotification> last;

@@ -84,7 +84,7 @@ struct TwoPods {
         chl::test::write_file(w, "#!/bin/sh\nexport VMM_DOUBLE_HEARTBEAT_MS=50\nexec '" +
                                      chl::test::vmm_binary() + "' \"$@\"\n");
         fs::permissions(w, fs::perms::owner_all);
-        pod->vmm = w.string();
+        pod->vmm_binary = w.string();
       }
     }
     src_cmd = src.serve();

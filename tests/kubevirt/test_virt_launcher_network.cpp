@@ -66,6 +66,9 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): after virt-handler's phas
     if (l.rfind("VmRSS:", 0) == 0) MESSAGE("launcher RSS in virt-launcher mode, pod network, VM running: " << l);
 
   REQUIRE(call([&](auto& c) { return cmd->ShutdownVirtualMachine(&c, vmi, &r); }).ok());
+  // The guest powers off (or, if it does not within 20 s, is killed); then DeleteDomain.
+  (void)chl::test::wait_until(20s, [&] { return has_state(notify, "MODIFIED Shutoff/Shutdown"); });
+  kill_and_delete(*cmd, vmi);
   auto st = pod.child.wait_for(60s);
   REQUIRE(st);
   REQUIRE(*st);
@@ -268,7 +271,7 @@ RealGuestRun real_guest(const std::string& binding, bool ipv6 = false) {
       run.loopback = chl::test::run_command({"ip", "netns", "exec", ns, "sh", "-c", "echo | busybox nc -w 5 127.0.0.1 8080"}).output;
   }
   joined.join();
-  REQUIRE(call([&](auto& c) { return cmd->KillVirtualMachine(&c, vmi, &r); }).ok());
+  kill_and_delete(*cmd, vmi);
   auto st = pod.child.wait_for(60s);
   REQUIRE(st);
   CHECK_MESSAGE(*st, pod.output());

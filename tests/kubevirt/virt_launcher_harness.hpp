@@ -92,9 +92,10 @@ struct Pod {
   chl::common::ChildProcess child;
   std::vector<std::string> prefix;  // e.g. `ip netns exec NS`: the launcher in a pod namespace
   std::string hypervisor = CHL_VL_HYPERVISOR;
+  std::string vmm_binary;  // --vmm-binary on the Cloud Hypervisor path; "": the test VMM
+  std::string vmi_name = "testvm";  // --name (the libvirt domain is default_<it>)
   // KubeVirt's non-root launcher: uid/gid 107, no capability (PodNetns::start_non_root).
   bool non_root = false;
-  std::string vmm;  // --vmm-binary; empty: chl::test::vmm_binary()
   fs::path runtime_dir() const { return dir.path() / "run"; }  // XDG_RUNTIME_DIR (KubeVirt: /var/run)
 
   void start() {
@@ -104,7 +105,7 @@ struct Pod {
     // The command line KubeVirt's template writes, flags we have no use for included.
     std::vector<std::string> argv = {chl::test::launcher_binary(), "virt-launcher",
                                      "--qemu-timeout", "240s",
-                                     "--name", "testvm", "--uid", kUid, "--namespace", "default",
+                                     "--name", vmi_name, "--uid", kUid, "--namespace", "default",
                                      "--kubevirt-share-dir", share().string(),
                                      "--ephemeral-disk-dir", ephemeral().string(),
                                      "--container-disk-dir", cdisks().string(),
@@ -118,7 +119,7 @@ struct Pod {
       argv.push_back("--allow-emulation");  // TCG where KVM is not usable (as KubeVirt's flag says)
     } else {
       argv.push_back("--vmm-binary");
-      argv.push_back(vmm.empty() ? chl::test::vmm_binary() : vmm);
+      argv.push_back(vmm_binary.empty() ? chl::test::vmm_binary() : vmm_binary);
     }
     argv.insert(argv.begin(), prefix.begin(), prefix.end());
     chl::common::SpawnOptions so;
@@ -195,6 +196,25 @@ inline void dump(const std::string& name, const nlohmann::json& j) {
   if (!dir || !*dir) return;
   fs::create_directories(fs::path(dir) / CHL_VL_HYPERVISOR);
   std::ofstream(fs::path(dir) / CHL_VL_HYPERVISOR / name) << j.dump(2) << "\n";
+}
+
+// End a running VM as virt-handler does once its grace period is over: Kill, then DeleteDomain
+// once GetDomain shows the domain off (the launcher serves the Shutoff domain until then, and
+// exits after it, as KubeVirt's does).
+inline void kill_and_delete(v1::Cmd::Stub& cmd, const v1::VMIRequest& vmi) {
+  v1::Response r;
+  CHECK(call([&](auto& c) { return cmd.KillVirtualMachine(&c, vmi, &r); }).ok());
+  CHECK_MESSAGE(r.success(), r.message());
+  (void)chl::test::wait_until(60s, [&] {
+    v1::EmptyRequest e;
+    v1::DomainResponse d;
+    if (!call([&](auto& c) { return cmd.GetDomain(&c, e, &d); }, 5s).ok()) return true;  // gone
+    const auto j = nlohmann::json::parse(d.domain(), nullptr, false);
+    if (!j.is_object()) return true;
+    const std::string st = j["Status"].value("Status", "");
+    return st == "Shutoff" || st == "Crashed" || st == "NoState";
+  });
+  (void)call([&](auto& c) { return cmd.DeleteVirtualMachine(&c, vmi, &r); });
 }
 
 inline bool has_state(const chl::test::TestNotifyServer& server, const std::string& want) {

@@ -1,0 +1,343 @@
+// A VM's end of life in virt-launcher mode, driven by the virt-handler stand-in
+// (virt_handler_loop.hpp: KubeVirt's reconcile loop, its order and timing, the phase derived as
+// vm.go does): a guest that powers off, one that ignores the power button, a pod deleted
+// (SIGTERM), a failed boot, a re-Sync of a Running VMI, and the launcher outliving DeleteDomain
+// (../shared/reference/kubevirt-domain-contract.md §2, §3). Built twice, as test_virt_launcher.cpp.
+#include "tests/kubevirt/virt_handler_loop.hpp"
+#include "tests/kubevirt/virt_launcher_harness.hpp"
+
+namespace {
+
+// This file's VMI name: its own libvirt domain (default_<name>), apart from the other
+// virt-launcher tests' default_testvm, which other checkouts on the same host may be running.
+const std::string kName = "lifecycle-" + std::to_string(::getpid());
+
+// The VMI with these kernel words and this grace period.
+std::string lifecycle_vmi(const std::string& words, int grace_s) {
+  auto j = nlohmann::json::parse(vmi_json());
+  j["metadata"]["name"] = kName;
+  // Its own UUID too: libvirt refuses a second domain with another's UUID.
+  char uuid[40];
+  std::snprintf(uuid, sizeof uuid, "0b8a3c6e-8f0e-4f4e-9d5e-%012x",
+                static_cast<unsigned>(::getpid()));
+  j["spec"]["domain"]["firmware"]["uuid"] = uuid;
+  j["spec"]["domain"]["firmware"]["kernelBoot"]["kernelArgs"] = "console=ttyS0 kv-flow " + words;
+  j["spec"]["terminationGracePeriodSeconds"] = grace_s;
+  return j.dump();
+}
+
+// Start the launcher, Sync the VMI, wait for Running; the stub.
+std::unique_ptr<v1::Cmd::Stub> start_running(Pod& pod, chl::test::TestNotifyServer& notify,
+                                             const std::string& vmi) {
+  auto cmd = pod.serve();
+  v1::VMIRequest req;
+  req.mutable_vmi()->set_vmijson(vmi);
+  v1::Response r;
+  REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, req, &r); }).ok());
+  REQUIRE_MESSAGE(r.success(), r.message() << "\n" << pod.output());
+  REQUIRE_MESSAGE(
+      chl::test::wait_until(kQemu ? 60s : 10s,
+                            [&] { return has_state(notify, "MODIFIED Running/Unknown"); }),
+      pod.output());
+  return cmd;
+}
+
+chl::test::VirtHandlerLoopOptions loop_options(const Pod& pod, const std::string& vmi) {
+  chl::test::VirtHandlerLoopOptions o;
+  o.launcher_socket = chl::kubevirt::ready_socket_path(pod.share());
+  o.vmi_json = vmi;
+  o.busy_delay = 3s;
+  return o;
+}
+
+// The GracePeriod.DeletionTimestamp values the notifications carried (null ones left out).
+std::set<std::string> grace_timestamps(const chl::test::TestNotifyServer& notify) {
+  std::set<std::string> ts;
+  for (const auto& n : notify.received()) {
+    if (n.k8s) continue;
+    const auto* g = chl::test::vh::grace_period(&n.json);
+    if (g && g->contains("DeletionTimestamp") && (*g)["DeletionTimestamp"].is_string())
+      ts.insert((*g)["DeletionTimestamp"].get<std::string>());
+  }
+  return ts;
+}
+
+// The launcher's exit: 0 within `t`.
+void check_exit_0(Pod& pod, std::chrono::seconds t) {
+  auto st = pod.child.wait_for(t);
+  REQUIRE(st);
+  REQUIRE_MESSAGE(*st, "the launcher did not exit\n" << pod.output());
+  CHECK_MESSAGE(((*st)->exited && (*st)->code == 0), pod.output());
+}
+
+// The last domain notification is KubeVirt's "gone": MODIFIED NoState/NonExistent with
+// ObjectMeta.deletionTimestamp, never DELETED.
+void check_final_notification(const chl::test::TestNotifyServer& notify) {
+  std::optional<chl::test::ReceivedNotification> last;
+  for (const auto& n : notify.received()) {
+    CHECK(n.event_type != "DELETED");
+    if (!n.k8s) last = n;
+  }
+  REQUIRE(last);
+  CHECK(last->event_type == "MODIFIED");
+  CHECK(last->json["Status"]["Status"] == "NoState");
+  CHECK(last->json["ObjectMeta"].contains("deletionTimestamp"));
+}
+
+// A guest that powers off on the power button: the real PVH guest on a real Cloud Hypervisor may
+// not (issue 29, item 5); the double and QEMU's does.
+bool guest_honours_acpi() { return kQemu || !chl::test::using_real_vmm(); }
+
+}  // namespace
+
+TEST_CASE("virt-launcher lifecycle (" CHL_VL_HYPERVISOR
+          "): VMI deleted, the guest powers off -> Succeeded, re-Sync of a Running VMI sends "
+          "nothing, DeletionTimestamp set once, exit 0 after DeleteDomain") {
+  if (!guest_runnable()) return;
+  if (!guest_honours_acpi()) {
+    chl::test::skip(
+        "the PVH guest does not power off on a real Cloud Hypervisor's power button (issue 29, "
+        "item 5)");
+    return;
+  }
+  Pod pod;
+  pod.vmi_name = kName;
+  chl::test::TestNotifyServer notify(pod.share() / "domain-notify-pipe.sock");
+  const std::string vmi = lifecycle_vmi("", 10);
+  auto cmd = start_running(pod, notify, vmi);
+
+  // Every reconcile of a Running VMI Syncs it again: nothing changes, no event.
+  {
+    auto running = nlohmann::json::parse(vmi);
+    running["status"]["phase"] = "Running";
+    v1::VMIRequest req;
+    req.mutable_vmi()->set_vmijson(running.dump());
+    std::this_thread::sleep_for(300ms);  // the Running events are in
+    const std::size_t before = notify.received().size();
+    for (int i = 0; i < 3; ++i) {
+      v1::Response r;
+      REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, req, &r); }).ok());
+      CHECK_MESSAGE(r.success(), r.message());
+    }
+    std::this_thread::sleep_for(500ms);
+    CHECK(notify.received().size() == before);
+  }
+
+  chl::test::VirtHandlerLoop loop(loop_options(pod, vmi), notify);
+  loop.delete_vmi();
+  const bool done = loop.run(90s);
+  INFO(loop.log() << pod.output());
+  REQUIRE(done);
+  CHECK(loop.phase() == "Succeeded");
+  // Ping before Shutdown; Shutdown answered; no Kill; DeleteDomain answered after Shutoff.
+  REQUIRE_FALSE(loop.actions().empty());
+  CHECK(loop.actions().front().what == "Ping");
+  for (const auto& a : loop.actions()) CHECK_MESSAGE(a.ok, a.what << ": " << a.detail);
+  CHECK(loop.actions("Shutdown").size() >= 1);
+  CHECK(loop.actions("Kill").empty());
+  REQUIRE(loop.actions("DeleteDomain").size() == 1);
+  CHECK(has_state(notify, "MODIFIED Shutoff/Shutdown"));
+  CHECK(grace_timestamps(notify).size() == 1);  // set at the first Shutdown, never reset
+  check_exit_0(pod, 30s);
+  check_final_notification(notify);
+  CHECK_FALSE(fs::exists(chl::kubevirt::ready_socket_path(pod.share())));
+}
+
+TEST_CASE("virt-launcher lifecycle (" CHL_VL_HYPERVISOR
+          "): a guest that ignores the power button -> Shutdown re-sent <= 5 s apart, Kill after "
+          "DeletionTimestamp + grace -> Failed (ACPI), exit 0") {
+  if (!guest_runnable()) return;
+  Pod pod;
+  pod.vmi_name = kName;
+  chl::test::TestNotifyServer notify(pod.share() / "domain-notify-pipe.sock");
+  constexpr int kGrace = 7;
+  const std::string vmi = lifecycle_vmi("ignore-acpi", kGrace);
+  auto cmd = start_running(pod, notify, vmi);
+
+  chl::test::VirtHandlerLoop loop(loop_options(pod, vmi), notify);
+  loop.delete_vmi();
+  const bool done = loop.run(90s);
+  INFO(loop.log() << pod.output());
+  REQUIRE(done);
+  CHECK(loop.phase() == "Failed");  // Shutoff/Destroyed with Features.ACPI and a grace period
+  for (const auto& a : loop.actions()) CHECK_MESSAGE(a.ok, a.what << ": " << a.detail);
+  const auto shutdowns = loop.actions("Shutdown");
+  const auto kills = loop.actions("Kill");
+  REQUIRE(shutdowns.size() >= 2);  // re-sent: a booting OS can miss ACPI
+  for (std::size_t i = 1; i < shutdowns.size(); ++i)
+    CHECK(shutdowns[i].at_s - shutdowns[i - 1].at_s <= 5.5);
+  // Kill once the grace period has passed (again on a domain event while the VM is still going
+  // down, as virt-handler does: Kill is idempotent). DeletionTimestamp has whole seconds: the
+  // first Kill comes at grace - 1 s at the earliest.
+  REQUIRE_FALSE(kills.empty());
+  CHECK(kills[0].at_s - shutdowns.front().at_s >= kGrace - 1);
+  CHECK(kills[0].at_s > shutdowns.back().at_s);
+  CHECK(has_state(notify, "MODIFIED Shutoff/Destroyed"));
+  CHECK(grace_timestamps(notify).size() == 1);
+  REQUIRE(loop.actions("DeleteDomain").size() == 1);
+  check_exit_0(pod, 30s);
+  check_final_notification(notify);
+}
+
+TEST_CASE("virt-launcher lifecycle (" CHL_VL_HYPERVISOR
+          "): pod deleted (SIGTERM) -> MarkedForGracefulShutdown, virt-handler shuts down -> "
+          "Succeeded, exit 0") {
+  if (!guest_runnable()) return;
+  if (!guest_honours_acpi()) {
+    chl::test::skip(
+        "the PVH guest does not power off on a real Cloud Hypervisor's power button (issue 29, "
+        "item 5)");
+    return;
+  }
+  Pod pod;
+  pod.vmi_name = kName;
+  chl::test::TestNotifyServer notify(pod.share() / "domain-notify-pipe.sock");
+  const std::string vmi = lifecycle_vmi("", 10);
+  auto cmd = start_running(pod, notify, vmi);
+
+  REQUIRE(::kill(pod.child.pid(), SIGTERM) == 0);
+  // The launcher marks the domain and does not stop the VM itself.
+  const auto marked = [&] {
+    for (const auto& n : notify.received()) {
+      if (n.k8s) continue;
+      if (chl::test::vh::graceful_shutdown_trigger(&n.json)) return true;
+    }
+    return false;
+  };
+  REQUIRE_MESSAGE(chl::test::wait_until(10s, marked), pod.output());
+  std::this_thread::sleep_for(1s);
+  CHECK_FALSE(
+      has_state(notify, "MODIFIED Shutoff/Shutdown"));  // still running: nobody pressed the button
+
+  chl::test::VirtHandlerLoop loop(loop_options(pod, vmi), notify);  // the VMI is not deleted
+  const bool done = loop.run(90s);
+  INFO(loop.log() << pod.output());
+  REQUIRE(done);
+  CHECK(loop.phase() == "Succeeded");
+  CHECK(loop.actions("Shutdown").size() >= 1);
+  CHECK(loop.actions("Kill").empty());
+  CHECK(loop.actions("DeleteDomain").size() == 1);
+  check_exit_0(pod, 30s);
+  check_final_notification(notify);
+}
+
+TEST_CASE("virt-launcher lifecycle (" CHL_VL_HYPERVISOR
+          "): the Shutoff domain is served until DeleteDomain, Shutdown and Kill are no-ops then") {
+  if (!guest_runnable()) return;
+  if (!guest_honours_acpi()) {
+    chl::test::skip(
+        "the PVH guest does not power off on a real Cloud Hypervisor's power button (issue 29, "
+        "item 5)");
+    return;
+  }
+  Pod pod;
+  pod.vmi_name = kName;
+  chl::test::TestNotifyServer notify(pod.share() / "domain-notify-pipe.sock");
+  const std::string vmi = lifecycle_vmi("", 10);
+  auto cmd = start_running(pod, notify, vmi);
+  v1::VMIRequest req;
+  req.mutable_vmi()->set_vmijson(vmi);
+  v1::Response r;
+  // Shutdown, re-sent every 2 s as virt-handler re-sends it (a booting guest can miss the
+  // button): each a success.
+  const auto powered_off = [&] {
+    REQUIRE(call([&](auto& c) { return cmd->ShutdownVirtualMachine(&c, req, &r); }).ok());
+    CHECK_MESSAGE(r.success(), r.message());
+    return chl::test::wait_until(2s,
+                                 [&] { return has_state(notify, "MODIFIED Shutoff/Shutdown"); });
+  };
+  REQUIRE_MESSAGE(chl::test::wait_until(60s, powered_off), pod.output());
+  std::this_thread::sleep_for(2s);  // long after the VMM has gone
+  // Still serving: Ping, GetDomain (Shutoff/Shutdown), and Shutdown and Kill are no-ops.
+  v1::EmptyRequest empty;
+  REQUIRE(call([&](auto& c) { return cmd->Ping(&c, empty, &r); }).ok());
+  CHECK(r.success());
+  v1::DomainResponse dom;
+  REQUIRE(call([&](auto& c) { return cmd->GetDomain(&c, empty, &dom); }).ok());
+  auto d = nlohmann::json::parse(dom.domain());
+  CHECK(d["Status"]["Status"] == "Shutoff");
+  CHECK(d["Status"]["Reason"] == "Shutdown");
+  REQUIRE(call([&](auto& c) { return cmd->ShutdownVirtualMachine(&c, req, &r); }).ok());
+  CHECK_MESSAGE(r.success(), r.message());
+  REQUIRE(call([&](auto& c) { return cmd->KillVirtualMachine(&c, req, &r); }).ok());
+  CHECK_MESSAGE(r.success(), r.message());
+  CHECK_FALSE(has_state(notify, "MODIFIED NoState/NonExistent"));
+  auto st = pod.child.wait_for(0s);
+  REQUIRE(st);
+  CHECK_FALSE(*st);  // not exited
+  // DeleteDomain: the final notification, then the launcher ends, exit 0.
+  REQUIRE(call([&](auto& c) { return cmd->DeleteVirtualMachine(&c, req, &r); }).ok());
+  CHECK_MESSAGE(r.success(), r.message());
+  check_exit_0(pod, 15s);
+  check_final_notification(notify);
+}
+
+TEST_CASE("virt-launcher lifecycle (" CHL_VL_HYPERVISOR
+          "): a boot the VMM refuses -> Sync success:false with its message, a Warning event, "
+          "still serving, the next Sync boots") {
+  if (!guest_runnable()) return;
+  Pod pod;
+  pod.vmi_name = kName;
+  chl::test::TestNotifyServer notify(pod.share() / "domain-notify-pipe.sock");
+  // The first boot fails: on a real VMM (QEMU, a real Cloud Hypervisor) the kernel is cut short
+  // after its PVH note (our checks pass it; the VMM cannot load its segment); the VMM double does
+  // not load kernels, so it refuses the first boot by its fault injection (VMM_DOUBLE_FAIL=vm.boot,
+  // a marker file saying it has).
+  const bool injected = !kQemu && !chl::test::using_real_vmm();
+  if (injected) {
+    const fs::path wrapper = pod.dir.path() / "vmm-once.sh",
+                   marker = pod.dir.path() / "failed-once";
+    {
+      std::ofstream f(wrapper);
+      f << "#!/bin/sh\nif [ ! -e '" << marker.string() << "' ]; then : > '" << marker.string()
+        << "'; export VMM_DOUBLE_FAIL=vm.boot; fi\nexec '" << chl::test::vmm_binary()
+        << "' \"$@\"\n";
+    }
+    fs::permissions(wrapper, fs::perms::owner_all);
+    pod.vmm_binary = wrapper.string();
+  }
+  auto cmd = pod.serve();
+  const fs::path kernel = pod.cdisks() / "kernel-boot" / "guest.elf";
+  if (!injected) fs::resize_file(kernel, 0x1000 + 0x18);  // the ELF headers and the PVH note only
+  v1::VMIRequest req;
+  req.mutable_vmi()->set_vmijson(lifecycle_vmi("", 10));
+  v1::Response r;
+  REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, req, &r); }, 120s).ok());
+  CHECK_FALSE(r.success());
+  // The VMM's own error chain.
+  CHECK_MESSAGE(r.message().rfind("starting the VM: ", 0) == 0, r.message());
+  if (injected)
+    CHECK_MESSAGE(r.message().find("injected failure") != std::string::npos, r.message());
+  const std::string why = r.message().substr(std::string("starting the VM: ").size());
+  MESSAGE("the refused boot: " << r.message());
+  // A Warning event names it; the domain stays defined and not running (Shutoff/Unknown).
+  REQUIRE(chl::test::wait_until(5s, [&] {
+    for (const auto& n : notify.received())
+      if (n.k8s && n.json.value("type", "") == "Warning" &&
+          n.json.value("message", "").find(why) != std::string::npos)
+        return true;
+    return false;
+  }));
+  {
+    const auto seq = states(notify.received());
+    REQUIRE_FALSE(seq.empty());
+    CHECK_MESSAGE(seq.back().find("Shutoff/Unknown") != std::string::npos, seq.back());
+  }
+  // Still serving, and the next Sync boots.
+  v1::EmptyRequest empty;
+  REQUIRE(call([&](auto& c) { return cmd->Ping(&c, empty, &r); }).ok());
+  CHECK(r.success());
+  fs::copy_file(chl::test::guest_kernel(), kernel, fs::copy_options::overwrite_existing);
+  REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, req, &r); }, 120s).ok());
+  CHECK_MESSAGE(r.success(), r.message() << "\n" << pod.output());
+  CHECK(chl::test::wait_until(kQemu ? 60s : 10s,
+                              [&] { return has_state(notify, "MODIFIED Running/Unknown"); }));
+  auto seq = states(notify.received());
+  CHECK(std::count(seq.begin(), seq.end(), "ADDED Shutoff/Unknown") == 1);  // defined once
+  REQUIRE(call([&](auto& c) { return cmd->KillVirtualMachine(&c, req, &r); }).ok());
+  CHECK_MESSAGE(r.success(), r.message());
+  REQUIRE(
+      chl::test::wait_until(20s, [&] { return has_state(notify, "MODIFIED Shutoff/Destroyed"); }));
+  REQUIRE(call([&](auto& c) { return cmd->DeleteVirtualMachine(&c, req, &r); }).ok());
+  check_exit_0(pod, 15s);
+}
