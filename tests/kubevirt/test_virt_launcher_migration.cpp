@@ -76,6 +76,8 @@ struct TwoPods {
 
   // Start both, run the VMI on the source.
   void start(const std::string& vmi = vmi_json()) {
+    // The pods' name as the downward API gives it (SignalTargetPodCleanup compares it).
+    ::setenv("POD_NAME", "virt-launcher-testvm-target", 1);
     if (!chl::test::using_real_vmm()) {
       // The double's guest ticks every 50 ms (the PVH test guest every 5 s); the launcher gives
       // its VMM a clean environment, so the setting travels in a wrapper.
@@ -225,7 +227,15 @@ TEST_CASE(
     CHECK_MESSAGE(sr.success(), sr.message());
     CHECK(domain(*p.dst_cmd)["Status"]["Status"] == "Running");
   }
-  // The source's VMM left after the migration; the launcher ends with exit 0.
+  // The source's VMM left after the migration; its Shutoff domain stays until virt-handler's
+  // DeleteVirtualMachine (vm.go, after Shutoff/Migrated), then the launcher ends with exit 0.
+  {
+    v1::VMIRequest req;
+    req.mutable_vmi()->set_vmijson(migrating_vmi());
+    v1::Response dr;
+    REQUIRE(call([&](auto& c) { return p.src_cmd->DeleteVirtualMachine(&c, req, &dr); }).ok());
+    CHECK_MESSAGE(dr.success(), dr.message());
+  }
   auto st = p.src.child.wait_for(30s);
   REQUIRE(st);
   REQUIRE(*st);
@@ -375,8 +385,14 @@ TEST_CASE(
   CHECK(m["FailureReason"] == "Live migration has been aborted");
   CHECK_FALSE(m["EndTimestamp"].is_null());
   CHECK(d["Status"]["Status"] == "Running");
-  // The target's receive failed: nothing runs there.
+  // The target's receive failed: nothing runs there; virt-handler's SignalTargetPodCleanup ends
+  // the target pod's launcher (it is the migration's targetPod).
   p.proxy->release();
+  {
+    v1::Response cr;
+    REQUIRE(call([&](auto& c) { return p.dst_cmd->SignalTargetPodCleanup(&c, vmi, &cr); }).ok());
+    CHECK_MESSAGE(cr.success(), cr.message());
+  }
   auto st = p.dst.child.wait_for(30s);
   REQUIRE(st);
   CHECK(st->has_value());
