@@ -37,6 +37,12 @@ struct SyncOptions {
   bool serial_console_log_disabled = false;
 };
 
+// Exec's answer: the command ran; a non-zero exit is a result, not an error.
+struct ExecOutput {
+  int exit_code = 0;
+  std::string stdout_text;
+};
+
 class CmdHandler {
  public:
   virtual ~CmdHandler() = default;
@@ -87,6 +93,33 @@ class CmdHandler {
  protected:
   static common::Status not_supported(const std::string& rpc) {
     return common::fail(std::errc::operation_not_supported, rpc + ": not supported");
+
+  // ---- the guest agent (docs/guest-agent.md); not implemented: refused ----
+  // GetGuestInfo / GetUsers / GetFilesystems: KubeVirt's JSON documents, from the poller's cache.
+  virtual common::Result<std::string> get_guest_info() { return not_implemented("GetGuestInfo"); }
+  virtual common::Result<std::string> get_users() { return not_implemented("GetUsers"); }
+  virtual common::Result<std::string> get_filesystems() {
+    return not_implemented("GetFilesystems");
+  }
+  // guest-ping; an error is also a gRPC error (virt-probe's exit status), as KubeVirt's server.go.
+  virtual common::Status guest_ping(std::string_view domain_name, std::int32_t timeout_seconds) {
+    (void)domain_name;
+    (void)timeout_seconds;
+    return not_implemented("GuestPing");
+  }
+  virtual common::Result<ExecOutput> exec(std::string_view domain_name, const std::string& command,
+                                          const std::vector<std::string>& args,
+                                          std::int32_t timeout_seconds) {
+    (void)domain_name;
+    (void)command;
+    (void)args;
+    (void)timeout_seconds;
+    return not_implemented("Exec");
+  }
+
+ protected:
+  static tl::unexpected<common::Error> not_implemented(const char* rpc) {
+    return common::fail(std::errc::function_not_supported, std::string(rpc) + ": not supported");
   }
 };
 

@@ -49,6 +49,27 @@ void answer(v1::Response* out, const char* rpc, F&& call) {
   }
 }
 
+// answer(), except that a handler without the RPC (CmdHandler's default, function_not_supported)
+// is refused as the RPCs the server does not route: the configured message, gRPC status OK.
+// Returns false when refused so.
+template <typename F>
+bool answer_or_refuse(v1::Response* out, const char* rpc, const std::string& not_supported,
+                      F&& call) {
+  try {
+    auto result = call();
+    out->set_success(result.has_value());
+    if (result) return true;
+    if (result.error().code == std::errc::function_not_supported) {
+      fail(out, rpc, not_supported);
+      return false;
+    }
+    fail(out, rpc, result.error().message());
+  } catch (const std::exception& e) {
+    fail(out, rpc, std::string("internal error: ") + e.what());
+  }
+  return true;
+}
+
 SyncOptions to_sync_options(const v1::VirtualMachineOptions& o) {
   SyncOptions s;
   s.interface_domain_attachment.insert(o.interfacedomainattachment().begin(),
@@ -138,15 +159,12 @@ class Routes {
       });
     });
 
+    add_guest_agent_routes();
+
     // Everything else (docs/kubevirt.md lists why each is not supported): refused at once.
     refuse<v1::FreezeRequest, v1::Response>("FreezeVirtualMachine");
     refuse<v1::VMIRequest, v1::Response>("UnfreezeVirtualMachine");
     refuse<v1::VMIRequest, v1::Response>("HotplugHostDevices");
-    refuse<v1::EmptyRequest, v1::GuestInfoResponse>("GetGuestInfo");
-    refuse<v1::EmptyRequest, v1::GuestUserListResponse>("GetUsers");
-    refuse<v1::EmptyRequest, v1::GuestFilesystemsResponse>("GetFilesystems");
-    refuse<v1::ExecRequest, v1::ExecResponse>("Exec");
-    refuse<v1::GuestPingRequest, v1::GuestPingResponse>("GuestPing");
     refuse<v1::MemoryDumpRequest, v1::Response>("VirtualMachineMemoryDump");
     refuse<v1::EmptyRequest, v1::SEVInfoResponse>("GetSEVInfo");
     refuse<v1::VMIRequest, v1::LaunchMeasurementResponse>("GetLaunchMeasurement");
@@ -160,6 +178,66 @@ class Routes {
   }
 
  private:
+  // The guest agent's RPCs (server.go GetGuestInfo, GetUsers, GetFilesystems, GuestPing, Exec).
+  // GuestPing and Exec answer a failure both in the Response and as a gRPC error (status
+  // Unknown), as KubeVirt's server returns (resp, err): virt-probe exits non-zero on it.
+  void add_guest_agent_routes() {
+    CmdHandler& h = handler_;
+    const std::string ns = not_supported_;
+    add<v1::EmptyRequest, v1::GuestInfoResponse>("GetGuestInfo", [&h, ns](const auto&, auto& out) {
+      answer_or_refuse(out.mutable_response(), "GetGuestInfo", ns, [&] {
+        return h.get_guest_info().map(
+            [&](std::string json) { out.set_guestinforesponse(std::move(json)); });
+      });
+    });
+    add<v1::EmptyRequest, v1::GuestUserListResponse>("GetUsers", [&h, ns](const auto&, auto& out) {
+      answer_or_refuse(out.mutable_response(), "GetUsers", ns, [&] {
+        return h.get_users().map(
+            [&](std::string json) { out.set_guestuserlistresponse(std::move(json)); });
+      });
+    });
+    add<v1::EmptyRequest, v1::GuestFilesystemsResponse>(
+        "GetFilesystems", [&h, ns](const auto&, auto& out) {
+          answer_or_refuse(out.mutable_response(), "GetFilesystems", ns, [&] {
+            return h.get_filesystems().map(
+                [&](std::string json) { out.set_guestfilesystemsresponse(std::move(json)); });
+          });
+        });
+    routes_[std::string(kCmd) + "GuestPing"] = {
+        [&h, ns](const std::string& bytes) -> GrpcReply {
+          v1::GuestPingRequest req;
+          if (!req.ParseFromString(bytes))
+            return {GrpcCode::Internal, "cannot parse the request", {}};
+          v1::GuestPingResponse out;
+          const bool routed = answer_or_refuse(out.mutable_response(), "GuestPing", ns, [&] {
+            return h.guest_ping(req.domainname(), req.timeoutseconds());
+          });
+          if (routed && !out.response().success())
+            return {GrpcCode::Unknown, out.response().message(), {}};
+          return {GrpcCode::Ok, {}, out.SerializeAsString()};
+        },
+        true};
+    routes_[std::string(kCmd) + "Exec"] = {
+        [&h, ns](const std::string& bytes) -> GrpcReply {
+          v1::ExecRequest req;
+          if (!req.ParseFromString(bytes))
+            return {GrpcCode::Internal, "cannot parse the request", {}};
+          v1::ExecResponse out;
+          std::vector<std::string> args(req.args().begin(), req.args().end());
+          const bool routed = answer_or_refuse(out.mutable_response(), "Exec", ns, [&] {
+            return h.exec(req.domainname(), req.command(), args, req.timeoutseconds())
+                .map([&](ExecOutput o) {
+                  out.set_exitcode(o.exit_code);
+                  out.set_stdout(std::move(o.stdout_text));
+                });
+          });
+          if (routed && !out.response().success())
+            return {GrpcCode::Unknown, out.response().message(), {}};
+          return {GrpcCode::Ok, {}, out.SerializeAsString()};
+        },
+        true};
+  }
+
   template <typename Request, typename Answer, typename F>
   void add(const char* rpc, F body) {
     routes_[std::string(kCmd) + rpc] = method<Request, Answer>(true, std::move(body));

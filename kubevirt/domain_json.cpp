@@ -52,6 +52,19 @@ json disk_json(const DomainDisk& d) {
   };
 }
 
+// The guest agent channel as KubeVirt's converter writes it (converter.go, "org.qemu.guest_agent.0").
+json channels_json(const DomainDocument& d) {
+  if (!d.agent_channel) return nullptr;
+  json source = nullptr;
+  if (!d.agent_channel_path.empty()) source = {{"Mode", "bind"}, {"Path", d.agent_channel_path}};
+  return json::array({{{"Type", "unix"},
+                       {"Source", source},
+                       {"Target",
+                        {{"Name", "org.qemu.guest_agent.0"},
+                         {"Type", "virtio"},
+                         {"State", d.agent_state}}}}});
+}
+
 // api.FilesystemDevice as converter/storage/virtiofs.go fills it; no json tags, so Go's field
 // names, and Source.Dir (no omitempty) written empty.
 json filesystem_json(const DomainFilesystem& f) {
@@ -102,6 +115,13 @@ json metadata_json(const DomainDocument& d, bool with_grace_period) {
             {"MemoryDump", nullptr}}}};
 }
 
+json guest_interface_json(const GuestInterfaceStatus& i) {
+  return {{"Mac", i.mac},
+          {"Ip", i.ip},
+          {"IPs", i.ips.empty() ? json(nullptr) : json(i.ips)},
+          {"InterfaceName", i.interface_name}};
+}
+
 json status_json(const DomainDocument& d) {
   const KubevirtState s = to_kubevirt_state(d.state, d.reason);
   json panic = nullptr;
@@ -113,17 +133,17 @@ json status_json(const DomainDocument& d) {
   return {
       {"Status", s.status},
       {"Reason", s.reason},
-      {"Interfaces", nullptr},  // from a guest agent; none
+      {"Interfaces", slice(d.guest_interfaces, guest_interface_json)},
       {"OSInfo",
-       {{"Name", ""},
-        {"KernelRelease", ""},
-        {"Version", ""},
-        {"PrettyName", ""},
-        {"VersionId", ""},
-        {"KernelVersion", ""},
-        {"Machine", ""},
-        {"Id", ""}}},
-      {"FSFreezeStatus", {{"Status", ""}}},
+       {{"Name", d.os_info.name},
+        {"KernelRelease", d.os_info.kernel_release},
+        {"Version", d.os_info.version},
+        {"PrettyName", d.os_info.pretty_name},
+        {"VersionId", d.os_info.version_id},
+        {"KernelVersion", d.os_info.kernel_version},
+        {"Machine", d.os_info.machine},
+        {"Id", d.os_info.id}}},
+      {"FSFreezeStatus", {{"Status", d.fs_freeze_status}}},
       {"GuestPanicInfo", panic},
       {"PanicCount", d.panic_count},
   };
@@ -142,7 +162,7 @@ json spec_json(const DomainDocument& d) {
        {{"Interfaces", slice(d.interfaces, interface_json)},
         {"Disks", slice(d.disks, disk_json)},
         {"Filesystems", slice(d.filesystems, filesystem_json)},
-        {"Channels", nullptr}}},  // no guest agent channel: virt-handler reads "not connected"
+        {"Channels", channels_json(d)}}},
       {"Metadata", metadata_json(d, true)},
       {"Features", d.acpi ? json{{"ACPI", json::object()}} : json(nullptr)},
       {"VCPU", {{"Placement", "static"}, {"CPUs", d.vcpus}}},

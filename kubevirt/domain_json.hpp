@@ -62,6 +62,19 @@ struct DomainMigration {
   std::string failure_reason;
   std::string abort_status;  // "" | "Aborting" | "Succeeded" | "Failed"
   std::string mode;          // "PreCopy" | "PostCopy" | "Paused"
+// What the guest agent reports of the guest, as api.DomainStatus carries it (schema.go:152-182):
+// Status.OSInfo, Status.Interfaces[] (KubeVirt's agent poller: convertToInterfaces, "lo" left
+// out, the first IPv4 address as Ip), Status.FSFreezeStatus.
+struct GuestOsInfo {
+  std::string name, kernel_release, version, pretty_name, version_id, kernel_version, machine, id;
+  bool operator==(const GuestOsInfo&) const = default;
+};
+struct GuestInterfaceStatus {
+  std::string mac;
+  std::string ip;
+  std::vector<std::string> ips;
+  std::string interface_name;
+  bool operator==(const GuestInterfaceStatus&) const = default;
 };
 
 struct DomainDocument {
@@ -86,6 +99,12 @@ struct DomainDocument {
   bool acpi = true;                      // Spec.Features.ACPI: graceful shutdown possible
   std::vector<DomainInterface> interfaces;
   std::vector<DomainDisk> disks;
+  // The guest agent's channel (Spec.Devices.Channels, org.qemu.guest_agent.0): virt-handler sets
+  // the AgentConnected condition when its state is "connected" (vm.go:665-674) and then calls
+  // GetGuestInfo on every reconcile. "disconnected" until an agent answers.
+  bool agent_channel = true;
+  std::string agent_state = "disconnected";
+  std::string agent_channel_path;  // Source.Path; "": Source null
   std::vector<DomainFilesystem> filesystems;
   // The state, in the launcher's vocabulary; translated with to_kubevirt_state.
   events::DomainState state = events::DomainState::Shutoff;
@@ -93,6 +112,10 @@ struct DomainDocument {
   std::optional<GuestPanic> panic;  // Status.GuestPanicInfo, the latest panic
   int panic_count = 0;              // Status.PanicCount
   std::optional<DomainMigration> migration;  // Spec.Metadata.KubeVirt.Migration
+  // From the guest agent (guest_agent/poller.hpp); empty until it reports.
+  GuestOsInfo os_info;                                 // Status.OSInfo
+  std::vector<GuestInterfaceStatus> guest_interfaces;  // Status.Interfaces
+  std::string fs_freeze_status;                        // Status.FSFreezeStatus.Status
 };
 
 // `<namespace>_<name>`: the domain's name, as KubeVirt names it.

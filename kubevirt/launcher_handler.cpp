@@ -155,6 +155,7 @@ void LauncherHandler::attach(launcher::LauncherService& service, const vmi::Chec
       k8s_event("Warning", "GuestPanicked", "the guest panicked (" + e.cause + ")");
     on_state(e.state, e.reason);
   });
+  start_agent(service);
 }
 
 void LauncherHandler::on_state(events::DomainState state, events::StateReason reason) {
@@ -207,6 +208,7 @@ bool LauncherHandler::off_or_stopping_locked() const {
 }
 
 bool LauncherHandler::finished(int exit_code) {
+  stop_agent();  // the service's loop has ended: its agent client goes with it
   std::unique_lock lock(mu_);
   std::string error;
   if (service_ && exit_code == launcher::kExitLaunchFailed)
@@ -408,7 +410,8 @@ Status LauncherHandler::sync(std::string_view vmi_json, const SyncOptions& optio
   return sync_hotplug_volumes(doc);
 }
 
-Result<Json> LauncherHandler::on_service(const std::string& what, Call call) {
+Result<Json> LauncherHandler::on_service(const std::string& what, Call call,
+                                         std::optional<std::chrono::seconds> timeout) {
   auto promise = std::make_shared<std::promise<Result<Json>>>();
   auto future = promise->get_future();
   {
@@ -420,7 +423,7 @@ Result<Json> LauncherHandler::on_service(const std::string& what, Call call) {
       call(*svc, [promise](Result<Json> r) { promise->set_value(std::move(r)); });
     });
   }
-  const auto deadline = std::chrono::steady_clock::now() + opts_.call_timeout;
+  const auto deadline = std::chrono::steady_clock::now() + timeout.value_or(opts_.call_timeout);
   while (future.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
     std::lock_guard lock(mu_);
     if (!service_) return fail(std::errc::no_such_process, what + ": the domain is gone");  // the service ended

@@ -12,8 +12,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
-#include <memory>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -21,6 +21,7 @@
 #include "kubevirt/cmd_handler.hpp"
 #include "kubevirt/domain_json.hpp"
 #include "kubevirt/migration_relay.hpp"
+#include "kubevirt/launcher_agent.hpp"
 #include "kubevirt/notify_client.hpp"
 #include "vmi/validator.hpp"
 
@@ -51,6 +52,10 @@ struct LauncherHandlerOptions {
   std::string migration_proxy_dir = "/var/run/kubevirt/migrationproxy";
   // Where the launcher's own migration relay socket goes (its state directory).
   std::string relay_dir = "/var/run/kubevirt-ephemeral-disks/ch-launcher";
+  // The guest agent (launcher_agent.hpp): Cloud Hypervisor's hybrid vsock socket (the plan's
+  // <state dir>/agent.vsock) and the guest's vsock port; "" = no agent transport on this path.
+  std::string agent_vsock_socket;
+  std::uint32_t agent_vsock_port = 1024;
   // <--kubevirt-share-dir>/virtiofs-containers: the virtiofs containers' sockets, as the domain
   // shows them (Spec.Devices.Filesystems).
   std::string virtiofs_dir = "/var/run/kubevirt/virtiofs-containers";
@@ -107,6 +112,14 @@ class LauncherHandler final : public CmdHandler {
   common::Status cancel_migration(std::string_view vmi_json) override;
   common::Status finalize_migration(std::string_view vmi_json) override;
   common::Status signal_target_pod_cleanup(std::string_view vmi_json) override;
+  // The guest agent (launcher_agent.cpp).
+  common::Result<std::string> get_guest_info() override;
+  common::Result<std::string> get_users() override;
+  common::Result<std::string> get_filesystems() override;
+  common::Status guest_ping(std::string_view domain_name, std::int32_t timeout_seconds) override;
+  common::Result<ExecOutput> exec(std::string_view domain_name, const std::string& command,
+                                  const std::vector<std::string>& args,
+                                  std::int32_t timeout_seconds) override;
 
  private:
   // Idle: no VM runs (none yet, or its boot failed); Launching: a Sync's VM is starting;
@@ -117,8 +130,9 @@ class LauncherHandler final : public CmdHandler {
   using Json = nlohmann::json;
   using Call = std::function<void(launcher::LauncherService&, std::function<void(common::Result<Json>)>)>;
 
-  // Run `call` on the service's loop and wait for its reply (bounded).
-  common::Result<Json> on_service(const std::string& what, Call call);
+  // Run `call` on the service's loop and wait for its reply (bounded: call_timeout, or `timeout`).
+  common::Result<Json> on_service(const std::string& what, Call call,
+                                  std::optional<std::chrono::seconds> timeout = std::nullopt);
   // on_service for a command whose reply carries nothing the caller needs.
   common::Status command(const std::string& what, Call call);
   // The domain's state changed (service loop): tell virt-handler, answer a waiting Sync.
@@ -187,6 +201,13 @@ class LauncherHandler final : public CmdHandler {
   void source_migrated();
   // The target's domain changed state (mu_ held): EndTimestamp once the received VM runs.
   void on_target_state(events::DomainState state, events::StateReason reason);
+  // The guest agent (launcher_agent.cpp): made in attach(), gone in finished(); used on the loop.
+  std::unique_ptr<AgentLink> agent_;
+  void start_agent(launcher::LauncherService& service);
+  void stop_agent();
+  void on_agent(const AgentView& v);
+  using DocumentOf = Json (*)(const guest_agent::GuestCache&);
+  common::Result<std::string> agent_document(const std::string& what, DocumentOf of);
   // Apply a resize and tell virt-handler the domain's new size.
   common::Status hotplug(const std::string& what, std::optional<std::uint32_t> vcpus, std::optional<std::int64_t> memory);
 };

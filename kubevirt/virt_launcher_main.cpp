@@ -228,6 +228,10 @@ int virt_launcher_main(const std::vector<std::string>& argv, const launcher::Run
   ho.hotplug_disk_dir = get(f, "--hotplug-disk-dir", "/var/run/kubevirt/hotplug-disks");
   ho.migration_proxy_dir = (share / "migrationproxy").string();
   ho.relay_dir = lo.state_dir->string();
+  // The guest agent: on Cloud Hypervisor the hybrid vsock the plan puts in the state directory
+  // (launcher/plan.hpp AgentChannel); on QEMU libvirt holds the channel (not reached yet).
+  if (hypervisor == "cloud-hypervisor")
+    ho.agent_vsock_socket = (*lo.state_dir / "agent.vsock").string();
   ho.virtiofs_dir = lo.virtiofs_dir;
   chl::kubevirt::LauncherHandler handler(ho, &notify);
   chl::kubevirt::CmdServerOptions so;

@@ -50,6 +50,7 @@ class Planner {
     plan_.serial_console = dev.autoattach_serial_console.value_or(true);
     plan_.rng = dev.rng;
     plan_.pvpanic = true;
+    plan_.agent.vsock_socket = state("agent.vsock");
     const vmi::Firmware& fw = vmi_.spec.domain.firmware;
     plan_.platform_uuid = fw.uuid;
     plan_.platform_serial = fw.serial;

@@ -142,6 +142,16 @@ struct PlannedMemory {
   std::int64_t hugepage_size = 0;  // 0 = no hugepages
 };
 
+// The guest agent's channel (docs/guest-agent.md). On Cloud Hypervisor, whose console has one
+// port and no virtio-serial channels, a hybrid vsock device on every VM: CH binds `vsock_socket`
+// (a runtime file of the state directory), the guest is CID `cid`, and its qemu-ga listens on
+// vsock port `port`. On QEMU the channel is virtio-serial org.qemu.guest_agent.0 (domain XML).
+struct AgentChannel {
+  std::string vsock_socket;
+  std::uint32_t cid = 3;      // the first CID a guest may have (0-2 are reserved)
+  std::uint32_t port = 1024;  // where the guest's `qemu-ga -m vsock-listen -p 3:1024` listens
+};
+
 struct LaunchPlan {
   std::string hypervisor;  // caps name
   std::string name;        // namespace/name of the VMI
@@ -159,6 +169,7 @@ struct LaunchPlan {
   bool pvpanic = true;
   std::string platform_uuid;
   std::string platform_serial;
+  AgentChannel agent;
 };
 
 // Resolve a validated VMI. Fails with every input problem (a volume without a file, a CPU set

@@ -28,7 +28,8 @@ namespace {
 // Files a launcher creates at run time; removed on clean exit and on recovery. virt-vnc is the
 // VNC socket QEMU listens on (domain XML, qemu-kvm with a graphics device); QEMU leaves it
 // behind when it exits.
-const char* const kRuntimeFiles[] = {"launcher.sock", "virt-serial0", "ch-api.sock", "vmm.pid", "virt-vnc"};
+const char* const kRuntimeFiles[] = {"launcher.sock", "virt-serial0", "ch-api.sock",
+                                     "vmm.pid",       "virt-vnc",     "agent.vsock"};
 
 // An ancestor that exists may be a symbolic link to a directory (Debian's /var/run -> /run, in
 // the container image too); the state directory itself may not be one.

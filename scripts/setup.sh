@@ -30,6 +30,7 @@ TEST_PACKAGES=(
   dnsmasq-base iperf3 iproute2  # pod networking's tests and bench
   isc-dhcp-client  # dhclient -6: the DHCPv6 client of the IPv6 masquerade netns test
   mmdebstrap  # the image lane's base (scripts/image.sh); its Docker engine: scripts/docker-engine.sh
+  qemu-guest-agent  # a real qemu-ga on the host (unix-listen, dangerous RPCs blocked): tests/guest_agent
   libgrpc++-dev protobuf-compiler-grpc  # tests/kubevirt, bench/kubevirt: the real gRPC our transport is checked against
 )
 case "${1:-}" in

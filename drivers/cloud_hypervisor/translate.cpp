@@ -106,6 +106,15 @@ vmm_api::VmConfig to_ch_vm_config(const launcher::LaunchPlan& plan) {
 
   if (plan.pvpanic) c.pvpanic = true;
 
+  // The guest agent's channel: CH has no virtio-serial channels (console.rs: one port), so a
+  // hybrid vsock device on every VM; the launcher connects to its socket (guest_agent/).
+  if (!plan.agent.vsock_socket.empty()) {
+    vmm_api::VsockConfig vsock;
+    vsock.cid = plan.agent.cid;
+    vsock.socket = plan.agent.vsock_socket;
+    c.vsock = std::move(vsock);
+  }
+
   if (!plan.platform_uuid.empty() || !plan.platform_serial.empty()) {
     vmm_api::PlatformConfig pc;
     if (!plan.platform_uuid.empty()) pc.uuid = plan.platform_uuid;

@@ -270,6 +270,12 @@ std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan,
     x << "    <serial type='pty'>\n      <target port='0'/>\n    </serial>\n";
     x << "    <console type='pty'>\n      <target type='serial' port='0'/>\n    </console>\n";
   }
+  // The guest agent's channel as KubeVirt's converter writes it (converter/compute/channels.go
+  // newGuestAgentChannel: no source, libvirt picks the path and connects its own agent monitor to
+  // it). The launcher reaches the agent through libvirt (virDomainQemuAgentCommand), not the
+  // socket: QEMU's chardev takes one client and that is libvirt (docs/guest-agent.md).
+  x << "    <channel type='unix'>\n      <target type='virtio' name='org.qemu.guest_agent.0'/>\n"
+       "    </channel>\n";
   if (dev.autoattach_graphics_device.value_or(true)) {
     x << "    <graphics type='vnc'>\n      <listen type='socket'"
       << attr("socket", plan.state_dir + "/virt-vnc") << "/>\n    </graphics>\n";

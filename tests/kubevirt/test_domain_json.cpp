@@ -56,12 +56,16 @@ bool known_only_to_us(const std::string& path) {
          path == "/Spec/Metadata/KubeVirt/GracePeriod";
 }
 
-// Where we differ on purpose: no guest-agent channel (virt-launcher's is there, "disconnected",
-// until an agent answers; virt-handler reads both as "agent not connected"), and no migration
+// Where we differ on purpose: the guest-agent channel's socket path (libvirt's
+// /run/libvirt/qemu/channel/<id>-<domain>/…, none of ours yet) and its state on the ADDED event
+// (virt-launcher's is "" with no source before libvirt starts QEMU; ours "disconnected" from the
+// start: virt-handler reads both as "agent not connected", vm.go:665-674), and no migration
 // record (virt-launcher writes an empty one, only an EndTimestamp, once a graceful shutdown
 // starts; this launcher never migrates).
 bool different_by_design(const std::string& path) {
-  return path == "/Spec/Devices/Channels" || path == "/Spec/Metadata/KubeVirt/Migration";
+  return path.starts_with("/Spec/Devices/Channels/0/Source") ||
+         path == "/Spec/Devices/Channels/0/Target/State" ||
+         path == "/Spec/Metadata/KubeVirt/Migration";
 }
 
 // Every key of `ours` is in `ref` with the same value (objects recursively, arrays element by

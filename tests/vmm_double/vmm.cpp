@@ -644,6 +644,17 @@ void Vmm::close_consoles() {
   console_.reset();
 }
 
+std::vector<std::string> Vmm::open_vsock() {
+  vsock_.reset();
+  if (!config_ || !(*config_)["vsock"].is_object()) return {};
+  const Json& v = (*config_)["vsock"];
+  std::vector<std::string> chain;
+  vsock_ = HybridVsock::open(v["socket"].get<std::string>(), v["cid"].get<std::uint64_t>(),
+                             HybridVsock::listeners_from_env(), chain);
+  if (!vsock_) chain.insert(chain.begin(), "Error from device manager");
+  return vsock_ ? std::vector<std::string>{} : chain;
+}
+
 std::vector<std::string> Vmm::validate_config(const Json& cfg) {
   // VmConfig::validate (vmm/src/config.rs), in its order: the payload first (a missing payload is
   // MissingBootitem too), vCPU counts, then device ids unique across the lists.
@@ -914,6 +925,7 @@ Reply Vmm::vm_boot(std::uint64_t conn) {
     return api_error("vm.boot", err);
   }
   assign_device_ids();
+  if (auto err = open_vsock(); !err.empty()) return api_error("vm.boot", err);
   auto finish = [this] {
     vm_ = true;
     enter_state(VmState::Running);
@@ -956,6 +968,7 @@ Reply Vmm::vm_pause() {
   }
   enter_state(VmState::Paused);
   events_.emit("vm", "paused");
+  if (vsock_) vsock_->set_paused(true);
   return {204, "", false};
 }
 
@@ -968,6 +981,7 @@ Reply Vmm::vm_resume() {
                                        to_string(state_) + ", Running)"});
   }
   enter_state(VmState::Running);
+  if (vsock_) vsock_->set_paused(false);
   events_.emit("vm", "resumed");
   if (power_button_pending_) guest_power_button();
   return {204, "", false};
@@ -983,6 +997,7 @@ bool Vmm::vm_shutdown_internal() {
   net_devices_.clear();
   disk_files_.clear();
   close_consoles();  // CH drains console_info: the PTY goes away with the VM
+  vsock_.reset();    // the device shuts down: its socket file goes (vsock/device.rs:533)
   events_.emit("vm", "shutdown");
   return true;
 }
@@ -1003,6 +1018,7 @@ Reply Vmm::vm_reboot() {
   guest_stop();
   vm_ = false;
   close_consoles();
+  vsock_.reset();
   if (auto err = open_consoles(); !err.empty()) return api_error("vm.reboot", err);
   if (auto err = check_bootable(); !err.empty()) return api_error("vm.reboot", err);
   if (auto err = lock_disks(); !err.empty()) {
@@ -1011,6 +1027,7 @@ Reply Vmm::vm_reboot() {
     return api_error("vm.reboot", err);
   }
   assign_device_ids();
+  if (auto err = open_vsock(); !err.empty()) return api_error("vm.reboot", err);
   vm_ = true;
   enter_state(VmState::Running);
   events_.emit("vm", "rebooted");
@@ -1418,6 +1435,10 @@ Reply Vmm::vm_restore(const Json& body) {
     return api_error("vm.restore", e);
   }
   assign_device_ids();
+  if (auto e = open_vsock(); !e.empty()) {
+    vm_delete_internal();
+    return api_error("vm.restore", e);
+  }
   vm_ = true;
   events_.emit("vm", "restoring");
   // Vm::restore takes the disks' advisory locks again (vmm/src/vm.rs).

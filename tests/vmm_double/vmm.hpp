@@ -18,6 +18,7 @@
 #include "tests/vmm_double/faults.hpp"
 #include "tests/vmm_double/http_server.hpp"
 #include "tests/vmm_double/migration.hpp"
+#include "tests/vmm_double/hybrid_vsock.hpp"
 #include "tests/vmm_double/serial_port.hpp"
 #include "tests/vmm_double/tap_device.hpp"
 #include "tests/vmm_double/vhost_user.hpp"
@@ -94,6 +95,8 @@ class Vmm final : private MigrationVm {
   // pre_create_console_devices: open serial/console per config (a new PTY each time).
   std::vector<std::string> open_consoles();
   void close_consoles();
+  // The vsock device (config.vsock), created with the VM: hybrid_vsock.hpp. Empty when fine.
+  std::vector<std::string> open_vsock();
   void assign_device_ids();
   std::string next_device_name(const std::string& prefix);
   std::string allocate_bdf(const std::string& id);
@@ -151,6 +154,7 @@ class Vmm final : private MigrationVm {
   VmState state_ = VmState::Created;
   std::optional<SerialPort> serial_;
   std::optional<SerialPort> console_;
+  std::unique_ptr<HybridVsock> vsock_;
   // The device tree: device id -> bdf. vm.remove-device leaves its node in place (CH removes it
   // when the guest ejects the device, which the test guest never does).
   std::map<std::string, std::string> bdfs_;

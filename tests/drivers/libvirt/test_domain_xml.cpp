@@ -395,6 +395,18 @@ spec:
   CHECK(free_scsi_target(used) == "sdaa");
 }
 
+TEST_CASE(
+    "domain XML: the guest agent's virtio-serial channel as KubeVirt's converter writes it (no "
+    "source: libvirt's)") {
+  Rendered r =
+      render_file({"kernel-boot.yaml",
+                   {{"containerdisk", "/images/alpine.img"}, {"kernel-boot", "/kernel-root"}}});
+  CHECK(has(r.xml,
+            "<channel type='unix'>\n      <target type='virtio' name='org.qemu.guest_agent.0'/>\n  "
+            "  </channel>"));
+  if (auto errors = schema_errors(r.xml, "agent-channel")) CHECK_MESSAGE(errors->empty(), *errors);
+}
+
 TEST_CASE("domain XML: virtiofs filesystems as KubeVirt writes them: the container's socket, the name as tag, memfd shared memory") {
   Rendered r = render_file({"virtiofs-pvc-hugepages.yaml", {{"containerdisk", "/images/fedora-40.qcow2"}}});
   // converter/storage/virtiofs.go: type mount, driver virtiofs queue 1024, the socket in
