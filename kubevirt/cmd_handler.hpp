@@ -90,10 +90,6 @@ class CmdHandler {
     return not_supported("SignalTargetPodCleanup");
   }
 
- protected:
-  static common::Status not_supported(const std::string& rpc) {
-    return common::fail(std::errc::operation_not_supported, rpc + ": not supported");
-
   // ---- the guest agent (docs/guest-agent.md); not implemented: refused ----
   // GetGuestInfo / GetUsers / GetFilesystems: KubeVirt's JSON documents, from the poller's cache.
   virtual common::Result<std::string> get_guest_info() { return not_implemented("GetGuestInfo"); }
@@ -118,6 +114,9 @@ class CmdHandler {
   }
 
  protected:
+  static common::Status not_supported(const std::string& rpc) {
+    return common::fail(std::errc::operation_not_supported, rpc + ": not supported");
+  }
   static tl::unexpected<common::Error> not_implemented(const char* rpc) {
     return common::fail(std::errc::function_not_supported, std::string(rpc) + ": not supported");
   }

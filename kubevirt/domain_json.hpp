@@ -62,6 +62,8 @@ struct DomainMigration {
   std::string failure_reason;
   std::string abort_status;  // "" | "Aborting" | "Succeeded" | "Failed"
   std::string mode;          // "PreCopy" | "PostCopy" | "Paused"
+};
+
 // What the guest agent reports of the guest, as api.DomainStatus carries it (schema.go:152-182):
 // Status.OSInfo, Status.Interfaces[] (KubeVirt's agent poller: convertToInterfaces, "lo" left
 // out, the first IPv4 address as Ip), Status.FSFreezeStatus.
