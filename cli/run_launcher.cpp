@@ -290,6 +290,9 @@ int run_launcher(const launcher::LaunchOptions& opts, const LaunchHooks& hooks) 
     co.seccomp = opts.vmm_seccomp;
     co.verbosity = opts.vmm_verbosity;
     co.on_vmm_started = record_vmm;
+    // A live migration holds CH's API for as long as it runs: bounded by CH's own timeout_s
+    // (KubeVirt's CompletionTimeoutPerGiB), not by the HTTP client.
+    co.client.migration_timeout = std::chrono::hours(24 * 7);
     if (opts.api_timeout_ms) {
       co.client.timeout = std::chrono::milliseconds(std::min(*opts.api_timeout_ms, 5000));
       co.client.long_timeout = std::chrono::milliseconds(*opts.api_timeout_ms);
@@ -313,6 +316,7 @@ int run_launcher(const launcher::LaunchOptions& opts, const LaunchHooks& hooks) 
   else if (vmi.spec.termination_grace_period_seconds) so.grace_period = std::chrono::seconds(*vmi.spec.termination_grace_period_seconds);
   so.console_take_over = opts.console_take_over;
   so.restore_from = opts.restore_from;
+  so.incoming_migration = opts.incoming_migration;
   if (auto m = sandbox::parse_seccomp_mode(opts.seccomp); m) so.seccomp = *m;
 
   if (opts.pod_layout || opts.command_socket || opts.console_socket) {

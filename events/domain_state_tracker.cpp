@@ -91,6 +91,9 @@ std::vector<DomainEvent> DomainStateTracker::on_vmm_event(const VmmEvent& e) {
     row = find_mapping(synthetic::kSource, synthetic::kVmPausedForMigration);
   } else if (e.source == "vm" && e.event == "restored" && migrating_) {
     row = find_mapping(synthetic::kSource, synthetic::kVmRestoredForMigration);
+  } else if (e.source == "vm" && e.event == "migration-receive-finished" && state_ == DomainState::Paused) {
+    // CompletePaused (CH lib.rs vm_receive_migration_step): the VM was paused on the source.
+    row = find_mapping(synthetic::kSource, synthetic::kVmReceivedPaused);
   } else {
     row = find_mapping(e.source, e.event, e.property("event"));
   }

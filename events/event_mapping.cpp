@@ -85,6 +85,8 @@ constexpr std::array kTable = {
              "vm/paused while an outgoing migration runs: the final memory pass"},
   MappingRow{"launcher", "vm-restored-for-migration", "", kNone, D::None, S::Paused, R::Migration, E::Completed,
              "vm/restored while an incoming migration runs: not a restore from snapshot"},
+  MappingRow{"launcher", "vm-received-paused", "", T::Started, D::Migrated, S::Paused, R::User, E::MigrationEnd,
+             "vm/migration-receive-finished with no vm/resumed: a paused VM was migrated (CompletePaused) and stays paused"},
   MappingRow{"launcher", "vmm-exited-clean", "", T::Stopped, D::Shutdown, S::Shutoff, R::Shutdown, E::None,
              "VMM exited after vmm/shutdown while the VM was not yet Shutoff (e.g. never booted)"},
   MappingRow{"launcher", "vmm-exited-clean-forced", "", T::Stopped, D::Destroyed, S::Shutoff, R::Destroyed, E::None,

@@ -47,6 +47,7 @@ inline constexpr std::string_view kVmShutdownForced = "vm-shutdown-forced";
 inline constexpr std::string_view kVmShutdownDuringReboot = "vm-shutdown-during-reboot";
 inline constexpr std::string_view kVmPausedForMigration = "vm-paused-for-migration";
 inline constexpr std::string_view kVmRestoredForMigration = "vm-restored-for-migration";
+inline constexpr std::string_view kVmReceivedPaused = "vm-received-paused";
 inline constexpr std::string_view kVmmExitedClean = "vmm-exited-clean";
 inline constexpr std::string_view kVmmExitedCleanForced = "vmm-exited-clean-forced";
 inline constexpr std::string_view kVmmKilledOnRequest = "vmm-killed-on-request";

@@ -65,6 +65,30 @@ class CmdHandler {
   virtual common::Result<std::string> get_qemu_version() = 0;
   virtual common::Status sync_cpus(std::string_view vmi_json) = 0;
   virtual common::Status sync_memory(std::string_view vmi_json) = 0;
+  // Live migration (docs/kubevirt.md, "Live migration"). A handler without it refuses.
+  // The target: get ready to receive the VMI's VM (answer once it can).
+  virtual common::Status sync_migration_target(std::string_view vmi_json, const SyncOptions& options) {
+    (void)vmi_json, (void)options;
+    return not_supported("SyncMigrationTarget");
+  }
+  // The source: start sending (answer at once; the domain's metadata follows the migration).
+  // `options_json` is KubeVirt's MigrationOptions as JSON.
+  virtual common::Status migrate(std::string_view vmi_json, std::string_view options_json) {
+    (void)vmi_json, (void)options_json;
+    return not_supported("MigrateVirtualMachine");
+  }
+  virtual common::Status cancel_migration(std::string_view vmi_json) {
+    (void)vmi_json;
+    return not_supported("CancelVirtualMachineMigration");
+  }
+  virtual common::Status finalize_migration(std::string_view vmi_json) {
+    (void)vmi_json;
+    return not_supported("FinalizeVirtualMachineMigration");
+  }
+  virtual common::Status signal_target_pod_cleanup(std::string_view vmi_json) {
+    (void)vmi_json;
+    return not_supported("SignalTargetPodCleanup");
+  }
 
   // ---- the guest agent (docs/guest-agent.md); not implemented: refused ----
   // GetGuestInfo / GetUsers / GetFilesystems: KubeVirt's JSON documents, from the poller's cache.
@@ -90,6 +114,9 @@ class CmdHandler {
   }
 
  protected:
+  static common::Status not_supported(const std::string& rpc) {
+    return common::fail(std::errc::operation_not_supported, rpc + ": not supported");
+  }
   static tl::unexpected<common::Error> not_implemented(const char* rpc) {
     return common::fail(std::errc::function_not_supported, std::string(rpc) + ": not supported");
   }

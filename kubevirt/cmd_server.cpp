@@ -126,6 +126,19 @@ class Routes {
     vmi("ResetVirtualMachine", &CmdHandler::reset);
     vmi("SyncVirtualMachineCPUs", &CmdHandler::sync_cpus);
     vmi("SyncVirtualMachineMemory", &CmdHandler::sync_memory);
+    // Live migration (the handler may refuse it: a hypervisor without it).
+    add<v1::VMIRequest, v1::Response>("SyncMigrationTarget", [&h](const auto& req, auto& out) {
+      answer(&out, "SyncMigrationTarget", [&] {
+        return h.sync_migration_target(req.vmi().vmijson(), to_sync_options(req.options()));
+      });
+    });
+    add<v1::MigrationRequest, v1::Response>("MigrateVirtualMachine", [&h](const auto& req, auto& out) {
+      answer(&out, "MigrateVirtualMachine",
+             [&] { return h.migrate(req.vmi().vmijson(), req.options()); });
+    });
+    vmi("CancelVirtualMachineMigration", &CmdHandler::cancel_migration);
+    vmi("FinalizeVirtualMachineMigration", &CmdHandler::finalize_migration);
+    vmi("SignalTargetPodCleanup", &CmdHandler::signal_target_pod_cleanup);
     add<v1::EmptyRequest, v1::Response>(
         "Ping", [&h](const auto&, auto& out) { answer(&out, "Ping", [&] { return h.ping(); }); });
     add<v1::EmptyRequest, v1::DomainResponse>("GetDomain", [&h](const auto&, auto& out) {
@@ -151,11 +164,6 @@ class Routes {
     // Everything else (docs/kubevirt.md lists why each is not supported): refused at once.
     refuse<v1::FreezeRequest, v1::Response>("FreezeVirtualMachine");
     refuse<v1::VMIRequest, v1::Response>("UnfreezeVirtualMachine");
-    refuse<v1::MigrationRequest, v1::Response>("MigrateVirtualMachine");
-    refuse<v1::VMIRequest, v1::Response>("SyncMigrationTarget");
-    refuse<v1::VMIRequest, v1::Response>("CancelVirtualMachineMigration");
-    refuse<v1::VMIRequest, v1::Response>("SignalTargetPodCleanup");
-    refuse<v1::VMIRequest, v1::Response>("FinalizeVirtualMachineMigration");
     refuse<v1::VMIRequest, v1::Response>("HotplugHostDevices");
     refuse<v1::MemoryDumpRequest, v1::Response>("VirtualMachineMemoryDump");
     refuse<v1::EmptyRequest, v1::SEVInfoResponse>("GetSEVInfo");

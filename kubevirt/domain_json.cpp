@@ -97,6 +97,14 @@ json slice(const std::vector<T>& items, F&& to_json) {
   return a;
 }
 
+json migration_json(const std::optional<DomainMigration>& m) {
+  if (!m) return nullptr;
+  auto time = [](const std::optional<Timestamp>& t) { return t ? json(kubernetes_time(*t)) : json(nullptr); };
+  return {{"UID", m->uid},       {"StartTimestamp", time(m->start)},   {"EndTimestamp", time(m->end)},
+          {"Completed", m->completed}, {"Failed", m->failed}, {"FailureReason", m->failure_reason},
+          {"AbortStatus", m->abort_status}, {"Mode", m->mode}};
+}
+
 json metadata_json(const DomainDocument& d, bool with_grace_period) {
   json grace = nullptr;
   if (with_grace_period) {
@@ -111,7 +119,7 @@ json metadata_json(const DomainDocument& d, bool with_grace_period) {
   return {{"KubeVirt",
            {{"UID", d.vmi_uid},
             {"GracePeriod", grace},
-            {"Migration", nullptr},
+            {"Migration", migration_json(d.migration)},
             {"Backup", nullptr},
             {"AccessCredential", nullptr},
             {"MemoryDump", nullptr}}}};

@@ -55,6 +55,19 @@ struct GuestPanic {
   std::array<std::uint64_t, 5> args{};
 };
 
+// Spec.Metadata.KubeVirt.Migration (api.MigrationMetadata, virtwrap/api/schema.go): how both
+// virt-handlers follow a live migration. Keys are the Go field names.
+struct DomainMigration {
+  std::string uid;  // the migration's UID (MigrationUID(vmi))
+  std::optional<Timestamp> start;
+  std::optional<Timestamp> end;
+  bool completed = false;
+  bool failed = false;
+  std::string failure_reason;
+  std::string abort_status;  // "" | "Aborting" | "Succeeded" | "Failed"
+  std::string mode;          // "PreCopy" | "PostCopy" | "Paused"
+};
+
 // What the guest agent reports of the guest, as api.DomainStatus carries it (schema.go:152-182):
 // Status.OSInfo, Status.Interfaces[] (KubeVirt's agent poller: convertToInterfaces, "lo" left
 // out, the first IPv4 address as Ip), Status.FSFreezeStatus.
@@ -109,6 +122,7 @@ struct DomainDocument {
   events::StateReason reason = events::StateReason::Unknown;
   std::optional<GuestPanic> panic;  // Status.GuestPanicInfo, the latest panic
   int panic_count = 0;              // Status.PanicCount
+  std::optional<DomainMigration> migration;  // Spec.Metadata.KubeVirt.Migration
   // From the guest agent (guest_agent/poller.hpp); empty until it reports.
   GuestOsInfo os_info;                                 // Status.OSInfo
   std::vector<GuestInterfaceStatus> guest_interfaces;  // Status.Interfaces

@@ -89,12 +89,14 @@ void LauncherHandler::attach(launcher::LauncherService& service, const vmi::Chec
   {
     std::lock_guard lock(mu_);
     service_ = &service;
+    auto migration = std::move(doc_.migration);  // a migration target's, set by SyncMigrationTarget
     deleted_ = false;
     launch_end_.reset();
     doc_ = document_of(checked.vmi, checked.caps ? std::string(checked.caps->name) : opts_.hypervisor);
     // virtiofs: KubeVirt's socket path (the launcher's, so here rather than in document_of).
     for (const auto& f : checked.vmi.spec.domain.devices.filesystems)
       if (f.virtiofs) doc_.filesystems.push_back({f.name, launcher::virtiofs_socket_path(opts_.virtiofs_dir, f.name)});
+    doc_.migration = std::move(migration);
     const auto t = vmi::cpu_topology(checked.vmi);
     const auto& cpu = checked.vmi.spec.domain.cpu;
     hotplug_ = Hotplug{t.cores, t.threads, std::max(t.sockets, cpu.max_sockets), 0, 0};
@@ -103,6 +105,10 @@ void LauncherHandler::attach(launcher::LauncherService& service, const vmi::Chec
     hotplug_.max_memory = std::max(hotplug_.memory, max_guest ? max_guest->value : std::int64_t{0});
     doc_.state = events::DomainState::Shutoff;  // defined, not started: KubeVirt's ADDED
     doc_.reason = events::StateReason::Unknown;
+    if (migration_role_ == MigrationRole::Target) {  // receiving: ADDED Paused/Migration
+      doc_.state = events::DomainState::Paused;
+      doc_.reason = events::StateReason::Migration;
+    }
     // A retry after a failed boot: the domain is still defined (Shutoff/Unknown), no new ADDED.
     if (!added_) send_locked(DomainEventType::Added);
     added_ = true;
@@ -135,8 +141,19 @@ void LauncherHandler::on_state(events::DomainState state, events::StateReason re
   if (doc_.state == state && doc_.reason == reason) return;  // nothing virt-handler would see
   doc_.state = state;
   doc_.reason = reason;
+  if (migration_role_ == MigrationRole::Target) on_target_state(state, reason);
+  // CH paused the source for the final memory pass: from here an abort could split the VM.
+  if (migrating_ && state == events::DomainState::Paused && reason == events::StateReason::Migration)
+    final_pause_ = true;
+  // CH's migration-finished: the VM runs on the target (the send's answer may race the VMM's exit).
+  if (migration_role_ == MigrationRole::Source && migrating_ && state == events::DomainState::Shutoff &&
+      reason == events::StateReason::Migrated)
+    source_migrated();
   send_locked(DomainEventType::Modified);
-  if (phase_ == Phase::Launching && state == events::DomainState::Running) {
+  // A received VM that was paused on the source stays paused (Paused/User): it is up too.
+  const bool received_paused = migration_role_ == MigrationRole::Target && state == events::DomainState::Paused &&
+                               reason == events::StateReason::User;
+  if (phase_ == Phase::Launching && (state == events::DomainState::Running || received_paused)) {
     sync_result_ = Status{};
     phase_ = Phase::Running;
     cv_.notify_all();
@@ -293,6 +310,7 @@ Status LauncherHandler::sync(std::string_view vmi_json, const SyncOptions& optio
           beyond_headroom(hotplug_, vmi::parse_vmi(vmi_json).vmi).empty())
         std::erase_if(changed, resizable);
       if (changed.empty()) {
+        if (migrating_) return {};  // the VMM's API is held by the migration
         lock.unlock();
         return sync_hotplug_volumes(doc);
       }
@@ -345,7 +363,7 @@ Status LauncherHandler::sync(std::string_view vmi_json, const SyncOptions& optio
       }
       lock.lock();
       if (phase_ != Phase::Idle) return fail(std::errc::device_or_resource_busy, "another Sync started the domain");
-      request_ = LaunchRequest{std::string(vmi_json), options};
+      request_ = LaunchRequest{std::string(vmi_json), options, std::nullopt};
       launched_spec_ = without_hotplug_volumes(doc).value("spec", Json::object());
       sync_result_.reset();
       phase_ = Phase::Launching;
@@ -558,6 +576,10 @@ Result<std::string> LauncherHandler::get_domain() {
 }
 
 Result<std::string> LauncherHandler::get_domain_stats() {
+  {
+    std::lock_guard lock(mu_);
+    if (migrating_) return stats_cache_;  // the VMM answers nothing until the migration ends
+  }
   // Right after Running the VMM's boot call may still be finishing: status has no "info" until
   // then. Wait a little for it rather than answer with no vCPUs.
   auto st = on_service("domain stats", [](auto& s, auto reply) { s.status(std::move(reply)); });

@@ -20,6 +20,7 @@
 
 #include "kubevirt/cmd_handler.hpp"
 #include "kubevirt/domain_json.hpp"
+#include "kubevirt/migration_relay.hpp"
 #include "kubevirt/launcher_agent.hpp"
 #include "kubevirt/notify_client.hpp"
 #include "vmi/validator.hpp"
@@ -46,6 +47,11 @@ struct LauncherHandlerOptions {
   // --hotplug-disk-dir: where virt-handler mounts hotplugged volumes (<volume>.img, or the
   // block device <volume>).
   std::string hotplug_disk_dir = "/var/run/kubevirt/hotplug-disks";
+  // Where virt-handler puts the live-migration proxy sockets in this pod
+  // (<kubevirt-share-dir>/migrationproxy).
+  std::string migration_proxy_dir = "/var/run/kubevirt/migrationproxy";
+  // Where the launcher's own migration relay socket goes (its state directory).
+  std::string relay_dir = "/var/run/kubevirt-ephemeral-disks/ch-launcher";
   // The guest agent (launcher_agent.hpp): Cloud Hypervisor's hybrid vsock socket (the plan's
   // <state dir>/agent.vsock) and the guest's vsock port; "" = no agent transport on this path.
   std::string agent_vsock_socket;
@@ -60,6 +66,7 @@ class LauncherHandler final : public CmdHandler {
   struct LaunchRequest {
     std::string vmi_json;
     SyncOptions options;
+    std::optional<std::string> incoming_migration;  // receive the VM on this URL (a migration target)
   };
 
   // `notify` may be null (no virt-handler to tell); it must outlive this handler.
@@ -99,6 +106,12 @@ class LauncherHandler final : public CmdHandler {
   common::Result<std::string> get_qemu_version() override;
   common::Status sync_cpus(std::string_view vmi_json) override;
   common::Status sync_memory(std::string_view vmi_json) override;
+  // Live migration (launcher_migration.cpp).
+  common::Status sync_migration_target(std::string_view vmi_json, const SyncOptions& options) override;
+  common::Status migrate(std::string_view vmi_json, std::string_view options_json) override;
+  common::Status cancel_migration(std::string_view vmi_json) override;
+  common::Status finalize_migration(std::string_view vmi_json) override;
+  common::Status signal_target_pod_cleanup(std::string_view vmi_json) override;
   // The guest agent (launcher_agent.cpp).
   common::Result<std::string> get_guest_info() override;
   common::Result<std::string> get_users() override;
@@ -183,6 +196,21 @@ class LauncherHandler final : public CmdHandler {
   // The VMI of SyncVirtualMachineCPUs/Memory when its fields under `field` are within the
   // headroom; else a refusal "<what>: <field path>: why".
   common::Result<vmi::Vmi> within_headroom(std::string_view vmi_json, const std::string& what, const std::string& field);
+  // Live migration (launcher_migration.cpp). The VMM's API is held for the whole migration:
+  // GetDomain answers from doc_, GetDomainStats from the stats taken before it began.
+  enum class MigrationRole { None, Source, Target };
+  MigrationRole migration_role_ = MigrationRole::None;
+  bool migrating_ = false;
+  bool final_pause_ = false;      // the source paused for the final pass: too late to abort
+  bool abort_requested_ = false;  // CancelVirtualMachineMigration cut the relay
+  std::string stats_cache_;
+  std::unique_ptr<MigrationRelay> relay_;
+  // The source's migration ended (the service's loop).
+  void migration_ended(const common::Status& result);
+  // The source's VM went (CH's migration-finished; mu_ held): EndTimestamp, no longer migrating.
+  void source_migrated();
+  // The target's domain changed state (mu_ held): EndTimestamp once the received VM runs.
+  void on_target_state(events::DomainState state, events::StateReason reason);
   // The guest agent (launcher_agent.cpp): made in attach(), gone in finished(); used on the loop.
   std::unique_ptr<AgentLink> agent_;
   void start_agent(launcher::LauncherService& service);

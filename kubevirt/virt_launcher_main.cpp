@@ -226,6 +226,8 @@ int virt_launcher_main(const std::vector<std::string>& argv, const launcher::Run
   ho.namespace_ = get(f, "--namespace", "");
   ho.uid = uid;
   ho.hotplug_disk_dir = get(f, "--hotplug-disk-dir", "/var/run/kubevirt/hotplug-disks");
+  ho.migration_proxy_dir = (share / "migrationproxy").string();
+  ho.relay_dir = lo.state_dir->string();
   // The guest agent: on Cloud Hypervisor the hybrid vsock the plan puts in the state directory
   // (launcher/plan.hpp AgentChannel); on QEMU libvirt holds the channel (not reached yet).
   if (hypervisor == "cloud-hypervisor")
@@ -268,6 +270,7 @@ int virt_launcher_main(const std::vector<std::string>& argv, const launcher::Run
     std::optional<chl::launcher::SmbiosSystem> smbios;
     std::vector<std::string> preallocated;
     std::uint32_t balloon_stats = 0;
+    std::optional<std::string> incoming_migration;
     if (standalone) {
       vmi_text = std::move(*standalone);
       standalone.reset();
@@ -280,11 +283,13 @@ int virt_launcher_main(const std::vector<std::string>& argv, const launcher::Run
         smbios = chl::launcher::SmbiosSystem{s->manufacturer, s->product, s->version, s->sku, s->family};
       preallocated = req->options.preallocated_volumes;
       balloon_stats = req->options.mem_balloon_stats_period;
+      incoming_migration = req->incoming_migration;
     }
     chl::launcher::LaunchOptions this_launch = lo;
     this_launch.smbios = smbios;
     this_launch.preallocated_volumes = std::move(preallocated);
     this_launch.mem_balloon_stats_period = balloon_stats;
+    this_launch.incoming_migration = incoming_migration;
     launcher::LaunchHooks hooks;
     hooks.vmi_text = vmi_text;
     hooks.on_failure = [&handler](const std::string& msg, int) { handler.launch_failed(msg); };

@@ -26,6 +26,14 @@
 
 namespace chl::launcher {
 
+// An outgoing live migration (Driver::send_migration).
+struct MigrationSend {
+  std::string destination;       // "unix:<path>": the migration proxy's socket in this pod
+  std::uint64_t downtime_ms = 0;  // 0: the VMM's default
+  std::uint64_t timeout_s = 0;    // 0: the VMM's default
+  bool ignore_timeout = false;    // at the timeout: pause and finish (else cancel)
+};
+
 class Driver {
  public:
   using EventSink = std::function<void(const events::DomainEvent&)>;
@@ -79,6 +87,18 @@ class Driver {
   // CPU and memory hotplug within the headroom the VM was created with (maxSockets, maxGuest):
   // the vCPU count and the guest memory in bytes, each when given.
   virtual common::Status resize(std::optional<std::uint32_t> vcpus, std::optional<std::uint64_t> memory_bytes) = 0;
+  // Live migration. Send: the VM goes to `m.destination`, blocking until it is there (the VMM
+  // then ends) or the migration failed (the VM runs on here). Receive: the VMM, with no VM yet,
+  // waits on `receiver` ("unix:<path>") for one and runs it. Both block for the whole migration
+  // and are never timed out by the launcher (a migration of a large guest takes minutes).
+  virtual common::Status send_migration(const MigrationSend& m) {
+    (void)m;
+    return common::fail(std::errc::operation_not_supported, "live migration: not supported by " + hypervisor());
+  }
+  virtual common::Status receive_migration(const std::string& receiver) {
+    (void)receiver;
+    return common::fail(std::errc::operation_not_supported, "live migration: not supported by " + hypervisor());
+  }
 };
 
 }  // namespace chl::launcher

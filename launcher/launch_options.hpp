@@ -64,6 +64,8 @@ struct LaunchOptions {
   std::string accel = "auto";
   // Start the VM from this snapshot directory instead of creating and booting it.
   std::optional<std::filesystem::path> restore_from;
+  // Receive the VM from a live migration on this URL ("unix:<path>") instead of creating it.
+  std::optional<std::string> incoming_migration;
   // The launcher's own seccomp filter: "enforce", "log" or "off" (sandbox/seccomp_filter.hpp).
   std::string seccomp = "enforce";
   // Deadline of one VMM API call; default 5 s for quick calls, 30 s for create/boot/shutdown.

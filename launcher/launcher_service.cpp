@@ -131,7 +131,12 @@ int LauncherService::run() {
 
   on_worker([this]() -> Result<json> {
     std::optional<std::string> pty;
-    if (opts_.restore_from) {
+    if (opts_.incoming_migration) {
+      // An empty VMM receives the VM from the migration source; it arrives running (or paused).
+      CHL_TRY_VOID(common::wrap(driver_->receive_migration(*opts_.incoming_migration), "receiving the migrating VM"));
+      CHL_TRY(auto p, common::wrap(driver_->console_pty(), "reading the received VM's console"));
+      pty = std::move(p);
+    } else if (opts_.restore_from) {
       const std::string from = opts_.restore_from->string();
       CHL_TRY_VOID(common::wrap(driver_->restore(*opts_.restore_from), "restoring the VM from " + from));
       CHL_TRY(auto p, common::wrap(driver_->console_pty(), "reading the restored VM's console"));
@@ -293,6 +298,8 @@ int LauncherService::exit_code() const {
       // Failed: the VM ended without anyone asking (the launcher lost its VMM's event monitor
       // and ended it): to the VMI's owner that is a crash, not a requested stop.
       if (driver_->reason() == events::StateReason::Failed) return kExitCrashed;
+      // Migrated: the VM went to another launcher, which runs it now.
+      if (driver_->reason() == events::StateReason::Migrated) return kExitClean;
       return driver_->reason() == events::StateReason::Shutdown ? kExitClean : kExitForcedOff;
     case DomainState::Crashed:
       return kExitCrashed;
@@ -580,6 +587,19 @@ void LauncherService::resize(std::optional<std::uint32_t> vcpus, std::optional<s
     if (memory_bytes) j["memory"] = *memory_bytes;
     CHL_LOG_INFO("resized: {}", j.dump());
     return j;
+  }, std::move(reply));
+}
+
+void LauncherService::migrate(MigrationSend m, Reply reply) {
+  auto st = driver_->state();
+  if ((st != DomainState::Running && st != DomainState::Paused) || stopping_)
+    return reply(state_error("migrate", "Running or Paused"));
+  // On the worker for the whole migration: the VMM answers nothing else meanwhile, so the
+  // calls queued behind it wait too (the transport answers from its own state).
+  on_worker([this, m = std::move(m)]() -> Result<json> {
+    CHL_LOG_INFO("live migration to {} (timeout {} s)", m.destination, m.timeout_s);
+    CHL_TRY_VOID(driver_->send_migration(m));
+    return json{{"migrated", m.destination}};
   }, std::move(reply));
 }
 

@@ -62,6 +62,8 @@ struct ServiceOptions {
   // Start from a snapshot (`run --restore DIR`) instead of creating and booting the VM: the VMM
   // restores it paused, the console is attached, then it is resumed.
   std::optional<std::filesystem::path> restore_from;
+  // Receive the VM from a live migration on this URL ("unix:<path>") instead of creating it.
+  std::optional<std::string> incoming_migration;
 };
 
 class LauncherService {
@@ -96,6 +98,8 @@ class LauncherService {
   void remove_device(const std::string& id, Reply reply);
   // CPU/memory hotplug (Driver::resize), Running or Paused; replies {"vcpus", "memory"} as asked.
   void resize(std::optional<std::uint32_t> vcpus, std::optional<std::uint64_t> memory_bytes, Reply reply);
+  // Live migration out (Driver::send_migration), Running or Paused; replies once it ended.
+  void migrate(MigrationSend m, Reply reply);
 
   // SIGTERM/SIGINT handled another way (virt-launcher mode: KubeVirt's monitor marks the domain
   // for graceful shutdown and lets virt-handler stop it, pkg/virt-launcher/monitor.go): `hook`

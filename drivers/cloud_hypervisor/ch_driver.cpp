@@ -262,6 +262,32 @@ Status CloudHypervisorDriver::restore(const std::filesystem::path& dir) {
   return {};
 }
 
+// CH v52 vm.send-migration / vm.receive-migration (vmm/src/lib.rs:2502-2640): both run on the
+// VMM's control thread until the migration ends, so every other API call waits behind them;
+// the client's migration budget (ClientOptions::migration_timeout) is set long by the caller.
+Status CloudHypervisorDriver::send_migration(const launcher::MigrationSend& m) {
+  vmm_api::SendMigrationData tx;
+  tx.destination_url = m.destination;
+  tx.connections = 1;  // unix: allows one connection only (VmSendMigrationData::validate)
+  if (m.downtime_ms > 0) tx.downtime_ms = m.downtime_ms;
+  if (m.timeout_s > 0) tx.timeout_s = m.timeout_s;
+  tx.timeout_strategy = m.ignore_timeout ? "Ignore" : "Cancel";
+  return client_.vm_send_migration(tx);
+}
+
+Status CloudHypervisorDriver::receive_migration(const std::string& receiver) {
+  vmm_api::ReceiveMigrationData rx;
+  rx.receiver_url = receiver;
+  CHL_TRY_VOID(client_.vm_receive_migration(rx));
+  // CH v52 answers 204 after an aborted receive too (migration-receive-failed): only a VM that
+  // exists now was received.
+  CHL_TRY(auto info, client_.vm_info());
+  if (info.state != vmm_api::VmState::Running && info.state != vmm_api::VmState::Paused)
+    return fail(std::errc::io_error, std::string("the incoming migration did not complete: the VM is ") + std::string(vmm_api::to_string(info.state)));
+  learn_version();
+  return {};
+}
+
 Result<json> CloudHypervisorDriver::add_disk(const json& disk) {
   auto parsed = vmm_api::from_json_value<vmm_api::DiskConfig>(disk, "disk");
   if (!parsed) return tl::unexpected(parsed.error());

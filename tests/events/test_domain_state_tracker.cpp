@@ -292,6 +292,20 @@ TEST_CASE("incoming migration: Paused/Migration until received - then Running/Mi
   r.expect(DomainState::Running, StateReason::Migrated);
 }
 
+TEST_CASE("incoming migration of a paused VM (CompletePaused): no vm/resumed - it stays Paused/User") {
+  Run r;
+  r.feed("vmm", "starting");
+  r.feed("vm", "migration-receive-started");
+  r.feed("vm", "restoring");
+  r.feed("vm", "restored");
+  r.expect(DomainState::Paused, StateReason::Migration);
+  auto out = r.feed("vm", "migration-receive-finished");
+  REQUIRE(out.size() == 1);
+  CHECK(out.at(0).type == DomainEventType::Started);
+  CHECK(out.at(0).detail == EventDetail::Migrated);
+  r.expect(DomainState::Paused, StateReason::User);
+}
+
 TEST_CASE("restore from a snapshot: Paused/FromSnapshot - then resumed") {
   Run r;
   r.feed("vm", "restoring");

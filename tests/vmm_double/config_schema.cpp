@@ -534,7 +534,12 @@ const SchemaType& receive_migration_type() {
 
 const SchemaType& send_migration_type() {
   static const SchemaType* t = struct_of(
-      "VmSendMigrationData", {req("destination_url", t_string()), def("local", t_bool(), false)});
+      "VmSendMigrationData",
+      {req("destination_url", t_string()), def("local", t_bool(), false),
+       // CH v52 vmm/src/api/mod.rs:310-333 (NonZero fields: 0 is refused in the handler)
+       def("downtime_ms", t_u64(), 300), def("timeout_s", t_u64(), 3600),
+       def("timeout_strategy", enum_of("TimeoutStrategy", {"Cancel", "Ignore"}), "Cancel"),
+       def("connections", t_u32(), 1)});
   return *t;
 }
 

@@ -385,9 +385,14 @@ int Vmm::run() {
     std::vector<std::uint64_t> tags;
     http_.fill_poll(fds, tags);
     const std::size_t http_count = fds.size();
-    enum Extra : std::uint64_t { kSignal = 1, kEvents, kSerialIn, kSerialOut };
+    enum Extra : std::uint64_t { kSignal = 1, kEvents, kSerialIn, kSerialOut, kMigration };
     std::vector<std::uint64_t> extra;
-    if (signal_fd_) {
+    if (migration_ && migration_->poll_entry().fd >= 0) {
+      fds.push_back(migration_->poll_entry());
+      extra.push_back(kMigration);
+    }
+    // CH's control loop is inside the migration: a signal waits until it ends.
+    if (signal_fd_ && !migration_) {
       fds.push_back({signal_fd_.get(), POLLIN, 0});
       extra.push_back(kSignal);
     }
@@ -448,6 +453,10 @@ int Vmm::run() {
           }
           case kSerialOut:
             if (serial_) serial_->flush();
+            break;
+          case kMigration:
+            if (migration_) migration_->ready(p.revents);
+            if (migration_ && migration_->finished()) migration_.reset();
             break;
           default:
             break;
@@ -581,17 +590,8 @@ Reply Vmm::dispatch(HttpRequest& req, const std::string& endpoint) {
   if (endpoint == "vm.resize") return vm_resize(body);
   if (endpoint == "vm.snapshot") return vm_snapshot(body);
   if (endpoint == "vm.restore") return vm_restore(body);
-  if (endpoint == "vm.send-migration") {
-    if (!vm_)
-      return api_error(endpoint,
-                       {"Failed to send migratable component snapshot", "VM is not running"});
-    return api_error(endpoint, {"Failed to send migratable component snapshot",
-                                "vmm-double cannot migrate (it is a test double)"});
-  }
-  if (endpoint == "vm.receive-migration") {
-    return api_error(endpoint, {"Failed to receive migratable component snapshot",
-                                "vmm-double cannot migrate (it is a test double)"});
-  }
+  if (endpoint == "vm.send-migration") return vm_send_migration(body, req.conn);
+  if (endpoint == "vm.receive-migration") return vm_receive_migration(body, req.conn);
   // Routes CH has that the double does not model.
   if (!config_) return api_error(endpoint, {"VM is not created"});
   return api_error(endpoint, {"vmm-double does not implement " + endpoint});

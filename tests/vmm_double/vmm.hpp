@@ -6,6 +6,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "tests/vmm_double/event_monitor.hpp"
 #include "tests/vmm_double/faults.hpp"
 #include "tests/vmm_double/http_server.hpp"
+#include "tests/vmm_double/migration.hpp"
 #include "tests/vmm_double/hybrid_vsock.hpp"
 #include "tests/vmm_double/serial_port.hpp"
 #include "tests/vmm_double/tap_device.hpp"
@@ -33,7 +35,7 @@ struct Reply {
   bool hold = false;
 };
 
-class Vmm {
+class Vmm final : private MigrationVm {
  public:
   Vmm(CliOptions opts, Faults faults);
   // Runs until vmm.shutdown, guest power-off or SIGTERM/SIGINT; returns the exit code.
@@ -122,6 +124,24 @@ class Vmm {
   void close_events(const std::string& phase);
   void log(int level, const std::string& msg) const;
 
+  // --- live migration (vmm_migration.cpp; the protocol in migration.hpp) ---
+  Reply vm_send_migration(const Json& body, std::uint64_t conn);
+  Reply vm_receive_migration(const Json& body, std::uint64_t conn);
+  void migration_event(const std::string& event) override;
+  void migration_event(const std::string& event,
+                       const std::map<std::string, std::string>& properties) override;
+  Json migration_config() override;
+  std::uint64_t guest_ram() override;
+  std::uint64_t dirty_bytes() override;
+  bool pause_for_migration() override;
+  Json guest_snapshot() override;
+  void send_finished(const std::vector<std::string>& chain) override;
+  std::vector<std::string> receive_config(const Json& migration_config) override;
+  std::vector<std::string> receive_state(const Json& snapshot) override;
+  std::vector<std::string> receive_complete(bool resume) override;
+  void receive_finished(bool aborted, const std::vector<std::string>& chain) override;
+  void migration_answer(int status, const std::string& body);
+
   CliOptions opts_;
   Faults faults_;
   EventMonitor events_;
@@ -167,6 +187,10 @@ class Vmm {
 
   std::vector<Timer> timers_;
   std::optional<std::uint64_t> held_conn_;  // API blocked behind this request
+  std::unique_ptr<Migration> migration_;    // a send or receive in progress (API held)
+  std::uint64_t migration_conn_ = 0;
+  bool migration_was_running_ = false;
+  unsigned dirty_heartbeat_ = 0;            // the heartbeat the last dirty log saw
   std::optional<int> exit_code_;
 };
 

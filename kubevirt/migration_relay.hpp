@@ -1,0 +1,52 @@
+#pragma once
+// The launcher's relay of an outgoing live migration (docs/kubevirt.md, "Live migration").
+// Cloud Hypervisor v52 has no cancel and no progress API, so it does not send to the migration
+// proxy's socket directly: it sends to a socket of ours, and a thread copies the stream both ways
+// to virt-handler's <vmiUID>-49152-source.sock. Closing both ends aborts the migration: CH's
+// send fails, and CH resumes the VM (vmm/src/lib.rs vm_send_migration). The byte count is the
+// progress.
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "common/error.hpp"
+#include "common/unique_fd.hpp"
+
+namespace chl::kubevirt {
+
+class MigrationRelay {
+ public:
+  // Listen on `listen_path` (a stale file removed); the first connection is relayed to a new
+  // connection to `destination`.
+  static common::Result<std::unique_ptr<MigrationRelay>> start(std::filesystem::path listen_path,
+                                                               std::filesystem::path destination);
+  ~MigrationRelay();  // aborts what is still relayed, joins the thread, removes the socket
+  MigrationRelay(const MigrationRelay&) = delete;
+  MigrationRelay& operator=(const MigrationRelay&) = delete;
+
+  // Cut the stream: both connections are shut down (any thread).
+  void abort();
+  [[nodiscard]] std::uint64_t bytes_sent() const { return sent_.load(); }
+  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
+
+ private:
+  MigrationRelay() = default;
+  void run();
+
+  std::filesystem::path path_;
+  std::filesystem::path destination_;
+  common::UniqueFd listener_;
+  common::UniqueFd wake_read_;
+  common::UniqueFd wake_write_;
+  std::atomic<std::uint64_t> sent_{0};
+  std::atomic<bool> abort_{false};
+  std::mutex mu_;  // guards the two connections' fds, for abort() from another thread
+  int vmm_fd_ = -1;
+  int proxy_fd_ = -1;
+  std::thread thread_;
+};
+
+}  // namespace chl::kubevirt
