@@ -99,6 +99,20 @@ struct Pod {
   fs::path runtime_dir() const { return dir.path() / "run"; }  // XDG_RUNTIME_DIR (KubeVirt: /var/run)
 
   void start() {
+    // A launcher in a pod namespace needs a libvirt daemon in that namespace; the daemons an
+    // earlier case's launcher started end themselves 5 s after their last launcher is gone
+    // (a killed one included: docs/qemu.md), so wait for them rather than find them running.
+    if (kQemu && !prefix.empty()) {
+      std::ifstream pidfile("/run/ch-launcher/libvirt/libvirtd.pid");
+      long pid = 0;
+      if (pidfile >> pid && pid > 0)
+        (void)chl::test::wait_until(15s, [pid] {  // gone, or a zombie a pid 1 does not reap
+          std::ifstream st("/proc/" + std::to_string(pid) + "/stat");
+          std::string text((std::istreambuf_iterator<char>(st)), std::istreambuf_iterator<char>());
+          const auto close = text.rfind(')');
+          return close == std::string::npos || close + 2 >= text.size() || text[close + 2] == 'Z';
+        });
+    }
     fs::create_directories(cdisks() / "kernel-boot");
     fs::copy_file(chl::test::guest_kernel(), cdisks() / "kernel-boot" / "guest.elf");
     fs::create_directories(share());
