@@ -398,39 +398,6 @@ void LauncherService::kill(Reply reply) {
   reply(json{{"killing", true}});
 }
 
-void LauncherService::bound_exit(std::chrono::seconds within, const std::string& why) {
-  if (torn_down_) return;
-  const auto by = std::chrono::steady_clock::now() + within;
-  if (exit_by_ && *exit_by_ <= by) return;  // an earlier bound holds
-  exit_by_ = by;
-  exit_deadline_.expires_at(by);
-  exit_deadline_.async_wait([this, within, why](boost::system::error_code ec) {
-    if (ec || torn_down_) return;
-    abandon("the VM has not ended " + std::to_string(within.count()) + " s after " + why);
-  });
-}
-
-void LauncherService::abandon(const std::string& why) {
-  if (torn_down_) return;
-  CHL_LOG_ERROR("{}: killing the VMM and leaving without its final event", why);
-  forced_ = true;
-  stopping_ = true;
-  driver_->request_stop(events::StopRequest::Forced);
-  driver_->kill_vmm();
-  abandoned_ = true;
-  // The end, as the launcher leaves it: the VMM was killed (and dies with the launcher anyway:
-  // PR_SET_PDEATHSIG on Cloud Hypervisor, AUTODESTROY on libvirt once the connection closes).
-  events::DomainEvent e;
-  e.type = events::DomainEventType::Stopped;
-  e.detail = events::EventDetail::Destroyed;
-  e.state = DomainState::Shutoff;
-  e.reason = events::StateReason::Destroyed;
-  e.cause = "launcher/abandoned";
-  e.properties = {{"error", why}};
-  bus_.publish(e);
-  teardown();
-}
-
 void LauncherService::power_button(Reply reply) {
   if (torn_down_ || driver_->state() != DomainState::Running) return reply(state_error("press the power button", "Running"));
   // The guest decides: a power-off it does is still Shutoff/Shutdown.
