@@ -20,7 +20,8 @@ using Json = nlohmann::json;
 
 void LauncherHandler::mark_graceful_shutdown() {
   std::lock_guard lock(mu_);
-  if ((phase_ != Phase::Running && phase_ != Phase::Launching) || doc_.marked_for_graceful_shutdown) return;
+  if ((phase_ != Phase::Running && phase_ != Phase::Launching) || doc_.marked_for_graceful_shutdown)
+    return;
   // MarkGracefulShutdownVMI (manager.go): a metadata change, sent as its own MODIFIED event
   // (notify-client/client.go); virt-handler then shuts a Running VMI's domain down (vm.go:1363).
   doc_.marked_for_graceful_shutdown = true;
@@ -29,7 +30,8 @@ void LauncherHandler::mark_graceful_shutdown() {
 
 bool LauncherHandler::off_or_stopping_locked() const {
   using S = events::DomainState;
-  return doc_.state == S::ShuttingDown || doc_.state == S::Shutoff || doc_.state == S::Crashed || doc_.state == S::NoState;
+  return doc_.state == S::ShuttingDown || doc_.state == S::Shutoff || doc_.state == S::Crashed ||
+         doc_.state == S::NoState;
 }
 
 bool LauncherHandler::finished(int exit_code) {
@@ -57,14 +59,16 @@ bool LauncherHandler::finished(int exit_code) {
       gone_now();
       send_locked(DomainEventType::Modified);
       added_ = false;
-    } else if (added_ && (doc_.state != events::DomainState::Shutoff || doc_.reason != events::StateReason::Unknown)) {
+    } else if (added_ && (doc_.state != events::DomainState::Shutoff ||
+                          doc_.reason != events::StateReason::Unknown)) {
       doc_.state = events::DomainState::Shutoff;
       doc_.reason = events::StateReason::Unknown;
       send_locked(DomainEventType::Modified);
     }
     cv_.notify_all();
     lock.unlock();
-    CHL_LOG_WARN("virt-launcher: starting the VM failed, waiting for virt-handler's next Sync: {}", error);
+    CHL_LOG_WARN("virt-launcher: starting the VM failed, waiting for virt-handler's next Sync: {}",
+                 error);
     k8s_event("Warning", "SyncFailed", "starting the VM: " + error);
     return false;
   }
@@ -73,9 +77,10 @@ bool LauncherHandler::finished(int exit_code) {
   // waitForFinalNotify keeps its launcher up (cmd/virt-launcher/virt-launcher.go:286-343).
   if (launch_end_) {
     if (phase_ == Phase::Launching)
-      sync_result_ = fail(std::errc::io_error, std::string("the domain did not start: ") +
-                                                   std::string(events::to_string(launch_end_->first)) + " (" +
-                                                   std::string(events::to_string(launch_end_->second)) + ")");
+      sync_result_ =
+          fail(std::errc::io_error, std::string("the domain did not start: ") +
+                                        std::string(events::to_string(launch_end_->first)) + " (" +
+                                        std::string(events::to_string(launch_end_->second)) + ")");
     if (doc_.state != launch_end_->first || doc_.reason != launch_end_->second) {
       doc_.state = launch_end_->first;
       doc_.reason = launch_end_->second;
@@ -83,20 +88,25 @@ bool LauncherHandler::finished(int exit_code) {
     }
     launch_end_.reset();
   }
-  if (!sync_result_) sync_result_ = fail(std::errc::io_error, "the launcher ended (exit " + std::to_string(exit_code) + ")");
+  if (!sync_result_)
+    sync_result_ =
+        fail(std::errc::io_error, "the launcher ended (exit " + std::to_string(exit_code) + ")");
   phase_ = Phase::Stopped;
   cv_.notify_all();
   if (!added_) {
     phase_ = Phase::Finished;
     return true;
   }
-  CHL_LOG_INFO("virt-launcher: the VM has stopped; waiting up to {} ms for virt-handler's DeleteDomain",
-               opts_.delete_wait.count());
+  CHL_LOG_INFO(
+      "virt-launcher: the VM has stopped; waiting up to {} ms for virt-handler's DeleteDomain",
+      opts_.delete_wait.count());
   if (!cv_.wait_for(lock, opts_.delete_wait, [this] { return deleted_; })) {
     // KubeVirt kills the domain then (a no-op: it is off) and waits for any event, at most 30 s.
-    CHL_LOG_WARN("virt-launcher: no DeleteDomain within {} ms; the domain is off (kill: nothing to do); waiting up "
-                 "to {} ms more",
-                 opts_.delete_wait.count(), opts_.after_kill_wait.count());
+    CHL_LOG_WARN(
+        "virt-launcher: no DeleteDomain within {} ms; the domain is off (kill: nothing to do); "
+        "waiting up "
+        "to {} ms more",
+        opts_.delete_wait.count(), opts_.after_kill_wait.count());
     cv_.wait_for(lock, opts_.after_kill_wait, [this] { return deleted_; });
   }
   phase_ = Phase::Finished;
@@ -143,7 +153,8 @@ Status LauncherHandler::kill(std::string_view) {
   // KillVMI (manager.go:2196-2234): Running, Paused or ShuttingDown -> destroyed; gone or off:
   // nothing to do, success.
   const auto off = [this] {
-    return (phase_ != Phase::Running && phase_ != Phase::Launching) || doc_.state == events::DomainState::Shutoff ||
+    return (phase_ != Phase::Running && phase_ != Phase::Launching) ||
+           doc_.state == events::DomainState::Shutoff ||
            doc_.state == events::DomainState::Crashed || doc_.state == events::DomainState::NoState;
   };
   {
