@@ -88,18 +88,22 @@ void check_final_notification(const chl::test::TestNotifyServer& notify) {
 // not (issue 29, item 5); the double and QEMU's does.
 bool guest_honours_acpi() { return kQemu || !chl::test::using_real_vmm(); }
 
+// A guest runs here and powers off on the power button; else false, having said why.
+bool cooperative_guest_runnable() {
+  if (!guest_runnable()) return false;
+  if (guest_honours_acpi()) return true;
+  chl::test::skip(
+      "the PVH guest does not power off on a real Cloud Hypervisor's power button (issue 29, "
+      "item 5)");
+  return false;
+}
+
 }  // namespace
 
 TEST_CASE("virt-launcher lifecycle (" CHL_VL_HYPERVISOR
           "): VMI deleted, the guest powers off -> Succeeded, re-Sync of a Running VMI sends "
           "nothing, DeletionTimestamp set once, exit 0 after DeleteDomain") {
-  if (!guest_runnable()) return;
-  if (!guest_honours_acpi()) {
-    chl::test::skip(
-        "the PVH guest does not power off on a real Cloud Hypervisor's power button (issue 29, "
-        "item 5)");
-    return;
-  }
+  if (!cooperative_guest_runnable()) return;
   Pod pod;
   pod.vmi_name = kName;
   chl::test::TestNotifyServer notify(pod.share() / "domain-notify-pipe.sock");
@@ -182,13 +186,7 @@ TEST_CASE("virt-launcher lifecycle (" CHL_VL_HYPERVISOR
 TEST_CASE("virt-launcher lifecycle (" CHL_VL_HYPERVISOR
           "): pod deleted (SIGTERM) -> MarkedForGracefulShutdown, virt-handler shuts down -> "
           "Succeeded, exit 0") {
-  if (!guest_runnable()) return;
-  if (!guest_honours_acpi()) {
-    chl::test::skip(
-        "the PVH guest does not power off on a real Cloud Hypervisor's power button (issue 29, "
-        "item 5)");
-    return;
-  }
+  if (!cooperative_guest_runnable()) return;
   Pod pod;
   pod.vmi_name = kName;
   chl::test::TestNotifyServer notify(pod.share() / "domain-notify-pipe.sock");
@@ -223,13 +221,7 @@ TEST_CASE("virt-launcher lifecycle (" CHL_VL_HYPERVISOR
 
 TEST_CASE("virt-launcher lifecycle (" CHL_VL_HYPERVISOR
           "): the Shutoff domain is served until DeleteDomain, Shutdown and Kill are no-ops then") {
-  if (!guest_runnable()) return;
-  if (!guest_honours_acpi()) {
-    chl::test::skip(
-        "the PVH guest does not power off on a real Cloud Hypervisor's power button (issue 29, "
-        "item 5)");
-    return;
-  }
+  if (!cooperative_guest_runnable()) return;
   Pod pod;
   pod.vmi_name = kName;
   chl::test::TestNotifyServer notify(pod.share() / "domain-notify-pipe.sock");
