@@ -30,7 +30,7 @@ std::vector<milliseconds> fail_until(ReconnectBackoff& b, TimePoint& t, TimePoin
   return waits;
 }
 
-TEST_CASE("backoff: no agent: 1 s doubling to 10 s for five minutes, then on to one a minute") {
+TEST_CASE("backoff: no agent: 1 s doubling to 10 s for five minutes and then on to one a minute") {
   const TimePoint t0{};
   ReconnectBackoff b(BackoffOptions{}, t0);
   TimePoint t = t0;
@@ -54,7 +54,7 @@ TEST_CASE("backoff: no agent: 1 s doubling to 10 s for five minutes, then on to 
 }
 
 TEST_CASE(
-    "backoff: an agent that comes up late is found within a minute, then the schedule is reset") {
+    "backoff: an agent that comes up late is found within a minute and the schedule is reset") {
   const TimePoint t0{};
   ReconnectBackoff b(BackoffOptions{}, t0);
   TimePoint t = t0;
@@ -67,7 +67,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "backoff: a guest reboot after hours connected: retried promptly again for five minutes") {
+    "backoff: a guest reboot after hours connected is retried promptly again for five minutes") {
   const TimePoint t0{};
   ReconnectBackoff b(BackoffOptions{}, t0);
   TimePoint t = t0 + seconds(2);
@@ -80,7 +80,7 @@ TEST_CASE(
   CHECK(fail_until(b, t, t + seconds(200)).back() > seconds(10));  // the agent did not come back
 }
 
-TEST_CASE("backoff: an idle_max below max is taken as max: the waits never shorten") {
+TEST_CASE("backoff: an idle_max below max is taken as max (the waits never shorten)") {
   BackoffOptions o;
   o.idle_max = milliseconds(5000);  // below max: ignored, max holds
   const TimePoint t0{};
@@ -91,8 +91,8 @@ TEST_CASE("backoff: an idle_max below max is taken as max: the waits never short
 }
 
 TEST_CASE(
-    "agent client: after patience without an answer the attempts slow down; a lost connection "
-    "makes them prompt again") {
+    "agent client: the attempts slow down once the patience is over and are prompt again "
+    "after a lost connection") {
   auto shared = std::make_shared<PairConnector::Shared>();
   LoopThread loop;
   guest_agent::ClientOptions o;
