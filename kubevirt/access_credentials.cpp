@@ -241,6 +241,7 @@ void AccessCredentials::start() {
 void AccessCredentials::stop() {
   if (!running_) return;
   running_ = false;
+  in_pass_ = false;  // a pass under way is abandoned: its replies find gen_ moved on
   ++gen_;
   batch_.cancel();
   resync_.cancel();
@@ -331,8 +332,16 @@ void AccessCredentials::maybe_pass() {
 
 void AccessCredentials::report(bool succeeded, std::string message) {
   if (!succeeded) pass_failed_ = true;
-  if (!succeeded) CHL_LOG_WARN("access credentials: {}", message);
-  if (on_result_) on_result_(AccessCredentialResult{succeeded, std::move(message)});
+  AccessCredentialResult r{succeeded, std::move(message)};
+  // Logged when it changes (an agent-less VM would say "offline" at every batch tick).
+  if (!(r == last_)) {
+    if (succeeded)
+      CHL_LOG_INFO("access credentials: applied through the guest agent");
+    else
+      CHL_LOG_WARN("access credentials: {}", r.message);
+    last_ = r;
+  }
+  if (on_result_) on_result_(r);
 }
 
 // reloadCredentialFiles (access_credentials.go:488-553), one agent command at a time.

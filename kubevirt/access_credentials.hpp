@@ -123,8 +123,9 @@ class AccessCredentials : public std::enable_shared_from_this<AccessCredentials>
   bool reload_ = true;   // watchSecrets' `reload`: the next tick or change runs a pass
   bool changed_ = true;  // `fileChangeDetected`
   bool in_pass_ = false;
-  bool pass_failed_ = false;  // this pass reported an error (`reportedErr`)
-  std::size_t gen_ = 0;       // bumps on stop: late agent replies leave
+  bool pass_failed_ = false;                         // this pass reported an error (`reportedErr`)
+  std::size_t gen_ = 0;                              // bumps on stop: late agent replies leave
+  AccessCredentialResult last_{true, "(none yet)"};  // the last result reported, for the log
   AccessCredentialStats stats_;
 };
 
