@@ -7,6 +7,7 @@
 // namespaces are not used here (the VMIs have no interfaces: those are refused for now).
 #include <cstdlib>
 #include <regex>
+#include <thread>
 
 #include "tests/kubevirt/migration_proxy.hpp"
 #include "tests/kubevirt/virt_launcher_harness.hpp"
@@ -64,6 +65,26 @@ unsigned last_heartbeat(const std::string& text) {
   return last;
 }
 
+// GuestPing as virt-probe sends it (cmd-client GuestPing): true when it answered success.
+bool guest_ping(v1::Cmd::Stub& cmd) {
+  v1::GuestPingRequest req;
+  req.set_domainname("default_testvm");
+  req.set_timeoutseconds(1);
+  v1::GuestPingResponse out;
+  return call([&](auto& c) { return cmd.GuestPing(&c, req, &out); }, 10s).ok() &&
+         out.response().success();
+}
+
+// The files under `dir` named `name` (the pod's generated media live in its state directory).
+std::vector<fs::path> files_named(const fs::path& dir, const std::string& name) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
+       it.increment(ec))
+    if (it->path().filename() == name) out.push_back(it->path());
+  return out;
+}
+
 // A running source launcher, a target launcher, and the proxy between their pods.
 struct TwoPods {
   Pod src;
@@ -110,11 +131,19 @@ struct TwoPods {
     REQUIRE_MESSAGE(p, (p ? "" : p.error().message()));
     proxy = std::move(*p);
   }
-  v1::Response migrate(const std::string& vmi = migrating_vmi()) {
+  // MigrationOptions as virt-handler marshals them (cmd-client/client.go:81; Bandwidth is a
+  // resource.Quantity, a string).
+  static std::string options(const std::string& bandwidth = "0", int progress_timeout = 150) {
+    return R"({"Bandwidth":")" + bandwidth + R"(","ProgressTimeout":)" +
+           std::to_string(progress_timeout) +
+           R"(,"CompletionTimeoutPerGiB":150,"UnsafeMigration":false,"AllowAutoConverge":false,)"
+           R"("AllowPostCopy":false})";
+  }
+  v1::Response migrate(const std::string& vmi = migrating_vmi(),
+                       const std::string& opts = options()) {
     v1::MigrationRequest req;
     req.mutable_vmi()->set_vmijson(vmi);
-    req.set_options(R"({"Bandwidth":"0","ProgressTimeout":150,"CompletionTimeoutPerGiB":150,)"
-                    R"("UnsafeMigration":false,"AllowAutoConverge":false,"AllowPostCopy":false})");
+    req.set_options(opts);
     v1::Response r;
     REQUIRE(call([&](auto& c) { return src_cmd->MigrateVirtualMachine(&c, req, &r); }, 20s).ok());
     return r;
@@ -293,6 +322,10 @@ TEST_CASE(
     CHECK(stats.response().success());
     CHECK(std::chrono::steady_clock::now() - t0 < 2s);
   }
+  // GuestPing answers success on both sides while the migration runs (manager.go GuestPing:
+  // isLiveMigrationInProgress), whether or not a guest agent is there to answer.
+  CHECK(guest_ping(*p.src_cmd));
+  CHECK(guest_ping(*p.dst_cmd));
   (void)p.dst.child.kill_and_reap();  // the target pod dies (its VMM with it)
   p.proxy->release();
   REQUIRE_MESSAGE(chl::test::wait_until(30s,
@@ -396,4 +429,94 @@ TEST_CASE(
   auto st = p.dst.child.wait_for(30s);
   REQUIRE(st);
   CHECK(st->has_value());
+}
+
+TEST_CASE(
+    "virt-launcher migration (CH): GuestPing fails without a guest agent before the migration, "
+    "answers success during it on both sides") {
+  if (kQemu || !guest_runnable()) return;
+  TwoPods p;
+  p.start();
+  // The test VMI has no guest agent: outside a migration virt-probe's ping fails.
+  const bool before = guest_ping(*p.src_cmd);
+  p.prepare_target();
+  p.proxy->stall_after(1 << 20);
+  const auto r = p.migrate();
+  REQUIRE_MESSAGE(r.success(), r.message());
+  REQUIRE(chl::test::wait_until(20s, [&] { return p.proxy->forwarded() >= (1u << 20); }));
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK_MESSAGE(guest_ping(*p.src_cmd), p.src.output());
+  CHECK_MESSAGE(guest_ping(*p.dst_cmd), p.dst.output());
+  CHECK(std::chrono::steady_clock::now() - t0 < 10s);  // not held behind the VMM's API
+  if (before) MESSAGE("a guest agent answered before the migration too");
+  v1::VMIRequest vmi;
+  vmi.mutable_vmi()->set_vmijson(migrating_vmi());
+  v1::Response cr;
+  REQUIRE(
+      call([&](auto& c) { return p.src_cmd->CancelVirtualMachineMigration(&c, vmi, &cr); }).ok());
+  p.proxy->release();
+  REQUIRE(
+      chl::test::wait_until(30s, [&] { return abort_status(domain(*p.src_cmd)) == "Succeeded"; }));
+  // Over (aborted): a ping the agent cannot answer fails again.
+  if (!before) CHECK_FALSE(guest_ping(*p.src_cmd));
+}
+
+TEST_CASE(
+    "virt-launcher migration (CH): ProgressTimeout - a stream standing still aborts the "
+    "migration as KubeVirt's launcher reports it, the VM runs on") {
+  if (kQemu || !guest_runnable()) return;
+  TwoPods p;
+  p.start();
+  p.prepare_target();
+  p.proxy->stall_after(1 << 20);  // the proxy stops reading: no byte moves any more
+  const auto r = p.migrate(migrating_vmi(), TwoPods::options("0", 2));
+  REQUIRE_MESSAGE(r.success(), r.message());
+  // live-migration-source.go: the monitor's cancelMigration (AbortStatus Aborting, then
+  // Succeeded), setMigrationResult(failed) with "Live migration has been aborted".
+  REQUIRE_MESSAGE(
+      chl::test::wait_until(30s, [&] { return abort_status(domain(*p.src_cmd)) == "Succeeded"; }),
+      p.src.output());
+  const auto d = domain(*p.src_cmd);
+  const auto m = migration_of(d);
+  CHECK(m["Failed"] == true);
+  CHECK(m["FailureReason"] == "Live migration has been aborted");
+  CHECK_FALSE(m["EndTimestamp"].is_null());
+  CHECK(d["Status"]["Status"] == "Running");
+  CHECK_MESSAGE(p.src.output().find("Aborting migration: stuck for") != std::string::npos,
+                p.src.output());
+  p.proxy->release();
+}
+
+TEST_CASE(
+    "virt-launcher migration (CH): read-only cloud-init media - the target regenerates them "
+    "byte-identical to the source's") {
+  if (kQemu || !guest_runnable()) return;
+  auto j = nlohmann::json::parse(vmi_json());
+  j["spec"]["volumes"] = nlohmann::json::array(
+      {{{"name", "cloudinitdisk"},
+        {"cloudInitNoCloud",
+         {{"userData", "#cloud-config\npassword: migrate-me\nchpasswd: {expire: false}\n"},
+          {"networkData", "version: 2\nethernets: {eth0: {dhcp4: true}}\n"}}}}});
+  j["spec"]["domain"]["devices"]["disks"] = nlohmann::json::array(
+      {{{"name", "cloudinitdisk"}, {"disk", {{"bus", "virtio"}, {"readonly", true}}}}});
+  TwoPods p;
+  p.start(j.dump());
+  const auto src_media = files_named(p.src.dir.path(), "cloudinitdisk.iso");
+  REQUIRE_MESSAGE(src_media.size() == 1, p.src.output());
+  const std::string before = chl::test::read_file(src_media[0]);
+  // Built at different times on the two pods: the timestamps must not tell.
+  std::this_thread::sleep_for(1100ms);
+  p.prepare_target(migrating_vmi(j.dump()));
+  const auto r = p.migrate(migrating_vmi(j.dump()));
+  REQUIRE_MESSAGE(r.success(), r.message() << "\n" << p.src.output());
+  REQUIRE_MESSAGE(chl::test::wait_until(
+                      60s, [&] { return has_state(p.src_notify, "MODIFIED Shutoff/Migrated"); }),
+                  p.src.output() << "\n"
+                                 << p.dst.output());
+  const auto dst_media = files_named(p.dst.dir.path(), "cloudinitdisk.iso");
+  REQUIRE_MESSAGE(dst_media.size() == 1, p.dst.output());
+  const std::string after = chl::test::read_file(dst_media[0]);
+  CHECK(before.size() > 0);
+  CHECK(after.size() == before.size());
+  CHECK_MESSAGE(after == before, "the target's cloud-init media differ from the source's");
 }
