@@ -12,6 +12,7 @@
 
 #include "common/log.hpp"
 #include "common/unix_socket.hpp"
+#include "kubevirt/migration_stream.hpp"
 
 namespace chl::kubevirt {
 
@@ -103,6 +104,8 @@ void MigrationRelay::run() {
       options_.bandwidth == 0 ? sizeof buf
                               : std::clamp<std::size_t>(options_.bandwidth / 16, 4096, sizeof buf);
   const auto started = std::chrono::steady_clock::now();
+  MigrationStreamEditor editor;
+  std::string edited;
   bool vmm_open = true, proxy_open = true;
   while (!abort_ && (vmm_open || proxy_open)) {
     pollfd p[3] = {{vmm_open ? vmm.get() : -1, POLLIN, 0},
@@ -129,9 +132,23 @@ void MigrationRelay::run() {
         if (n < 0) vmm_open = proxy_open = false;
         continue;
       }
+      // The VMM's stream, until its Config request has passed, through the editor.
+      const char* data = buf;
+      std::size_t len = static_cast<std::size_t>(n);
+      if (i == 0 && options_.forget_tap_host_mac && !editor.through()) {
+        edited.clear();
+        editor.feed(std::string_view(buf, len), edited);
+        data = edited.data();
+        len = edited.size();
+        if (editor.through() && editor.nets_edited() > 0 && nets_edited_ == 0) {
+          nets_edited_ = editor.nets_edited();
+          CHL_LOG_INFO("migration relay: host_mac of {} tap NIC(s) left to the target's VMM",
+                       editor.nets_edited());
+        }
+      }
       std::size_t off = 0;
-      while (off < static_cast<std::size_t>(n)) {
-        const ssize_t w = ::send(to, buf + off, static_cast<std::size_t>(n) - off, MSG_NOSIGNAL);
+      while (off < len) {
+        const ssize_t w = ::send(to, data + off, len - off, MSG_NOSIGNAL);
         if (w < 0) {
           if (errno == EINTR) continue;
           vmm_open = proxy_open = false;

@@ -24,6 +24,9 @@ class MigrationRelay {
     // KubeVirt's MigrationOptions.Bandwidth in bytes per second (0 = unlimited): the VMM's
     // stream is copied no faster (CH v52 has no bandwidth limit of its own).
     std::uint64_t bandwidth = 0;
+    // Null the `host_mac` of NICs given by tap name in the sender's config as it passes
+    // (migration_stream.hpp says why): the target's VMM opens its own taps unprivileged.
+    bool forget_tap_host_mac = true;
   };
   // Listen on `listen_path` (a stale file removed); the first connection is relayed to a new
   // connection to `destination`.
@@ -44,6 +47,8 @@ class MigrationRelay {
         std::chrono::steady_clock::duration(progress_.load()));
   }
   [[nodiscard]] const std::filesystem::path& path() const { return path_; }
+  // NICs whose host_mac the relay took out of the config (after the Config request passed).
+  [[nodiscard]] int nets_edited() const { return nets_edited_.load(); }
 
  private:
   MigrationRelay() = default;
@@ -58,6 +63,7 @@ class MigrationRelay {
   common::UniqueFd wake_write_;
   Options options_;
   std::atomic<std::uint64_t> sent_{0};
+  std::atomic<int> nets_edited_{0};
   std::atomic<std::chrono::steady_clock::rep> progress_{0};
   std::atomic<bool> abort_{false};
   std::mutex mu_;  // guards the two connections' fds, for abort() from another thread

@@ -6,11 +6,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
 #include "common/unix_socket.hpp"
 #include "kubevirt/migration_relay.hpp"
+#include "kubevirt/migration_stream.hpp"
 #include "tests/support/test_support.hpp"
 
 using chl::common::UniqueFd;
@@ -121,4 +123,69 @@ TEST_CASE("migration relay: abort() cuts both ends at once, a paced or blocked c
   ssize_t n;
   while ((n = ::recv(e.proxy.get(), buf, sizeof buf, 0)) > 0) total += static_cast<std::size_t>(n);
   CHECK(total < (8u << 20));
+}
+
+namespace {
+std::string request(std::uint16_t command, const std::string& payload) {
+  std::string h(16, '\0');
+  h[0] = static_cast<char>(command & 0xff);
+  h[1] = static_cast<char>(command >> 8);
+  for (int i = 0; i < 8; ++i) h[8 + i] = static_cast<char>((payload.size() >> (8 * i)) & 0xff);
+  return h + payload;
+}
+}  // namespace
+
+TEST_CASE(
+    "migration stream: the sender's Config loses host_mac on tap NICs only, its length follows, "
+    "whatever the pieces; the rest passes as it came") {
+  using chl::kubevirt::MigrationStreamEditor;
+  // As CH v52's sender writes it: Start, Config (VmMigrationConfig), then a Memory request.
+  const nlohmann::json config = {
+      {"vm_config",
+       {{"memory", {{"size", 67108864}}},
+        {"net",
+         {{{"id", "net-default"},
+           {"tap", "tap0"},
+           {"mac", "02:00:00:aa:bb:cc"},
+           {"host_mac", "9a:3b:11:22:33:44"},
+           {"num_queues", 2}},
+          {{"id", "net-fd"},
+           {"tap", nullptr},
+           {"fds", {-1}},
+           {"mac", "02:00:00:aa:bb:cd"},
+           {"host_mac", "9a:3b:11:22:33:45"}}}}}},
+      {"common_cpuid", nlohmann::json::array()},
+      {"memory_manager_data", {{"memory_ranges", {{"data", nlohmann::json::array()}}}}}};
+  const std::string memory = request(4, std::string(32, '\x07')) + std::string(4096, '\x5a');
+  const std::string stream = request(1, "") + request(2, config.dump()) + memory;
+  for (std::size_t piece : {std::size_t{1}, std::size_t{7}, std::size_t{16}, stream.size()}) {
+    MigrationStreamEditor e;
+    std::string out;
+    for (std::size_t at = 0; at < stream.size(); at += piece)
+      e.feed(std::string_view(stream).substr(at, piece), out);
+    CAPTURE(piece);
+    REQUIRE(e.through());
+    CHECK(e.nets_edited() == 1);
+    CHECK(out.substr(0, 16) == request(1, ""));
+    const std::string h = out.substr(16, 16);
+    std::uint64_t len = 0;
+    for (int i = 7; i >= 0; --i) len = (len << 8) | static_cast<unsigned char>(h[8 + i]);
+    CHECK(static_cast<unsigned char>(h[0]) == 2);
+    const auto sent = nlohmann::json::parse(out.substr(32, len));
+    CHECK(sent["vm_config"]["net"][0]["host_mac"].is_null());
+    CHECK(sent["vm_config"]["net"][0]["mac"] == "02:00:00:aa:bb:cc");  // the guest's MAC stays
+    CHECK(sent["vm_config"]["net"][0]["tap"] == "tap0");
+    CHECK(sent["vm_config"]["net"][1]["host_mac"] == "9a:3b:11:22:33:45");  // not by name
+    CHECK(sent["vm_config"]["memory"]["size"] == 67108864);
+    CHECK(out.substr(32 + len) == memory);
+  }
+  // No tap NIC: the bytes pass unchanged.
+  nlohmann::json plain = config;
+  plain["vm_config"].erase("net");
+  const std::string s2 = request(1, "") + request(2, plain.dump()) + memory;
+  MigrationStreamEditor e;
+  std::string out;
+  e.feed(s2, out);
+  CHECK(out == s2);
+  CHECK(e.nets_edited() == 0);
 }

@@ -11,6 +11,7 @@
 
 #include "tests/kubevirt/migration_proxy.hpp"
 #include "tests/kubevirt/virt_launcher_harness.hpp"
+#include "vmm_api/client.hpp"
 
 namespace {
 
@@ -95,8 +96,36 @@ struct TwoPods {
   std::unique_ptr<v1::Cmd::Stub> dst_cmd;
   std::unique_ptr<chl::test::MigrationProxy> proxy;
 
+  // Each pod in a network namespace of its own, as Kubernetes gives them (empty: the host's).
+  std::unique_ptr<PodNetns> src_ns, dst_ns;
+
+  // Both pods in their own network namespaces, wired by virt-handler's phase 1 (masquerade, a
+  // tap tap0 owned by 107 with a kernel-chosen MAC in each), both launchers uid 107 without
+  // capabilities (PodNetns::start_non_root). "" when started, else why the test must skip.
+  std::string start_in_netns(const std::string& vmi) {
+    src_ns = std::make_unique<PodNetns>("s");
+    dst_ns = std::make_unique<PodNetns>("d");
+    for (auto* pn : {src_ns.get(), dst_ns.get()}) {
+      if (auto why = pn->up(); !why.empty()) return why;
+      chl::test::net::Phase1 p1{pn->ns.name()};
+      if (auto e = chl::test::net::kubevirt_phase1_masquerade(p1); !e.empty())
+        return "virt-handler's phase 1: " + e;
+    }
+    wrap_vmm();
+    if (auto why = src_ns->start_non_root(src, src_cmd); !why.empty()) return why;
+    if (auto why = dst_ns->start_non_root(dst, dst_cmd); !why.empty()) return why;
+    sync_source(vmi);
+    return {};
+  }
+
   // Start both, run the VMI on the source.
   void start(const std::string& vmi = vmi_json()) {
+    wrap_vmm();
+    src_cmd = src.serve();
+    dst_cmd = dst.serve();
+    sync_source(vmi);
+  }
+  void wrap_vmm() {
     // The pods' name as the downward API gives it (SignalTargetPodCleanup compares it).
     ::setenv("POD_NAME", "virt-launcher-testvm-target", 1);
     if (!chl::test::using_real_vmm()) {
@@ -110,8 +139,8 @@ struct TwoPods {
         pod->vmm_binary = w.string();
       }
     }
-    src_cmd = src.serve();
-    dst_cmd = dst.serve();
+  }
+  void sync_source(const std::string& vmi) {
     v1::VMIRequest req;
     req.mutable_vmi()->set_vmijson(vmi);
     v1::Response r;
@@ -130,6 +159,9 @@ struct TwoPods {
     auto p = chl::test::MigrationProxy::start(proxy_socket(src), proxy_socket(dst));
     REQUIRE_MESSAGE(p, (p ? "" : p.error().message()));
     proxy = std::move(*p);
+    // virt-handler's StartSourceListener chowns its sockets to 107 (migration-source.go).
+    (void)::chown(proxy_socket(src).parent_path().c_str(), 107, 107);
+    (void)::chown(proxy_socket(src).c_str(), 107, 107);
   }
   // MigrationOptions as virt-handler marshals them (cmd-client/client.go:81; Bandwidth is a
   // resource.Quantity, a string).
@@ -519,4 +551,79 @@ TEST_CASE(
   CHECK(before.size() > 0);
   CHECK(after.size() == before.size());
   CHECK_MESSAGE(after == before, "the target's cloud-init media differ from the source's");
+}
+
+TEST_CASE(
+    "virt-launcher migration (CH): a VM with a masquerade NIC, each pod in its own network "
+    "namespace, both launchers uid 107 without capabilities - the target's VMM opens its own "
+    "tap by name, the guest keeps its MAC") {
+  if (kQemu || !guest_runnable()) return;
+  auto j = nlohmann::json::parse(vmi_json());
+  j["spec"]["domain"]["devices"]["interfaces"] = nlohmann::json::parse(
+      R"([{"name": "default", "masquerade": {}, "macAddress": "02:00:00:aa:bb:cc"}])");
+  j["spec"]["networks"] = nlohmann::json::parse(R"([{"name": "default", "pod": {}}])");
+  TwoPods p;
+  if (auto why = p.start_in_netns(j.dump()); !why.empty()) {
+    chl::test::skip(why);
+    return;
+  }
+  REQUIRE_MESSAGE(chl::test::wait_until(
+                      10s, [&] { return has_state(p.src_notify, "MODIFIED Running/Unknown"); }),
+                  p.src.output());
+  // The source's VMM has the tap by name (CH's open_tap; vm.add-net without fds).
+  CHECK_MESSAGE(
+      p.src.output().find("interface default attached (phase 2): tap tap0 mac 02:00:00:aa:bb:cc") !=
+          std::string::npos,
+      p.src.output());
+  const auto mac_in = [](const PodNetns& pn) {
+    const std::string out =
+        chl::test::run_command({"ip", "-n", pn.ns.name(), "-o", "link", "show", "tap0"}).output;
+    std::smatch m;
+    return std::regex_search(out, m, std::regex("link/ether ([0-9a-f:]{17})")) ? m[1].str()
+                                                                               : std::string();
+  };
+  const std::string src_tap = mac_in(*p.src_ns), dst_tap = mac_in(*p.dst_ns);
+  REQUIRE_FALSE(src_tap.empty());
+  REQUIRE_FALSE(dst_tap.empty());
+  CHECK(src_tap != dst_tap);  // two taps, two kernel-chosen MACs (virt-handler sets none)
+
+  p.prepare_target(migrating_vmi(j.dump()));
+  const auto r = p.migrate(migrating_vmi(j.dump()));
+  REQUIRE_MESSAGE(r.success(), r.message() << "\n" << p.src.output());
+  REQUIRE_MESSAGE(chl::test::wait_until(60s,
+                                        [&] {
+                                          for (const auto& d : domains(p.dst_notify))
+                                            if (!migration_of(d)["EndTimestamp"].is_null())
+                                              return true;
+                                          return false;
+                                        }),
+                  p.dst.output() << "\n"
+                                 << p.src.output());
+  REQUIRE(chl::test::wait_until(
+      30s, [&] { return has_state(p.src_notify, "MODIFIED Shutoff/Migrated"); }));
+  const auto d = domain(*p.dst_cmd);
+  CHECK(d["Status"]["Status"] == "Running");
+  // The guest keeps its MAC on the target.
+  const auto ifaces = d["Spec"]["Devices"]["Interfaces"];
+  REQUIRE_MESSAGE((ifaces.is_array() && ifaces.size() == 1), d.dump());
+  CHECK(ifaces[0]["MAC"]["MAC"] == "02:00:00:aa:bb:cc");
+  // The target's VMM opened the target pod's tap0 by name and took that tap's own MAC as
+  // host_mac (the relay left it to it), not the source tap's: nothing needed CAP_NET_ADMIN.
+  chl::vmm_api::Client api((p.dst.ephemeral() / "ch-launcher" / "ch-api.sock").string());
+  auto info = api.vm_info();
+  REQUIRE_MESSAGE(info, (info ? "" : info.error().message()));
+  REQUIRE(info->config.net);
+  REQUIRE(info->config.net->size() == 1);
+  const auto& net = info->config.net->front();
+  CHECK(net.tap.value_or("") == "tap0");
+  CHECK(net.mac.value_or("") == "02:00:00:aa:bb:cc");
+  CHECK(net.host_mac.value_or("") == dst_tap);
+  CHECK_MESSAGE(
+      p.src.output().find("host_mac of 1 tap NIC(s) left to the target") != std::string::npos,
+      p.src.output());
+  // The target pod served phase 2 for the received VM (its DHCP on the target's bridge).
+  CHECK_MESSAGE(
+      p.dst.output().find("interface default attached (phase 2): tap tap0 mac 02:00:00:aa:bb:cc") !=
+          std::string::npos,
+      p.dst.output());
 }
