@@ -3,8 +3,10 @@
 // proxy between the pods' migrationproxy sockets (migration_proxy.hpp: unix -> TCP on 127.0.0.1
 // -> unix, no TLS), and the gRPC calls in the order virt-handler makes them: Sync on the source,
 // SyncMigrationTarget on the target, MigrateVirtualMachine on the source, then Finalize (twice)
-// on the target. The VMM double, or a real cloud-hypervisor (CLOUD_HYPERVISOR_BIN). Network
-// namespaces are not used here (the VMIs have no interfaces: those are refused for now).
+// on the target. The VMM double, or a real cloud-hypervisor (CLOUD_HYPERVISOR_BIN). The case with
+// a NIC puts each pod in its own network namespace after virt-handler's phase 1, both launchers
+// uid 107 without capabilities (the proxy stand-in stays in the host's namespace and reaches the
+// pods' sockets by path, as virt-handler's does); the others, with no NIC, share the host's.
 #include <cstdlib>
 #include <regex>
 #include <thread>
