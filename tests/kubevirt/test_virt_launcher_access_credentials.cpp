@@ -72,7 +72,8 @@ std::string virt_probe() { return (chl::test::binary_dir() / "bin" / "virt-probe
 
 TEST_CASE(
     "virt-launcher mode (cloud-hypervisor): access credentials through the guest agent — offline "
-    "reported, applied once the agent is up, a Secret change re-applied, a malformed key named, and "
+    "reported, applied once the agent is up, a Secret change re-applied, a malformed key named, "
+    "and "
     "virt-probe (guest-ping and exec forms) with KubeVirt exit codes") {
   if (!guest_runnable()) return;
   if (chl::test::using_real_vmm()) {
@@ -161,7 +162,9 @@ TEST_CASE(
   const std::string msg = access_credential(notify)["Message"];
   CHECK_MESSAGE(msg.find("key1 line 2") != std::string::npos, msg);
   CHECK(agent.authorized_keys()["root"] == std::vector<std::string>{k1, k3});
-  CHECK(agent.commands("guest-set-user-password").size() > password_calls);
+  // The error is reported as the pass reads the Secrets, before it sends the password: wait for it.
+  CHECK(chl::test::wait_until(
+      10s, [&] { return agent.commands("guest-set-user-password").size() > password_calls; }));
   v1::EmptyRequest empty;
   CHECK(call([&](auto& c) { return cmd->Ping(&c, empty, &r); }).ok());
   // A Secret left without any key is named too.
