@@ -123,8 +123,7 @@ void AgentClient::set_state(AgentState s) {
   state_ = s;
   const bool now = state_ == AgentState::Connected;
   if (before != now) {
-    CHL_LOG_INFO("guest agent: {} ({})", now ? "connected" : "disconnected",
-                 connector_->describe());
+    CHL_LOG_INFO("guest agent: {} ({})", now ? "connected" : "disconnected", describe());
     if (on_state_) on_state_(now);
   }
 }
