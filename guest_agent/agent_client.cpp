@@ -83,9 +83,21 @@ void AgentClient::stop() {
 
 void AgentClient::on_transport_state(bool up) {
   if (stopped_) return;
-  if (!up) return drop("the agent disconnected (" + transport_->describe() + ")");
+  if (!up) {
+    // The command in flight is the transport's until it answers (or its timer here fires): a
+    // guest-shutdown that works takes the agent down before libvirt's virDomainReboot returns.
+    // What waits behind it fails now, and nothing new is sent until the agent is back.
+    while (!queue_.empty()) {
+      fail_later(std::move(queue_.front().reply),
+                 fail(std::errc::connection_aborted, queue_.front().command +
+                                                         ": the guest agent disconnected (" +
+                                                         transport_->describe() + ")")
+                     .value());
+      queue_.pop_front();
+    }
+    return set_state(AgentState::Disconnected);
+  }
   if (state_ == AgentState::Connected) return;
-  ++conn_gen_;
   ++stats_.connects;
   set_state(AgentState::Connected);
   pump();

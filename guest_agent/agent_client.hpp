@@ -18,7 +18,9 @@
 // Over a CommandTransport (command_transport.hpp: libvirt's agent API on the QEMU path) the same
 // client keeps the queue, the one command in flight, the timeouts and the reply's reading; the
 // transport frames and syncs, and its state reports are Connected/Disconnected (no reconnect of
-// ours: libvirt holds the channel).
+// ours: libvirt holds the channel). A disconnect fails the queued commands; the one in flight is
+// completed by the transport's answer or its own timeout (a guest-shutdown takes the agent down
+// before libvirt's call returns).
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
