@@ -58,9 +58,16 @@ std::vector<std::string> not_migratable(const Json& vmi) {
     const auto vit = volumes.find(name);
     if (vit == volumes.end()) continue;
     const Json& v = vit->second;
-    // Generated read-only media (cloud-init, configMap, secret, …) are built again on the target
-    // from the same VMI.
     if (read_only) continue;
+    // Generated media (cloud-init, configMap, secret, …) are built again on the target from the
+    // same VMI, byte-identical (disks::kGeneratedMediaMtime), writable or not: KubeVirt block-
+    // migrates them (vm.go checkVolumesForMigration) and builds them anew at every pod start, so
+    // a guest's writes to them never last there either. Most VMIs declare cloud-init writable.
+    bool generated = false;
+    for (const char* k : {"cloudInitNoCloud", "cloudInitConfigDrive", "configMap", "secret",
+                          "serviceAccount", "downwardAPI", "sysprep"})
+      generated = generated || v.contains(k);
+    if (generated) continue;
     if (v.contains("hostDisk")) continue;
     if (v.contains("persistentVolumeClaim") || v.contains("dataVolume")) {
       const Json info = volume_status.count(name)
@@ -75,8 +82,7 @@ std::vector<std::string> not_migratable(const Json& vmi) {
     }
     std::string kind = "a local";
     for (const char* k :
-         {"containerDisk", "emptyDisk", "ephemeral", "cloudInitNoCloud", "cloudInitConfigDrive",
-          "configMap", "secret", "serviceAccount", "downwardAPI"})
+         {"containerDisk", "emptyDisk", "ephemeral"})
       if (v.contains(k)) kind = std::string("a ") + k;
     why.push_back("volume " + name + ": " + kind +
                   " disk the guest can write (Cloud Hypervisor has no storage migration; only "

@@ -522,8 +522,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "virt-launcher migration (CH): read-only cloud-init media - the target regenerates them "
-    "byte-identical to the source's") {
+    "virt-launcher migration (CH): cloud-init media, declared writable as most VMIs do - they "
+    "migrate, the target regenerates them byte-identical to the source's") {
   if (kQemu || !guest_runnable()) return;
   auto j = nlohmann::json::parse(vmi_json());
   j["spec"]["volumes"] = nlohmann::json::array(
@@ -532,7 +532,7 @@ TEST_CASE(
          {{"userData", "#cloud-config\npassword: migrate-me\nchpasswd: {expire: false}\n"},
           {"networkData", "version: 2\nethernets: {eth0: {dhcp4: true}}\n"}}}}});
   j["spec"]["domain"]["devices"]["disks"] = nlohmann::json::array(
-      {{{"name", "cloudinitdisk"}, {"disk", {{"bus", "virtio"}, {"readonly", true}}}}});
+      {{{"name", "cloudinitdisk"}, {"disk", {{"bus", "virtio"}}}}});
   TwoPods p;
   p.start(j.dump());
   const auto src_media = files_named(p.src.dir.path(), "cloudinitdisk.iso");
