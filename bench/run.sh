@@ -69,6 +69,7 @@ bench "KubeVirt gRPC transport: RSS, idle wake-ups" "$B/kubevirt/kubevirt_bench"
 bench "virt-launcher mode vs run and the real virt-launcher" "$B/kubevirt/bench_virt_launcher" "$BUILD/bin/ch-launcher" "$BUILD/tests/vmm_double/vmm-double" "$BUILD/guests/pvh-guest.elf" "$(r 3 10)"
 bench "guest agent: GuestPing/GetGuestInfo latency, RSS and wake-ups with the poller" "$B/kubevirt/bench_guest_agent" "$BUILD/bin/ch-launcher" "$BUILD/tests/vmm_double/vmm-double" "$BUILD/guests/pvh-guest.elf" "$(r 50 200)"
 bench "access credentials: Secret change to keys applied" "$B/kubevirt/bench_access_credentials" "$BUILD/bin/ch-launcher" "$BUILD/tests/vmm_double/vmm-double" "$BUILD/guests/pvh-guest.elf" "$(r 5 20)"
+CHL_BENCH_N=$(r 50 200) bench "guest agent on the libvirt path (QEMU TCG, real qemu-ga in the Linux guest): GuestPing/GetGuestInfo latency" "$B/kubevirt/bench_guest_agent_qemu"
 bench "mass start: 1, 5, 20 virt-launcher-mode pods Synced at once (VMM double)" "$B/kubevirt/bench_mass_start" \
   $( [ "$QUICK" = 0 ] && echo --steady-after 380 ) "$BUILD/bin/ch-launcher" "$BUILD/tests/vmm_double/vmm-double" "$BUILD/guests/pvh-guest.elf" 1 5 20
 bench "pod networking" "$B/network/network_bench" --rounds "$(r 5 20)" --seconds "$(r 2 5)"
