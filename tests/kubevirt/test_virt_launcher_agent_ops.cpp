@@ -105,7 +105,7 @@ void finish(AgentPod& p) {
 
 TEST_CASE(
     "virt-launcher mode (cloud-hypervisor): Freeze reads the status, freezes, shows 'frozen' in "
-    "the domain with an event; a second Freeze is a success without a second freeze; Unfreeze "
+    "the domain with an event - a second Freeze is a success without a second freeze - Unfreeze "
     "thaws and shows 'thawed'") {
   AgentPod p;
   if (!start(p)) return;
@@ -151,7 +151,7 @@ TEST_CASE(
 
 TEST_CASE(
     "virt-launcher mode (cloud-hypervisor): without Unfreeze the launcher thaws by itself after "
-    "unfreezeTimeoutSeconds (KubeVirt's safety unfreeze); an Unfreeze in time cancels it") {
+    "unfreezeTimeoutSeconds (KubeVirt's safety unfreeze) - an Unfreeze in time cancels it") {
   AgentPod p;
   if (!start(p)) return;
   // In time: Unfreeze within the timeout, no thaw afterwards.
@@ -178,7 +178,7 @@ TEST_CASE(
 
 TEST_CASE(
     "virt-launcher mode (cloud-hypervisor): SoftReboot goes through the agent "
-    "(guest-shutdown mode reboot) while it is connected; Unpause sets the guest's clock "
+    "(guest-shutdown mode reboot) while it is connected - Unpause sets the guest's clock "
     "(guest-set-time with the host's time)") {
   AgentPod p;
   if (!start(p)) return;
