@@ -24,11 +24,12 @@ COPY . .
 # Release at -O2, the optimization CI's build and the benchmarks use (-O3 trips GCC 12's false
 # -Wrestrict in libstdc++ under -Werror). Warnings are CI's to fail on, not a user's build.
 RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" -DCHL_BUILD_TESTS=OFF \
- && cmake --build /build -j"$(nproc)" --target ch-launcher \
+ && cmake --build /build -j"$(nproc)" --target ch-launcher virt-probe \
  && mkdir -p /out/usr/bin /out/usr/lib/ch-launcher \
  && strip --strip-unneeded -o /out/usr/bin/ch-launcher /build/bin/ch-launcher \
  && strip --strip-unneeded -o /out/usr/lib/ch-launcher/libchl-network.so /build/bin/libchl-network.so \
  && strip --strip-unneeded -o /out/usr/lib/ch-launcher/libchl-kubevirt.so /build/bin/libchl-kubevirt.so \
+ && strip --strip-unneeded -o /out/usr/bin/virt-probe /build/bin/virt-probe \
  && setcap cap_net_bind_service=+ep /out/usr/bin/ch-launcher \
  && ln -s ch-launcher /out/usr/bin/virt-launcher \
  && ln -s ch-launcher /out/usr/bin/virt-launcher-monitor
@@ -73,7 +74,7 @@ RUN mkdir -p /out/usr/bin \
 
 # ---- runtime ----------------------------------------------------------------------------------
 FROM ${BASE}
-# Exactly the shared libraries ch-launcher and its modules link (tests/deploy checks this list
+# Exactly the shared libraries ch-launcher, its modules and virt-probe link (tests/deploy checks this list
 # against ldd on the build machine; the image lane runs ldd inside the image). The pod-networking
 # module libchl-network.so (libnl, libnftables…) is loaded only for a VMI with interfaces,
 # libchl-kubevirt.so (libnghttp2, libprotobuf-lite) only in virt-launcher mode. The qemu-kvm

@@ -39,7 +39,7 @@ fi
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD" -j "$(nproc)" --target ch-launcher vmm-double pvh_guest console_bridge_bench \
   vmm_api_bench migration_bench events_bench cloud_init_bench vmi_bench qcow2_convert_bench network_bench kubevirt_bench bench_virt_launcher bench_guest_agent \
-  bench_mass_start \
+  bench_mass_start bench_access_credentials \
   test_image >/dev/null
 
 r() { [ "$QUICK" = 1 ] && echo "$1" || echo "$2"; }
@@ -68,6 +68,7 @@ bench "qcow2 -> raw" "$B/disks/qcow2_convert_bench" /tmp "$(r 1 3)"
 bench "KubeVirt gRPC transport: RSS, idle wake-ups" "$B/kubevirt/kubevirt_bench" --rpcs "$(r 400 2000)" --idle-seconds "$(r 3 10)"
 bench "virt-launcher mode vs run and the real virt-launcher" "$B/kubevirt/bench_virt_launcher" "$BUILD/bin/ch-launcher" "$BUILD/tests/vmm_double/vmm-double" "$BUILD/guests/pvh-guest.elf" "$(r 3 10)"
 bench "guest agent: GuestPing/GetGuestInfo latency, RSS and wake-ups with the poller" "$B/kubevirt/bench_guest_agent" "$BUILD/bin/ch-launcher" "$BUILD/tests/vmm_double/vmm-double" "$BUILD/guests/pvh-guest.elf" "$(r 50 200)"
+bench "access credentials: Secret change to keys applied" "$B/kubevirt/bench_access_credentials" "$BUILD/bin/ch-launcher" "$BUILD/tests/vmm_double/vmm-double" "$BUILD/guests/pvh-guest.elf" "$(r 5 20)"
 CHL_BENCH_N=$(r 50 200) bench "guest agent on the libvirt path (QEMU TCG, real qemu-ga in the Linux guest): GuestPing/GetGuestInfo latency" "$B/kubevirt/bench_guest_agent_qemu"
 bench "mass start: 1, 5, 20 virt-launcher-mode pods Synced at once (VMM double)" "$B/kubevirt/bench_mass_start" \
   $( [ "$QUICK" = 0 ] && echo --steady-after 380 ) "$BUILD/bin/ch-launcher" "$BUILD/tests/vmm_double/vmm-double" "$BUILD/guests/pvh-guest.elf" 1 5 20

@@ -52,6 +52,7 @@ chl::cli::Registrar reg(
      "  --hook-sidecars N             0 only\n"
      "  --vmm-binary PATH             the VMM (tests: the VMM double)\n"
      "  --state-dir DIR  --log-level LEVEL  --log-file PATH  --seccomp enforce|log|off  --accel auto|kvm|tcg\n"
+     "  --access-credentials-batch-ms N   how long Secret changes are batched (KubeVirt's 15000; tests shorten it)\n"
      "  other virt-launcher flags (--qemu-timeout, --ovmf-path, --allow-emulation, …) are accepted; unknown ones are logged.\n"
      "  STANDALONE_VMI (YAML or JSON) in the environment syncs that VMI at start.\n"
      "  exit: the VM's (as `run`: 0 clean, 3 crashed, 4 forced off); 2 bad flags; 1 the server could not start.",

@@ -121,7 +121,10 @@ json metadata_json(const DomainDocument& d, bool with_grace_period) {
             {"GracePeriod", grace},
             {"Migration", migration_json(d.migration)},
             {"Backup", nullptr},
-            {"AccessCredential", nullptr},
+            {"AccessCredential",
+             d.access_credential ? json{{"Succeeded", d.access_credential->succeeded},
+                                        {"Message", d.access_credential->message}}
+                                 : json(nullptr)},
             {"MemoryDump", nullptr}}}};
 }
 

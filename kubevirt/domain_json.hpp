@@ -123,6 +123,13 @@ struct DomainDocument {
   std::optional<GuestPanic> panic;  // Status.GuestPanicInfo, the latest panic
   int panic_count = 0;              // Status.PanicCount
   std::optional<DomainMigration> migration;  // Spec.Metadata.KubeVirt.Migration
+  // Spec.Metadata.KubeVirt.AccessCredential (api.AccessCredentialMetadata, schema.go:441: no
+  // json tags, so {"Succeeded", "Message"}); unset until the first access-credential pass.
+  struct AccessCredential {
+    bool succeeded = false;
+    std::string message;
+  };
+  std::optional<AccessCredential> access_credential;
   // From the guest agent (guest_agent/poller.hpp); empty until it reports.
   GuestOsInfo os_info;                                 // Status.OSInfo
   std::vector<GuestInterfaceStatus> guest_interfaces;  // Status.Interfaces

@@ -35,6 +35,7 @@ bool LauncherHandler::off_or_stopping_locked() const {
 }
 
 bool LauncherHandler::finished(int exit_code) {
+  stop_access_credentials();  // before the agent: it uses the agent's client
   stop_agent();  // the service's loop has ended: its agent client goes with it
   std::unique_lock lock(mu_);
   std::string error;

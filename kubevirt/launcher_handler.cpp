@@ -127,6 +127,7 @@ void LauncherHandler::attach(launcher::LauncherService& service, const vmi::Chec
     on_state(e.state, e.reason);
   });
   start_agent(service);
+  start_access_credentials(service, checked.vmi);
 }
 
 void LauncherHandler::on_state(events::DomainState state, events::StateReason reason) {

@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 
+#include "kubevirt/access_credentials.hpp"
 #include "kubevirt/cmd_handler.hpp"
 #include "kubevirt/domain_json.hpp"
 #include "kubevirt/migration_relay.hpp"
@@ -57,6 +58,12 @@ struct LauncherHandlerOptions {
   // <state dir>/agent.vsock) and the guest's vsock port; "" = no agent transport on this path.
   std::string agent_vsock_socket;
   std::uint32_t agent_vsock_port = 1024;
+  // Access credentials (access_credentials.hpp): where the Secrets are mounted
+  // (<--private-dir>/secret) and how long changes are batched (KubeVirt: 15 s; tests shorten it
+  // with --access-credentials-batch-ms), the forced resync (5 min).
+  std::string secret_dir = "/var/run/kubevirt-private/secret";
+  std::chrono::milliseconds access_credentials_batch{15000};
+  std::chrono::milliseconds access_credentials_resync{300000};
   // <--kubevirt-share-dir>/virtiofs-containers: the virtiofs containers' sockets, as the domain
   // shows them (Spec.Devices.Filesystems).
   std::string virtiofs_dir = "/var/run/kubevirt/virtiofs-containers";
@@ -227,6 +234,12 @@ class LauncherHandler final : public CmdHandler {
   void start_agent(launcher::LauncherService& service);
   void stop_agent();
   void on_agent(const AgentView& v);
+  // Access credentials through the agent (launcher_credentials.cpp): made in attach() when the
+  // VMI has qemuGuestAgent credentials, gone with the service's loop.
+  std::shared_ptr<AccessCredentials> creds_;
+  void start_access_credentials(launcher::LauncherService& service, const vmi::Vmi& vmi);
+  void stop_access_credentials();
+  void on_access_credential(const AccessCredentialResult& r);
   using DocumentOf = Json (*)(const guest_agent::GuestCache&);
   common::Result<std::string> agent_document(const std::string& what, DocumentOf of);
   // Apply a resize and tell virt-handler the domain's new size.

@@ -65,7 +65,7 @@ const std::set<std::string> kValueFlags = {
     "--name", "--uid", "--namespace", "--kubevirt-share-dir", "--ephemeral-disk-dir", "--container-disk-dir",
     "--hotplug-disk-dir", "--grace-period-seconds", "--hypervisor", "--qemu-timeout", "--ovmf-path",
     "--hook-sidecars", "--private-dir", "--vmm-binary", "--state-dir", "--log-level", "--log-file", "--seccomp",
-    "--accel", "--firmware-dir"};
+    "--accel", "--firmware-dir", "--access-credentials-batch-ms"};
 const std::set<std::string> kSwitches = {"--allow-emulation", "--keep-after-failure", "--no-fork",
                                          "--simulate-crash", "--run-as-nonroot"};
 
@@ -234,6 +234,15 @@ int virt_launcher_main(const std::vector<std::string>& argv, const launcher::Run
   if (hypervisor == "cloud-hypervisor")
     ho.agent_vsock_socket = (*lo.state_dir / "agent.vsock").string();
   ho.virtiofs_dir = lo.virtiofs_dir;
+  // The access-credential Secrets: KubeVirt's config.SecretSourceDir (pkg/config/config.go:65).
+  ho.secret_dir = (private_dir / "secret").string();
+  if (auto b = get(f, "--access-credentials-batch-ms", ""); !b.empty()) {
+    try {
+      ho.access_credentials_batch = std::chrono::milliseconds(std::stoul(b));
+    } catch (const std::exception&) {
+      return usage_error("--access-credentials-batch-ms takes a number of milliseconds, got " + b);
+    }
+  }
   chl::kubevirt::LauncherHandler handler(ho, &notify);
   chl::kubevirt::CmdServerOptions so;
   so.share_dir = share;

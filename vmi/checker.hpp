@@ -19,7 +19,8 @@ namespace chl::vmi {
 // The refusal of KubeVirt's Dynamic Resource Allocation form of GPUs and host devices, on
 // both hypervisors: the launcher cannot yet read the device a claim allocated.
 inline constexpr const char* kDraNotSupported =
-    "DRA devices (claimName/requestName with spec.resourceClaims) are not supported by ch-launcher yet: "
+    "DRA devices (claimName/requestName with spec.resourceClaims) are not supported by ch-launcher "
+    "yet: "
     "the launcher does not read which device a resource claim allocated; use deviceName (a device "
     "plugin's resource) on qemu-kvm";
 
@@ -46,8 +47,10 @@ class Checker {
   // (unless `quiet`: the value came from KubeVirt's defaulting, not from the document).
   void require(Feature f, const std::string& path, bool quiet = false) {
     const FeatureSupport& s = caps_.support(f);
-    if (!s.supported) add(path, std::string(s.note));
-    else if (s.warn && !quiet) warnings_.push_back({path, std::string(s.note)});
+    if (!s.supported)
+      add(path, std::string(s.note));
+    else if (s.warn && !quiet)
+      warnings_.push_back({path, std::string(s.note)});
   }
 
   // A name that must be a DNS-1123 label; `what` for the message.
@@ -78,6 +81,9 @@ class Checker {
   }
 
   void check_metadata();
+  // spec.accessCredentials: KubeVirt's admitter's rules (vmi-create-admitter.go
+  // validateAccessCredentials), and only the qemuGuestAgent propagation.
+  void check_access_credentials();
 
   void check_arch();
 

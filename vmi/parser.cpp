@@ -11,11 +11,11 @@
 #include <limits>
 #include <sstream>
 
-#include "vmi/parse_support.hpp"
-#include "vmi/quantity.hpp"
 #include "common/log.hpp"
 #include "common/syscall.hpp"
 #include "common/unique_fd.hpp"
+#include "vmi/parse_support.hpp"
+#include "vmi/quantity.hpp"
 
 namespace chl::vmi {
 namespace {
@@ -34,6 +34,53 @@ void parse_metadata(Reader& r, const YAML::Node& n, ObjectMeta& m) {
   m.uid = r.str(n, "uid", p).value_or("");
   r.string_map(n, "labels", p, m.labels);
   r.string_map(n, "annotations", p, m.annotations);
+}
+
+// One spec.accessCredentials[i]: sshPublicKey or userPassword, each {source: {secret:
+// {secretName}}, propagationMethod: {...}} (KubeVirt's api/core/v1 AccessCredential).
+void parse_access_credential(Reader& r, const YAML::Node& n, const std::string& p,
+                             AccessCredential& c) {
+  r.unknown_keys(n, p, {"sshPublicKey", "userPassword"});
+  for (const char* type : {"sshPublicKey", "userPassword"}) {
+    bool present = false;
+    YAML::Node t = r.object(n, type, p, present);
+    if (!present) continue;
+    const bool ssh = std::string_view(type) == "sshPublicKey";
+    (ssh ? c.ssh_public_key : c.user_password) = true;
+    const std::string tp = p + "." + type;
+    r.unknown_keys(t, tp, {"source", "propagationMethod"});
+    bool has_source = false;
+    YAML::Node src = r.object(t, "source", tp, has_source);
+    if (has_source) {
+      r.unknown_keys(src, tp + ".source", {"secret"});
+      YAML::Node secret = r.object(src, "secret", tp + ".source", c.has_secret);
+      if (c.has_secret)
+        c.secret_name = r.str(secret, "secretName", tp + ".source.secret").value_or("");
+    }
+    bool has_method = false;
+    const std::string mp = tp + ".propagationMethod";
+    YAML::Node m = r.object(t, "propagationMethod", tp, has_method);
+    if (!has_method) continue;
+    r.unknown_keys(m, mp, {"qemuGuestAgent", "noCloud", "configDrive"});
+    YAML::Node qga = r.object(m, "qemuGuestAgent", mp, c.qemu_guest_agent);
+    bool nc = false, cd = false;
+    (void)r.object(m, "noCloud", mp, nc);
+    (void)r.object(m, "configDrive", mp, cd);
+    c.no_cloud = c.no_cloud || nc;
+    c.config_drive = c.config_drive || cd;
+    if (!c.qemu_guest_agent || !ssh) continue;
+    YAML::Node users = Reader::child(qga, "users");
+    const std::string up = mp + ".qemuGuestAgent.users";
+    if (users.IsDefined() && r.expect_list(users, up)) {
+      for (std::size_t i = 0; i < users.size(); ++i) {
+        if (!users[i].IsScalar()) {
+          r.problem(Reader::index(up, i), "expected a string, got " + describe(users[i]), users[i]);
+          continue;
+        }
+        c.users.push_back(users[i].Scalar());
+      }
+    }
+  }
 }
 
 void parse_spec(Reader& r, const YAML::Node& n, VmiSpec& s) {
@@ -91,6 +138,15 @@ void parse_spec(Reader& r, const YAML::Node& n, VmiSpec& s) {
       const std::string cp = Reader::index(p + ".resourceClaims", i);
       if (!r.expect_map(claims[i], cp)) continue;
       s.resource_claims.push_back(r.str(claims[i], "name", cp).value_or(""));
+    }
+  }
+  YAML::Node creds = Reader::child(n, "accessCredentials");
+  if (creds.IsDefined() && r.expect_list(creds, p + ".accessCredentials")) {
+    for (std::size_t i = 0; i < creds.size(); ++i) {
+      const std::string cp = Reader::index(p + ".accessCredentials", i);
+      AccessCredential c;
+      if (r.expect_map(creds[i], cp)) parse_access_credential(r, creds[i], cp, c);
+      s.access_credentials.push_back(std::move(c));
     }
   }
   s.hypervisor = r.str(n, "hypervisor", p).value_or("");

@@ -7,10 +7,10 @@
 #include <map>
 #include <set>
 
-#include "vmi/quantity.hpp"
 #include "vmi/checker.hpp"
 #include "vmi/defaults.hpp"
 #include "vmi/parser.hpp"
+#include "vmi/quantity.hpp"
 
 namespace chl::vmi {
 
@@ -58,6 +58,7 @@ Violations Checker::run() {
   check_volumes();
   check_networks();
   if (!s.resource_claims.empty()) add("spec.resourceClaims", kDraNotSupported);
+  check_access_credentials();
   if (s.termination_grace_period_seconds && *s.termination_grace_period_seconds < 0) {
     add("spec.terminationGracePeriodSeconds", "must not be negative");
   }
@@ -65,6 +66,49 @@ Violations Checker::run() {
     add("spec.hostname", "\"" + s.hostname + "\" is not a valid host name (a DNS-1123 label)");
   }
   return std::move(out_);
+}
+
+void Checker::check_access_credentials() {
+  const auto& creds = vmi_.spec.access_credentials;
+  for (std::size_t i = 0; i < creds.size(); ++i) {
+    const AccessCredential& c = creds[i];
+    const std::string p = "spec.accessCredentials[" + std::to_string(i) + "]";
+    if (c.ssh_public_key == c.user_password) {
+      add(p, "exactly one of sshPublicKey or userPassword must be set");
+      continue;
+    }
+    const std::string tp = p + (c.ssh_public_key ? ".sshPublicKey" : ".userPassword");
+    if (!c.has_secret) {
+      add(tp + ".source", "exactly one source (secret) must be set");
+    } else if (c.secret_name.empty()) {
+      add(tp + ".source.secret.secretName", "required");
+    } else if (!is_dns1123_subdomain(c.secret_name)) {
+      add(tp + ".source.secret.secretName", "\"" + c.secret_name + "\" is not a valid Secret name");
+    }
+    const std::string mp = tp + ".propagationMethod";
+    const int methods = int{c.qemu_guest_agent} + int{c.no_cloud} + int{c.config_drive};
+    if (methods != 1) {
+      add(mp, "exactly one propagation method must be set");
+      continue;
+    }
+    // The Secret reaches the guest only through the agent here: cloud-init's public-keys from
+    // accessCredentials are not written (docs/disks.md).
+    if (c.no_cloud)
+      add(mp + ".noCloud",
+          "not supported by ch-launcher: access credentials reach the guest through qemuGuestAgent "
+          "only");
+    if (c.config_drive)
+      add(mp + ".configDrive",
+          "not supported by ch-launcher: access credentials reach the guest through qemuGuestAgent "
+          "only");
+    if (c.qemu_guest_agent && c.ssh_public_key && c.users.empty())
+      add(mp + ".qemuGuestAgent.users",
+          "requires at least one user to be present in the users list");
+    for (std::size_t u = 0; u < c.users.size(); ++u)
+      if (c.users[u].empty() || c.users[u].find_first_of(":/\n") != std::string::npos)
+        add(mp + ".qemuGuestAgent.users[" + std::to_string(u) + "]",
+            "\"" + c.users[u] + "\" is not a user name");
+  }
 }
 
 namespace {
@@ -163,13 +207,15 @@ std::string vmi_summary(const Vmi& vmi, const HypervisorCapabilities& caps) {
   }
   // Filesystems only when there are some (virtiofs, each on its virtiofs container's socket).
   std::string fss;
-  for (const auto& f : vmi.spec.domain.devices.filesystems) fss += (fss.empty() ? "" : ", ") + f.name;
+  for (const auto& f : vmi.spec.domain.devices.filesystems)
+    fss += (fss.empty() ? "" : ", ") + f.name;
   if (!fss.empty())
-    fss = ", " + plural(vmi.spec.domain.devices.filesystems.size(), "filesystem") + " (virtiofs: " + fss + ")";
+    fss = ", " + plural(vmi.spec.domain.devices.filesystems.size(), "filesystem") +
+          " (virtiofs: " + fss + ")";
   return vmi.metadata.namespace_ + "/" + vmi.metadata.name + " on " + std::string(caps.name) +
          ": " + plural(t.vcpus(), "vCPU") + ", " + memory_text(vmi) + " memory, " +
-         plural(vmi.spec.domain.devices.disks.size(), "disk") + ", " + plural(nics, "interface") + fss +
-         ", boot " + boot;
+         plural(vmi.spec.domain.devices.disks.size(), "disk") + ", " + plural(nics, "interface") +
+         fss + ", boot " + boot;
 }
 
 std::string format_warnings(const Violations& w, const std::string& source) {

@@ -216,7 +216,8 @@ struct Devices {
   std::optional<bool> network_interface_multiqueue;
   std::optional<bool> block_multi_queue;
   std::optional<bool> use_virtio_transitional;
-  bool disable_hotplug = false;  // no hotplug controller (KubeVirt: no virtio-scsi unless a disk needs it)
+  bool disable_hotplug =
+      false;  // no hotplug controller (KubeVirt: no virtio-scsi unless a disk needs it)
   bool sound = false;
   bool watchdog = false;
   bool tpm = false;
@@ -258,6 +259,20 @@ struct Domain {
   bool chassis = false;
 };
 
+// spec.accessCredentials[] (KubeVirt's v1.AccessCredential): an SSH public key or a user
+// password from a Secret, and how it reaches the guest (propagationMethod). The launcher honours
+// qemuGuestAgent only (kubevirt/access_credentials.cpp); noCloud / configDrive are refused.
+struct AccessCredential {
+  bool ssh_public_key = false;     // sshPublicKey present
+  bool user_password = false;      // userPassword present
+  bool has_secret = false;         // <type>.source.secret present
+  std::string secret_name;         // <type>.source.secret.secretName
+  bool qemu_guest_agent = false;   // <type>.propagationMethod.qemuGuestAgent present
+  bool no_cloud = false;           // sshPublicKey.propagationMethod.noCloud
+  bool config_drive = false;       // sshPublicKey.propagationMethod.configDrive
+  std::vector<std::string> users;  // sshPublicKey.propagationMethod.qemuGuestAgent.users
+};
+
 struct VmiSpec {
   bool has_domain = false;
   Domain domain;
@@ -269,6 +284,7 @@ struct VmiSpec {
   std::string subdomain;
   // spec.resourceClaims (DRA): the claims' names, as given.
   std::vector<std::string> resource_claims;
+  std::vector<AccessCredential> access_credentials;
   std::optional<std::int64_t> termination_grace_period_seconds;
 };
 

@@ -180,11 +180,12 @@ TEST_CASE("the image: the launcher, its modules and KubeVirt's entry points, eve
   }
   auto r = docker({"run", "--rm", "--entrypoint", "/bin/sh", *image, "-c",
                    "id -u; id -g; readlink /usr/bin/virt-launcher /usr/bin/virt-launcher-monitor; "
-                   "for f in /usr/bin/ch-launcher /usr/lib/ch-launcher/*.so; do echo \"== $f\"; ldd \"$f\"; done"});
+                   "for f in /usr/bin/ch-launcher /usr/bin/virt-probe /usr/lib/ch-launcher/*.so; do echo \"== $f\"; ldd \"$f\"; done"});
   REQUIRE_MESSAGE(r.exit_code == 0, r.output);
   CHECK_MESSAGE(r.output.rfind("107\n107\nch-launcher\nch-launcher\n", 0) == 0, r.output);
   CHECK_MESSAGE(r.output.find("== /usr/lib/ch-launcher/libchl-network.so") != std::string::npos, r.output);
   CHECK_MESSAGE(r.output.find("== /usr/lib/ch-launcher/libchl-kubevirt.so") != std::string::npos, r.output);
+  CHECK_MESSAGE(r.output.find("== /usr/bin/virt-probe") != std::string::npos, r.output);
   CHECK_MESSAGE(r.output.find("not found") == std::string::npos, r.output);
   // The image was built without a VMM (none in image/vmm/, none pinned): the placeholder says so.
   r = docker({"run", "--rm", "--entrypoint", "/usr/bin/cloud-hypervisor", *image, "--version"});
@@ -287,6 +288,15 @@ TEST_CASE("the image as KubeVirt's pod: phase 1 by the test, Info, Sync, ADDED t
   auto sj = nlohmann::json::parse(stats.domainstats());
   CHECK(sj["Name"] == "default_testvm");
   CHECK(sj["Memory"]["RSSSet"] == true);
+  // virt-probe from the image, as the kubelet runs a guestAgentPing probe in the compute container
+  // (KubeVirt's template.go:1468): it reaches the launcher's socket; the PVH guest runs no agent,
+  // so the ping fails (exit 1) with the launcher's answer, not with a connection error.
+  {
+    const auto probe = docker({"exec", pod.name(), "virt-probe", "--domainName", "default_testvm",
+                               "--timeoutSeconds", "1", "--guestAgentPing"});
+    CHECK_MESSAGE(probe.exit_code == 1, probe.output);
+    CHECK_MESSAGE(probe.output.find("Failed to ping the guest") != std::string::npos, probe.output);
+  }
 
   REQUIRE(call([&](auto& c) { return cmd->PauseVirtualMachine(&c, vmi, &r); }).ok());
   CHECK_MESSAGE(r.success(), r.message());

@@ -206,12 +206,14 @@ const GoType* domain_type() {
         strukt("api.GracePeriodMetadata", {{"DeletionGracePeriodSeconds", &kInt},
                                            {"DeletionTimestamp", ptr(&kTime)},
                                            {"MarkedForGracefulShutdown", ptr(&kBool)}});
+    const GoType* access_credential = strukt(
+        "api.AccessCredentialMetadata", {{"Succeeded", &kBool}, {"Message", &kString}});
     const GoType* metadata = strukt(
         "api.Metadata", {{"KubeVirt", strukt("api.KubeVirtMetadata", {{"UID", &kString},
                                                                       {"GracePeriod", ptr(grace)},
                                                                       {"Migration", any},
                                                                       {"Backup", any},
-                                                                      {"AccessCredential", any},
+                                                                      {"AccessCredential", ptr(access_credential)},
                                                                       {"MemoryDump", any}})}});
     const GoType* features = strukt("api.Features", {{"ACPI", ptr(empty)},
                                                      {"APIC", ptr(empty)},

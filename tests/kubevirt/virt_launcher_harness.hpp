@@ -96,6 +96,7 @@ struct Pod {
   std::string vmi_name = "testvm";  // --name (the libvirt domain is default_<it>)
   // KubeVirt's non-root launcher: uid/gid 107, no capability (PodNetns::start_non_root).
   bool non_root = false;
+  std::vector<std::string> extra_args;  // more launcher flags (e.g. --access-credentials-batch-ms)
   fs::path runtime_dir() const { return dir.path() / "run"; }  // XDG_RUNTIME_DIR (KubeVirt: /var/run)
 
   void start() {
@@ -135,6 +136,7 @@ struct Pod {
       argv.push_back("--vmm-binary");
       argv.push_back(vmm_binary.empty() ? chl::test::vmm_binary() : vmm_binary);
     }
+    argv.insert(argv.end(), extra_args.begin(), extra_args.end());
     argv.insert(argv.begin(), prefix.begin(), prefix.end());
     chl::common::SpawnOptions so;
     so.argv = argv;

@@ -710,3 +710,58 @@ TEST_CASE("virtiofs filesystems: a tag longer than virtio-fs holds and a volume 
   }));
   CHECK_MESSAGE(ok.empty(), dump(ok));
 }
+
+TEST_CASE("spec.accessCredentials: qemuGuestAgent accepted on both hypervisors, other methods and bad entries refused by field") {
+  const auto good = vmi_with([](YAML::Node& n) {
+    n["spec"]["accessCredentials"] = YAML::Load(R"(
+- sshPublicKey:
+    source: {secret: {secretName: my-keys}}
+    propagationMethod: {qemuGuestAgent: {users: [fedora, root]}}
+- userPassword:
+    source: {secret: {secretName: my-pass}}
+    propagationMethod: {qemuGuestAgent: {}}
+)");
+  });
+  for (const char* h : {"cloud-hypervisor", "qemu-kvm"}) {
+    auto r = check_vmi(good, h);
+    REQUIRE_MESSAGE(r.has_value(), h << "\n" << dump(r ? Violations{} : r.error()));
+    const auto& c = r->vmi.spec.access_credentials;
+    REQUIRE(c.size() == 2);
+    CHECK(c[0].ssh_public_key);
+    CHECK(c[0].secret_name == "my-keys");
+    CHECK(c[0].users == std::vector<std::string>{"fedora", "root"});
+    CHECK(c[1].user_password);
+    CHECK(c[1].qemu_guest_agent);
+  }
+  const auto bad = problems(vmi_with([](YAML::Node& n) {
+    n["spec"]["accessCredentials"] = YAML::Load(R"(
+- sshPublicKey:
+    source: {secret: {secretName: k}}
+    propagationMethod: {noCloud: {}}
+- sshPublicKey:
+    source: {secret: {secretName: k}}
+    propagationMethod: {configDrive: {}}
+- sshPublicKey:
+    source: {secret: {secretName: k}}
+    propagationMethod: {qemuGuestAgent: {users: []}}
+- userPassword:
+    source: {}
+    propagationMethod: {qemuGuestAgent: {}}
+- {}
+- sshPublicKey:
+    source: {secret: {secretName: k}}
+    propagationMethod: {qemuGuestAgent: {users: [root]}, noCloud: {}}
+- userPassword:
+    source: {secret: {secretName: Bad_Name}}
+    propagationMethod: {qemuGuestAgent: {}}
+)");
+  }));
+  INFO(dump(bad));
+  CHECK(has(bad, "spec.accessCredentials[0].sshPublicKey.propagationMethod.noCloud", "qemuGuestAgent only"));
+  CHECK(has(bad, "spec.accessCredentials[1].sshPublicKey.propagationMethod.configDrive", "qemuGuestAgent only"));
+  CHECK(has(bad, "spec.accessCredentials[2].sshPublicKey.propagationMethod.qemuGuestAgent.users", "at least one user"));
+  CHECK(has(bad, "spec.accessCredentials[3].userPassword.source", "secret"));
+  CHECK(has(bad, "spec.accessCredentials[4]", "exactly one of sshPublicKey or userPassword"));
+  CHECK(has(bad, "spec.accessCredentials[5].sshPublicKey.propagationMethod", "exactly one propagation method"));
+  CHECK(has(bad, "spec.accessCredentials[6].userPassword.source.secret.secretName", "Bad_Name"));
+}
