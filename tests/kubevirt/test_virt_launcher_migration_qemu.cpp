@@ -1,0 +1,276 @@
+// Live migration in virt-launcher mode on the QEMU/libvirt path (docs/kubevirt.md, "Live
+// migration"): a real migration, QEMU to QEMU between two libvirt daemons, as KubeVirt's
+// virt-launcher does it. Two launchers on one machine, each in its own pod: its own mount
+// namespace in which its pod directory is seen at one shared path (as every pod sees
+// /var/run/kubevirt) and /run/libvirt, /var/lib/libvirt... are its own, so each launcher runs its
+// own libvirtd (virt_launcher_harness.hpp, Pod::mount_as). Between the pods, stand-ins of
+// virt-handler's migration proxies (migration_proxy.hpp) as migration-source.go /
+// migration-target.go make them: <uid>-source.sock to the target's libvirt
+// (/var/run/libvirt/virtqemud-sock) and <uid>-49152-source.sock to the target QEMU's socket.
+// The gRPC calls in virt-handler's order. The PVH test guest, under KVM or TCG as the other qemu
+// tests choose; its heartbeat must go on, counting on, on the target's console.
+#include <sys/wait.h>
+
+#include <regex>
+
+#include "tests/kubevirt/migration_proxy.hpp"
+#include "tests/kubevirt/virt_launcher_harness.hpp"
+
+namespace {
+
+constexpr const char* kMigrationUid = "9a8b7c6d-bbbb-4ccc-8ddd-0123456789ab";
+
+// The VMI as virt-handler sends it: LiveMigratable (virt-controller's condition), and once a
+// migration is under way, status.migrationState.
+std::string migratable_vmi() {
+  auto j = nlohmann::json::parse(vmi_json());
+  j["status"]["conditions"] = nlohmann::json::array({{{"type", "LiveMigratable"},
+                                                      {"status", "True"},
+                                                      {"lastProbeTime", nullptr},
+                                                      {"lastTransitionTime", nullptr}}});
+  return j.dump();
+}
+std::string migrating_vmi() {
+  auto j = nlohmann::json::parse(migratable_vmi());
+  j["status"]["migrationState"] = {{"migrationUid", kMigrationUid},
+                                   {"sourceNode", "node01"},
+                                   {"targetNode", "node02"},
+                                   {"targetPod", "virt-launcher-testvm-target"}};
+  return j.dump();
+}
+
+nlohmann::json domain(v1::Cmd::Stub& cmd) {
+  v1::EmptyRequest empty;
+  v1::DomainResponse dom;
+  if (!call([&](auto& c) { return cmd.GetDomain(&c, empty, &dom); }, 10s).ok() ||
+      dom.domain().empty())
+    return {};
+  return nlohmann::json::parse(dom.domain(), nullptr, false);
+}
+nlohmann::json migration_of(const nlohmann::json& d) {
+  if (!d.is_object()) return {};
+  return d["Spec"]["Metadata"]["KubeVirt"].value("Migration", nlohmann::json());
+}
+std::vector<nlohmann::json> domains(const chl::test::TestNotifyServer& n) {
+  std::vector<nlohmann::json> out;
+  for (const auto& r : n.received())
+    if (!r.k8s) out.push_back(r.json);
+  return out;
+}
+unsigned last_heartbeat(const std::string& text) {
+  unsigned last = 0;
+  std::regex re("heartbeat (\\d+)");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator();
+       ++it)
+    last = static_cast<unsigned>(std::stoul((*it)[1]));
+  return last;
+}
+bool target_ended(const chl::test::TestNotifyServer& n) {
+  for (const auto& d : domains(n))
+    if (!migration_of(d)["EndTimestamp"].is_null()) return true;
+  return false;
+}
+
+// The pid in a pid file, if that process lives.
+std::optional<pid_t> live_pid(const fs::path& f) {
+  std::ifstream in(f);
+  long pid = 0;
+  if (!(in >> pid) || pid <= 0 || ::kill(static_cast<pid_t>(pid), 0) != 0) return std::nullopt;
+  return static_cast<pid_t>(pid);
+}
+
+struct TwoPods {
+  TempDir shared{"chl-mig-pod"};  // the path every pod sees its own directory at
+  Pod src;
+  Pod dst;
+  chl::test::TestNotifyServer src_notify{src.share() / "domain-notify-pipe.sock"};
+  chl::test::TestNotifyServer dst_notify{dst.share() / "domain-notify-pipe.sock"};
+  std::unique_ptr<v1::Cmd::Stub> src_cmd;
+  std::unique_ptr<v1::Cmd::Stub> dst_cmd;
+  std::unique_ptr<chl::test::MigrationProxy> libvirt_proxy;  // port 0: the target's libvirt
+  std::unique_ptr<chl::test::MigrationProxy> proxy;          // 49152: QEMU's stream
+
+  fs::path proxy_dir(const Pod& p) const { return p.share() / "migrationproxy"; }
+
+  void start() {
+    ::setenv("POD_NAME", "virt-launcher-testvm-target", 1);
+    for (Pod* p : {&src, &dst}) p->mount_as = shared.path() / "pod";
+    fs::create_directories(shared.path() / "pod");
+    src_cmd = src.serve();
+    dst_cmd = dst.serve();
+    v1::VMIRequest req;
+    req.mutable_vmi()->set_vmijson(migratable_vmi());
+    v1::Response r;
+    REQUIRE(call([&](auto& c) { return src_cmd->SyncVirtualMachine(&c, req, &r); }, 300s).ok());
+    REQUIRE_MESSAGE(r.success(), r.message() << "\n" << src.output());
+  }
+  // SyncMigrationTarget, then virt-handler's proxies (handleTargetMigrationProxy, then the
+  // source's StartSourceListener).
+  void prepare_target() {
+    v1::VMIRequest req;
+    req.mutable_vmi()->set_vmijson(migrating_vmi());
+    v1::Response r;
+    REQUIRE(call([&](auto& c) { return dst_cmd->SyncMigrationTarget(&c, req, &r); }, 20s).ok());
+    REQUIRE_MESSAGE(r.success(), r.message() << "\n" << dst.output());
+    const auto target_libvirt = dst.dir.path() / "libvirt-run" / "virtqemud-sock";
+    REQUIRE_MESSAGE(chl::common::unix_socket_answers(target_libvirt), dst.output());
+    auto a = chl::test::MigrationProxy::start(proxy_dir(src) / (std::string(kUid) + "-source.sock"),
+                                              target_libvirt);
+    REQUIRE_MESSAGE(a, (a ? "" : a.error().message()));
+    libvirt_proxy = std::move(*a);
+    auto b = chl::test::MigrationProxy::start(
+        proxy_dir(src) / (std::string(kUid) + "-49152-source.sock"),
+        proxy_dir(dst) / (std::string(kUid) + "-49152-source.sock"));
+    REQUIRE_MESSAGE(b, (b ? "" : b.error().message()));
+    proxy = std::move(*b);
+  }
+  v1::Response migrate(const std::string& extra = "") {
+    v1::MigrationRequest req;
+    req.mutable_vmi()->set_vmijson(migrating_vmi());
+    req.set_options(R"({"Bandwidth":"0Mi","ProgressTimeout":150,"CompletionTimeoutPerGiB":150,)" +
+                    extra +
+                    R"("UnsafeMigration":false,"AllowAutoConverge":false,"AllowPostCopy":false})");
+    v1::Response r;
+    REQUIRE(call([&](auto& c) { return src_cmd->MigrateVirtualMachine(&c, req, &r); }, 20s).ok());
+    return r;
+  }
+  std::string outputs() const {
+    return "--- source\n" + src.output() + "\n--- target\n" + dst.output();
+  }
+  // What the pods ran that a failed case may leave: QEMU, libvirtd and virtlogd (in a real
+  // cluster they die with the pod).
+  ~TwoPods() {
+    for (Pod* p : {&src, &dst}) {
+      if (p->child.running()) (void)p->child.kill_and_reap();
+      std::error_code ec;
+      for (const auto& e : fs::directory_iterator(p->dir.path() / "libvirt-run" / "qemu", ec))
+        if (e.path().extension() == ".pid")
+          if (auto pid = live_pid(e.path())) ::kill(*pid, SIGKILL);
+      for (const char* f : {"libvirtd.pid", "virtlogd.pid"})
+        if (auto pid = live_pid(p->dir.path() / "chl-run" / "libvirt" / f)) ::kill(*pid, SIGTERM);
+    }
+  }
+};
+
+// Whether two pods with their own libvirt can run here; false (having said why) otherwise.
+bool pods_runnable() {
+  if (!guest_runnable()) return false;
+  if (::geteuid() != 0) {
+    chl::test::skip("needs root (each pod's own mount namespace and libvirtd)");
+    return false;
+  }
+  if (!chl::test::tool("unshare")) {
+    chl::test::skip("no unshare(1) for the pods' mount namespaces");
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "virt-launcher migration (qemu-kvm): libvirt moves the running VM to the target pod's "
+    "libvirtd, "
+    "the guest counts on there, the source ends Shutoff/Migrated, Finalize twice, Sync adopts") {
+  if (!pods_runnable()) return;
+  TwoPods p;
+  p.start();
+  const auto src_console = p.src.priv() / kUid / "virt-serial0";
+  REQUIRE(chl::test::wait_until(30s, [&] { return fs::exists(src_console); }));
+  const std::string before = chl::test::read_socket_until(src_console, "heartbeat 2", 60s);
+  REQUIRE_MESSAGE(before.find("heartbeat 2") != std::string::npos, before << p.outputs());
+
+  p.prepare_target();
+  REQUIRE(chl::test::wait_until(10s, [&] { return !domains(p.dst_notify).empty(); }));
+  {
+    const auto first = p.dst_notify.received().front();
+    CHECK(first.event_type == "ADDED");
+    CHECK(first.json["Status"]["Status"] == "Paused");
+    CHECK(first.json["Status"]["Reason"] == "Migration");
+    CHECK(migration_of(first.json)["UID"] == kMigrationUid);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = p.migrate();
+  CHECK_MESSAGE(r.success(), r.message() << p.outputs());
+  CHECK(std::chrono::steady_clock::now() - t0 < 5s);  // answers at once, migrates in the background
+
+  REQUIRE_MESSAGE(chl::test::wait_until(120s, [&] { return target_ended(p.dst_notify); }),
+                  p.outputs());
+  for (const auto& d : domains(p.dst_notify)) {
+    if (migration_of(d)["EndTimestamp"].is_null()) continue;
+    CHECK(d["Status"]["Status"] == "Running");  // EndTimestamp only once it runs
+    CHECK(migration_of(d)["Failed"] == false);
+  }
+  REQUIRE_MESSAGE(chl::test::wait_until(
+                      30s, [&] { return has_state(p.src_notify, "MODIFIED Shutoff/Migrated"); }),
+                  p.outputs());
+  {
+    bool started = false, ended = false;
+    for (const auto& d : domains(p.src_notify)) {
+      const auto m = migration_of(d);
+      if (m.is_null()) continue;
+      CHECK(m["UID"] == kMigrationUid);
+      CHECK(m["Mode"] == "PreCopy");
+      started = started || !m["StartTimestamp"].is_null();
+      if (!m["EndTimestamp"].is_null()) {
+        ended = true;
+        CHECK(m["Failed"] == false);
+      }
+    }
+    CHECK(started);
+    CHECK(ended);
+  }
+  // The guest's memory went through QEMU's proxy (QEMU sends the untouched, zero, pages of the
+  // 64 MiB as a flag each, not as data).
+  CHECK(p.proxy->forwarded() >= 512u << 10);
+  CHECK(p.libvirt_proxy->forwarded() > 0);  // and libvirt's own talk through the other
+
+  // The guest continues on the target: its console there, its heartbeat counting on.
+  const auto dst_console = p.dst.priv() / kUid / "virt-serial0";
+  REQUIRE(chl::test::wait_until(10s, [&] { return fs::exists(dst_console); }));
+  const std::string after = chl::test::read_socket_until(dst_console, "heartbeat", 30s);
+  std::smatch m;
+  REQUIRE_MESSAGE(std::regex_search(after, m, std::regex("heartbeat (\\d+)")),
+                  after << p.outputs());
+  CHECK_MESSAGE(static_cast<unsigned>(std::stoul(m[1])) > last_heartbeat(before), before << "\n--\n"
+                                                                                         << after);
+
+  for (int i = 0; i < 2; ++i) {
+    v1::VMIRequest req;
+    req.mutable_vmi()->set_vmijson(migrating_vmi());
+    v1::Response fr;
+    REQUIRE(call([&](auto& c) {
+              return p.dst_cmd->FinalizeVirtualMachineMigration(&c, req, &fr);
+            }).ok());
+    CHECK_MESSAGE(fr.success(), fr.message());
+  }
+  const auto qemu_pid = live_pid(p.dst.dir.path() / "libvirt-run" / "qemu" / "default_testvm.pid");
+  REQUIRE(qemu_pid);
+  {
+    v1::VMIRequest req;
+    req.mutable_vmi()->set_vmijson(migrating_vmi());
+    v1::Response sr;
+    REQUIRE(call([&](auto& c) { return p.dst_cmd->SyncVirtualMachine(&c, req, &sr); }).ok());
+    CHECK_MESSAGE(sr.success(), sr.message());
+    CHECK(domain(*p.dst_cmd)["Status"]["Status"] == "Running");
+    // The same QEMU: adopted, not created again.
+    CHECK(live_pid(p.dst.dir.path() / "libvirt-run" / "qemu" / "default_testvm.pid") == qemu_pid);
+    int added = 0;
+    for (const auto& n : p.dst_notify.received()) added += !n.k8s && n.event_type == "ADDED";
+    CHECK(added == 1);
+  }
+  {
+    v1::VMIRequest req;
+    req.mutable_vmi()->set_vmijson(migrating_vmi());
+    v1::Response dr;
+    REQUIRE(call([&](auto& c) { return p.src_cmd->DeleteVirtualMachine(&c, req, &dr); }).ok());
+    CHECK_MESSAGE(dr.success(), dr.message());
+  }
+  auto st = p.src.child.wait_for(30s);
+  REQUIRE(st);
+  REQUIRE(*st);
+  CHECK_MESSAGE(((*st)->exited && (*st)->code == 0), p.src.output());
+  v1::VMIRequest vmi;
+  vmi.mutable_vmi()->set_vmijson(migrating_vmi());
+  kill_and_delete(*p.dst_cmd, vmi);
+}
