@@ -208,7 +208,22 @@ Status LibvirtDriver::send_migration(const launcher::MigrationSend& m) {
     aborted = monitor.aborted();
   }
   migrating_out_ = false;
-  if (rc == 0) return {};
+  if (rc == 0) {
+    // What the completed job took, as libvirt measured it (KubeVirt logs the same: logMigrationInfo).
+    int type = 0;
+    virTypedParameterPtr stats = nullptr;
+    int n = 0;
+    if (virDomainGetJobStats(dom_.get(), &type, &stats, &n, VIR_DOMAIN_JOB_STATS_COMPLETED) == 0) {
+      unsigned long long elapsed = 0, downtime = 0, data = 0;
+      (void)virTypedParamsGetULLong(stats, n, VIR_DOMAIN_JOB_TIME_ELAPSED, &elapsed);
+      (void)virTypedParamsGetULLong(stats, n, VIR_DOMAIN_JOB_DOWNTIME, &downtime);
+      (void)virTypedParamsGetULLong(stats, n, VIR_DOMAIN_JOB_DATA_PROCESSED, &data);
+      virTypedParamsFree(stats, n);
+      CHL_LOG_INFO("live migration: completed in {} ms, downtime {} ms, {} bytes sent", elapsed,
+                   downtime, data);
+    }
+    return {};
+  }
   if (!aborted.empty()) return fail(std::errc::timed_out, aborted);
   return fail(std::errc::io_error,
               error.empty() ? std::string("virDomainMigrateToURI3 failed") : error);
