@@ -15,7 +15,7 @@ constexpr const char* kMigrationUid = "9a8b7c6d-bbbb-4ccc-8ddd-0123456789ab";
 
 // The VMI as virt-handler sends it: LiveMigratable (virt-controller's condition), and once a
 // migration is under way, status.migrationState.
-std::string migratable_vmi() {
+inline std::string migratable_vmi() {
   auto j = nlohmann::json::parse(vmi_json());
   j["status"]["conditions"] = nlohmann::json::array({{{"type", "LiveMigratable"},
                                                       {"status", "True"},
@@ -23,7 +23,7 @@ std::string migratable_vmi() {
                                                       {"lastTransitionTime", nullptr}}});
   return j.dump();
 }
-std::string migrating_vmi() {
+inline std::string migrating_vmi() {
   auto j = nlohmann::json::parse(migratable_vmi());
   j["status"]["migrationState"] = {{"migrationUid", kMigrationUid},
                                    {"sourceNode", "node01"},
@@ -32,7 +32,7 @@ std::string migrating_vmi() {
   return j.dump();
 }
 
-nlohmann::json domain(v1::Cmd::Stub& cmd) {
+inline nlohmann::json domain(v1::Cmd::Stub& cmd) {
   v1::EmptyRequest empty;
   v1::DomainResponse dom;
   if (!call([&](auto& c) { return cmd.GetDomain(&c, empty, &dom); }, 10s).ok() ||
@@ -40,17 +40,17 @@ nlohmann::json domain(v1::Cmd::Stub& cmd) {
     return {};
   return nlohmann::json::parse(dom.domain(), nullptr, false);
 }
-nlohmann::json migration_of(const nlohmann::json& d) {
+inline nlohmann::json migration_of(const nlohmann::json& d) {
   if (!d.is_object()) return {};
   return d["Spec"]["Metadata"]["KubeVirt"].value("Migration", nlohmann::json());
 }
-std::vector<nlohmann::json> domains(const chl::test::TestNotifyServer& n) {
+inline std::vector<nlohmann::json> domains(const chl::test::TestNotifyServer& n) {
   std::vector<nlohmann::json> out;
   for (const auto& r : n.received())
     if (!r.k8s) out.push_back(r.json);
   return out;
 }
-unsigned last_heartbeat(const std::string& text) {
+inline unsigned last_heartbeat(const std::string& text) {
   unsigned last = 0;
   std::regex re("heartbeat (\\d+)");
   for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator();
@@ -58,14 +58,14 @@ unsigned last_heartbeat(const std::string& text) {
     last = static_cast<unsigned>(std::stoul((*it)[1]));
   return last;
 }
-bool target_ended(const chl::test::TestNotifyServer& n) {
+inline bool target_ended(const chl::test::TestNotifyServer& n) {
   for (const auto& d : domains(n))
     if (!migration_of(d)["EndTimestamp"].is_null()) return true;
   return false;
 }
 
 // The pid in a pid file, if that process lives.
-std::optional<pid_t> live_pid(const fs::path& f) {
+inline std::optional<pid_t> live_pid(const fs::path& f) {
   std::ifstream in(f);
   long pid = 0;
   if (!(in >> pid) || pid <= 0 || ::kill(static_cast<pid_t>(pid), 0) != 0) return std::nullopt;
@@ -146,7 +146,7 @@ struct TwoPods {
 };
 
 // Whether two pods with their own libvirt can run here; false (having said why) otherwise.
-bool pods_runnable() {
+inline bool pods_runnable() {
   if (!guest_runnable()) return false;
   if (::geteuid() != 0) {
     chl::test::skip("needs root (each pod's own mount namespace and libvirtd)");
