@@ -62,6 +62,31 @@ std::string destination_uri(const std::string& our_uri, const std::string& socke
          "?socket=" + socket;
 }
 
+// What the completed migration job took, as libvirt measured it (KubeVirt logs the same,
+// logMigrationInfo). Asked on the target: the source's transient domain is gone by then, and the
+// target's libvirt has the source's figures from the migration cookie.
+void log_completed_job(virDomainPtr dom) {
+  unsigned long long elapsed = 0, downtime = 0, data = 0;
+  // The figures come with the migration's last step, a moment after the domain runs.
+  for (int i = 0; i < 20 && elapsed == 0; ++i) {
+    if (i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    int type = 0;
+    virTypedParameterPtr stats = nullptr;
+    int n = 0;
+    if (virDomainGetJobStats(dom, &type, &stats, &n, VIR_DOMAIN_JOB_STATS_COMPLETED) != 0) continue;
+    (void)virTypedParamsGetULLong(stats, n, VIR_DOMAIN_JOB_TIME_ELAPSED, &elapsed);
+    (void)virTypedParamsGetULLong(stats, n, VIR_DOMAIN_JOB_DOWNTIME, &downtime);
+    (void)virTypedParamsGetULLong(stats, n, VIR_DOMAIN_JOB_DATA_PROCESSED, &data);
+    virTypedParamsFree(stats, n);
+  }
+  if (elapsed == 0) {
+    CHL_LOG_DEBUG("live migration: no completed job statistics");
+    return;
+  }
+  CHL_LOG_INFO("live migration: completed in {} ms, downtime {} ms, {} bytes", elapsed, downtime,
+               data);
+}
+
 }  // namespace
 
 // KubeVirt's migrationMonitor (startMonitor / processInflightMigration), on its own thread
@@ -208,22 +233,7 @@ Status LibvirtDriver::send_migration(const launcher::MigrationSend& m) {
     aborted = monitor.aborted();
   }
   migrating_out_ = false;
-  if (rc == 0) {
-    // What the completed job took, as libvirt measured it (KubeVirt logs the same: logMigrationInfo).
-    int type = 0;
-    virTypedParameterPtr stats = nullptr;
-    int n = 0;
-    if (virDomainGetJobStats(dom_.get(), &type, &stats, &n, VIR_DOMAIN_JOB_STATS_COMPLETED) == 0) {
-      unsigned long long elapsed = 0, downtime = 0, data = 0;
-      (void)virTypedParamsGetULLong(stats, n, VIR_DOMAIN_JOB_TIME_ELAPSED, &elapsed);
-      (void)virTypedParamsGetULLong(stats, n, VIR_DOMAIN_JOB_DOWNTIME, &downtime);
-      (void)virTypedParamsGetULLong(stats, n, VIR_DOMAIN_JOB_DATA_PROCESSED, &data);
-      virTypedParamsFree(stats, n);
-      CHL_LOG_INFO("live migration: completed in {} ms, downtime {} ms, {} bytes sent", elapsed,
-                   downtime, data);
-    }
-    return {};
-  }
+  if (rc == 0) return {};
   if (!aborted.empty()) return fail(std::errc::timed_out, aborted);
   return fail(std::errc::io_error,
               error.empty() ? std::string("virDomainMigrateToURI3 failed") : error);
@@ -312,6 +322,7 @@ Status LibvirtDriver::receive_migration(const std::string& receiver) {
   auto pty = hold_console();
   if (!pty) return fail_receive(pty.error());
   CHL_LOG_INFO("live migration: received {}", opts_.domain_name);
+  log_completed_job(dom_.get());
   return {};
 }
 

@@ -119,7 +119,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "virt-launcher migration (qemu-kvm): a paused VM arrives paused - Paused/User with EndTimestamp, "
+    "virt-launcher migration (qemu-kvm): a paused VM arrives paused - Paused/User with "
+    "EndTimestamp, "
     "then unpaused on the target") {
   if (!pods_runnable()) return;
   TwoPods p;
@@ -132,23 +133,28 @@ TEST_CASE(
   p.prepare_target();
   r = p.migrate();
   REQUIRE_MESSAGE(r.success(), r.message());
-  REQUIRE_MESSAGE(chl::test::wait_until(120s, [&] { return target_ended(p.dst_notify); }), p.outputs());
+  REQUIRE_MESSAGE(chl::test::wait_until(120s, [&] { return target_ended(p.dst_notify); }),
+                  p.outputs());
   for (const auto& d : domains(p.dst_notify)) {
     if (migration_of(d)["EndTimestamp"].is_null()) continue;
     CHECK(d["Status"]["Status"] == "Paused");
     CHECK(d["Status"]["Reason"] == "User");
   }
-  REQUIRE(chl::test::wait_until(30s, [&] { return has_state(p.src_notify, "MODIFIED Shutoff/Migrated"); }));
+  REQUIRE(chl::test::wait_until(
+      30s, [&] { return has_state(p.src_notify, "MODIFIED Shutoff/Migrated"); }));
   REQUIRE(call([&](auto& c) { return p.dst_cmd->UnpauseVirtualMachine(&c, vmi, &r); }).ok());
   CHECK_MESSAGE(r.success(), r.message());
-  CHECK(chl::test::wait_until(10s, [&] { return domain(*p.dst_cmd)["Status"]["Status"] == "Running"; }));
+  CHECK(chl::test::wait_until(10s,
+                              [&] { return domain(*p.dst_cmd)["Status"]["Status"] == "Running"; }));
   // It runs: the heartbeat comes on the target's console.
-  const std::string after = chl::test::read_socket_until(p.dst.priv() / kUid / "virt-serial0", "heartbeat", 30s);
+  const std::string after =
+      chl::test::read_socket_until(p.dst.priv() / kUid / "virt-serial0", "heartbeat", 30s);
   CHECK_MESSAGE(after.find("heartbeat") != std::string::npos, after);
 }
 
 TEST_CASE(
-    "virt-launcher migration (qemu-kvm): abort - refused with no migration, Aborting then Succeeded "
+    "virt-launcher migration (qemu-kvm): abort - refused with no migration, Aborting then "
+    "Succeeded "
     "during one (virDomainAbortJob), the VM runs on; SignalTargetPodCleanup ends the target") {
   if (!pods_runnable()) return;
   TwoPods p;
@@ -156,7 +162,8 @@ TEST_CASE(
   v1::VMIRequest vmi;
   vmi.mutable_vmi()->set_vmijson(migrating_vmi());
   v1::Response r;
-  REQUIRE(call([&](auto& c) { return p.src_cmd->CancelVirtualMachineMigration(&c, vmi, &r); }).ok());
+  REQUIRE(
+      call([&](auto& c) { return p.src_cmd->CancelVirtualMachineMigration(&c, vmi, &r); }).ok());
   CHECK_FALSE(r.success());
   CHECK(migration_of(domain(*p.src_cmd)).is_null());
 
@@ -164,13 +171,16 @@ TEST_CASE(
   p.proxy->stall_after(256 << 10);  // QEMU's stream waits after 256 KiB: the migration is under way
   r = p.migrate();
   REQUIRE_MESSAGE(r.success(), r.message());
-  REQUIRE_MESSAGE(chl::test::wait_until(60s, [&] { return p.proxy->forwarded() >= (256u << 10); }), p.outputs());
-  REQUIRE(call([&](auto& c) { return p.src_cmd->CancelVirtualMachineMigration(&c, vmi, &r); }).ok());
+  REQUIRE_MESSAGE(chl::test::wait_until(60s, [&] { return p.proxy->forwarded() >= (256u << 10); }),
+                  p.outputs());
+  REQUIRE(
+      call([&](auto& c) { return p.src_cmd->CancelVirtualMachineMigration(&c, vmi, &r); }).ok());
   CHECK_MESSAGE(r.success(), r.message() << p.outputs());
   REQUIRE_MESSAGE(chl::test::wait_until(60s,
                                         [&] {
                                           const auto m = migration_of(domain(*p.src_cmd));
-                                          return m.is_object() && m.value("AbortStatus", "") == "Succeeded";
+                                          return m.is_object() &&
+                                                 m.value("AbortStatus", "") == "Succeeded";
                                         }),
                   p.outputs());
   const auto d = domain(*p.src_cmd);
@@ -180,7 +190,8 @@ TEST_CASE(
   CHECK_FALSE(m["EndTimestamp"].is_null());
   CHECK(d["Status"]["Status"] == "Running");
   // The guest runs on here: its heartbeat goes on on the source's console.
-  const std::string beat = chl::test::read_socket_until(p.src.priv() / kUid / "virt-serial0", "heartbeat", 30s);
+  const std::string beat =
+      chl::test::read_socket_until(p.src.priv() / kUid / "virt-serial0", "heartbeat", 30s);
   CHECK_MESSAGE(beat.find("heartbeat") != std::string::npos, beat);
   p.proxy->release();
   {
@@ -194,7 +205,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "virt-launcher migration (qemu-kvm): the target pod killed mid-migration - the source fails the "
+    "virt-launcher migration (qemu-kvm): the target pod killed mid-migration - the source fails "
+    "the "
     "migration with a reason and runs on") {
   if (!pods_runnable()) return;
   TwoPods p;
@@ -203,11 +215,13 @@ TEST_CASE(
   p.proxy->stall_after(256 << 10);
   const auto r = p.migrate();
   REQUIRE_MESSAGE(r.success(), r.message());
-  REQUIRE_MESSAGE(chl::test::wait_until(60s, [&] { return p.proxy->forwarded() >= (256u << 10); }), p.outputs());
+  REQUIRE_MESSAGE(chl::test::wait_until(60s, [&] { return p.proxy->forwarded() >= (256u << 10); }),
+                  p.outputs());
   CHECK(migration_of(domain(*p.src_cmd))["EndTimestamp"].is_null());
   // The target pod dies: its launcher, its QEMU and its libvirt daemons.
   (void)p.dst.child.kill_and_reap();
-  if (auto pid = live_pid(p.dst.dir.path() / "libvirt-run" / "qemu" / "default_testvm.pid")) ::kill(*pid, SIGKILL);
+  if (auto pid = live_pid(p.dst.dir.path() / "libvirt-run" / "qemu" / "default_testvm.pid"))
+    ::kill(*pid, SIGKILL);
   for (const char* f : {"libvirtd.pid", "virtlogd.pid"})
     if (auto pid = live_pid(p.dst.dir.path() / "chl-run" / "libvirt" / f)) ::kill(*pid, SIGKILL);
   p.proxy->release();
@@ -222,19 +236,23 @@ TEST_CASE(
   const auto m = migration_of(d);
   CHECK_FALSE(m["FailureReason"].get<std::string>().empty());
   CHECK_FALSE(m["EndTimestamp"].is_null());
-  const std::string beat = chl::test::read_socket_until(p.src.priv() / kUid / "virt-serial0", "heartbeat", 30s);
+  const std::string beat =
+      chl::test::read_socket_until(p.src.priv() / kUid / "virt-serial0", "heartbeat", 30s);
   CHECK_MESSAGE(beat.find("heartbeat") != std::string::npos, beat);
 }
 
 TEST_CASE(
-    "virt-launcher migration (qemu-kvm): a writable disk that is not shared storage is refused before "
+    "virt-launcher migration (qemu-kvm): a writable disk that is not shared storage is refused "
+    "before "
     "anything moves, with the reason in the domain") {
   if (!pods_runnable()) return;
   TwoPods p;
   p.start();
   auto j = nlohmann::json::parse(migrating_vmi());
-  j["spec"]["volumes"] = nlohmann::json::array({{{"name", "scratch"}, {"emptyDisk", {{"capacity", "16Mi"}}}}});
-  j["spec"]["domain"]["devices"]["disks"] = nlohmann::json::array({{{"name", "scratch"}, {"disk", {{"bus", "virtio"}}}}});
+  j["spec"]["volumes"] =
+      nlohmann::json::array({{{"name", "scratch"}, {"emptyDisk", {{"capacity", "16Mi"}}}}});
+  j["spec"]["domain"]["devices"]["disks"] =
+      nlohmann::json::array({{{"name", "scratch"}, {"disk", {{"bus", "virtio"}}}}});
   v1::MigrationRequest req;
   req.mutable_vmi()->set_vmijson(j.dump());
   req.set_options(R"({"Bandwidth":"0Mi","ProgressTimeout":150,"CompletionTimeoutPerGiB":150})");
