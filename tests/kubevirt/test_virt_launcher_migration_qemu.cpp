@@ -155,7 +155,7 @@ TEST_CASE(
 TEST_CASE(
     "virt-launcher migration (qemu-kvm): abort - refused with no migration, Aborting then "
     "Succeeded "
-    "during one (virDomainAbortJob), the VM runs on; SignalTargetPodCleanup ends the target") {
+    "during one (virDomainAbortJob), the VM runs on, SignalTargetPodCleanup ends the target") {
   if (!pods_runnable()) return;
   TwoPods p;
   p.start();
