@@ -9,6 +9,10 @@
 #       abs_le T     (met when ours <= T)                 diff_le T (met when ours - peer <= T)
 #       info         (no target)
 # Usage: bench/run.sh [--quick] [BUILD_DIR]   (--quick: fewer rounds, 1 qcow2 run; for CI smoke)
+#        bench/run.sh [--quick] --only NAME [BUILD_DIR]   (only the benchmarks whose title contains
+#                                     NAME, e.g. --only "mass start"; prints their RESULT lines and
+#                                     leaves results.md/.tsv/.svg alone: put the lines in
+#                                     results.tsv by hand and --render it)
 #        bench/run.sh --render LOG   (only rebuild results.md/.tsv/.svg from the RESULT lines in LOG,
 #                                     e.g. a run that was stopped part-way; RENDER_NOTE says what
 #                                     the log is, in the table's heading)
@@ -17,6 +21,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 QUICK=0
 RENDER=""
 if [ "${1:-}" = "--quick" ]; then QUICK=1; shift; fi
+ONLY=""
+if [ "${1:-}" = "--only" ]; then ONLY=${2:?--only takes part of a benchmark title}; shift 2; fi
 if [ "${1:-}" = "--render" ]; then RENDER=${2:?--render takes the log of a run}; QUICK=1; fi
 BUILD=${1:-$ROOT/build}
 OUT=$ROOT/bench
@@ -32,11 +38,13 @@ if ! command -v gnuplot >/dev/null 2>&1 || ! command -v bc >/dev/null 2>&1; then
 fi
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD" -j "$(nproc)" --target ch-launcher vmm-double pvh_guest console_bridge_bench \
-  vmm_api_bench migration_bench events_bench cloud_init_bench vmi_bench qcow2_convert_bench network_bench kubevirt_bench bench_virt_launcher bench_guest_agent bench_migration_qemu \
+  vmm_api_bench migration_bench events_bench cloud_init_bench vmi_bench qcow2_convert_bench network_bench kubevirt_bench bench_virt_launcher bench_guest_agent \
+  bench_mass_start bench_migration_qemu \
   test_image >/dev/null
 
 r() { [ "$QUICK" = 1 ] && echo "$1" || echo "$2"; }
 bench() {  # bench NAME COMMAND... : run, show its output, keep its RESULT lines
+  if [ -n "$ONLY" ] && [[ "$1" != *"$ONLY"* ]]; then return 0; fi
   echo "=== $1"
   shift
   local log
@@ -61,6 +69,8 @@ bench "qcow2 -> raw" "$B/disks/qcow2_convert_bench" /tmp "$(r 1 3)"
 bench "KubeVirt gRPC transport: RSS, idle wake-ups" "$B/kubevirt/kubevirt_bench" --rpcs "$(r 400 2000)" --idle-seconds "$(r 3 10)"
 bench "virt-launcher mode vs run and the real virt-launcher" "$B/kubevirt/bench_virt_launcher" "$BUILD/bin/ch-launcher" "$BUILD/tests/vmm_double/vmm-double" "$BUILD/guests/pvh-guest.elf" "$(r 3 10)"
 bench "guest agent: GuestPing/GetGuestInfo latency, RSS and wake-ups with the poller" "$B/kubevirt/bench_guest_agent" "$BUILD/bin/ch-launcher" "$BUILD/tests/vmm_double/vmm-double" "$BUILD/guests/pvh-guest.elf" "$(r 50 200)"
+bench "mass start: 1, 5, 20 virt-launcher-mode pods Synced at once (VMM double)" "$B/kubevirt/bench_mass_start" \
+  $( [ "$QUICK" = 0 ] && echo --steady-after 380 ) "$BUILD/bin/ch-launcher" "$BUILD/tests/vmm_double/vmm-double" "$BUILD/guests/pvh-guest.elf" 1 5 20
 bench "pod networking" "$B/network/network_bench" --rounds "$(r 5 20)" --seconds "$(r 2 5)"
 bench "pod networking, real guest" bash "$ROOT/bench/network/e2e_qemu.sh" "$BUILD"
 bench "container image: size, cold build, RSS in the pod" bash "$ROOT/bench/image/bench_image.sh" "$BUILD" $( [ "$QUICK" = 1 ] && echo --warm )
@@ -70,6 +80,11 @@ bench "virtio-fs: start with two filesystems; guest read (QEMU TCG)" bash "$ROOT
 bench "Linux guest boot (QEMU TCG)" bash "$ROOT/bench/guests/boot_linux.sh" --guests "$BUILD/guests" --runs "$(r 2 5)"
 bench "QEMU path vs CH path: run -> first console line" bash "$ROOT/bench/libvirt/bench_libvirt.sh" "$BUILD"
 
+if [ -n "$ONLY" ]; then
+  echo "=== RESULT lines (--only: results.md/.tsv untouched)"
+  cat "$RAW"
+  exit 0
+fi
 fi  # not --render
 if [ -n "$RENDER" ]; then grep '^RESULT' "$RENDER" > "$RAW" || true; fi
 cp "$RAW" "$OUT/results.tsv"

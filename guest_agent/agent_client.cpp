@@ -40,7 +40,9 @@ AgentClient::AgentClient(boost::asio::io_context& io, std::unique_ptr<Connector>
       rbuf_(options.read_chunk),
       timer_(io),
       reconnect_(io),
-      backoff_(options.backoff_min),
+      backoff_({options.backoff_min, options.backoff_max, options.backoff_patience,
+                options.backoff_idle_max},
+               std::chrono::steady_clock::now()),
       // Distinct ids per launcher, so a reply to an earlier launcher's sync is not ours.
       sync_id_(static_cast<std::int64_t>(
           std::chrono::steady_clock::now().time_since_epoch().count() % 1000000000)) {}
@@ -95,8 +97,7 @@ void AgentClient::connect() {
 
 void AgentClient::schedule_reconnect() {
   if (stopped_) return;
-  reconnect_.expires_after(backoff_);
-  backoff_ = std::min(backoff_ * 2, opts_.backoff_max);
+  reconnect_.expires_after(backoff_.next(std::chrono::steady_clock::now()));
   reconnect_.async_wait([self = weak_from_this()](const error_code& ec) {
     auto me = self.lock();
     if (ec || !me || me->stopped_) return;
@@ -244,7 +245,7 @@ void AgentClient::on_frame(const std::string& text) {
       timer_.cancel();
       if (state_ == AgentState::Syncing) {
         ++stats_.connects;
-        backoff_ = opts_.backoff_min;
+        backoff_.answered();
         set_state(AgentState::Connected);
       }
       pump();
@@ -311,7 +312,7 @@ void AgentClient::drop(const std::string& why) {
   }
   const bool reached = state_ == AgentState::Connected;
   set_state(AgentState::Disconnected);
-  if (reached) backoff_ = opts_.backoff_min;
+  if (reached) backoff_.lost(std::chrono::steady_clock::now());
   if (had_connection && !stopped_) schedule_reconnect();
 }
 

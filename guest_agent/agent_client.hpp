@@ -10,7 +10,8 @@
 // A command that times out leaves its reply possibly still to come: the next command is preceded
 // by a fresh sync that discards it (what libvirt does before every command, qemu_agent.c
 // qemuAgentGuestSync). A sync that times out, EOF, a read or write error, or an over-long frame
-// drop the connection; the client reconnects after a backoff (min, doubling to max).
+// drop the connection; the client reconnects after a backoff (backoff.hpp: min doubling to max
+// while the agent is expected, up to idle_max once it has not answered for a while).
 //
 // Commands are refused at once while not Connected (KubeVirt answers "agent not connected" too),
 // and when the queue is full.
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "guest_agent/backoff.hpp"
 #include "guest_agent/connector.hpp"
 #include "guest_agent/framing.hpp"
 
@@ -34,8 +36,12 @@ namespace chl::guest_agent {
 
 struct ClientOptions {
   std::chrono::milliseconds sync_timeout{5000};
+  // The reconnect schedule (backoff.hpp): min doubling to max while the agent is expected, on to
+  // idle_max once it has not answered for backoff_patience.
   std::chrono::milliseconds backoff_min{1000};
   std::chrono::milliseconds backoff_max{10000};
+  std::chrono::milliseconds backoff_patience{300000};
+  std::chrono::milliseconds backoff_idle_max{60000};
   std::size_t max_queue = 32;        // commands waiting behind the one in flight
   std::size_t max_frame = 4u << 20;  // a longer reply is a protocol error
   std::size_t read_chunk = 64u << 10;
@@ -120,7 +126,7 @@ class AgentClient : public std::enable_shared_from_this<AgentClient> {
   bool writing_ = false;
   boost::asio::steady_timer timer_;      // the sync or command in flight
   boost::asio::steady_timer reconnect_;  // backoff
-  std::chrono::milliseconds backoff_;
+  ReconnectBackoff backoff_;
   AgentState state_ = AgentState::Disconnected;
   bool was_connected_ = false;
   bool stopped_ = false;

@@ -335,7 +335,14 @@ Result<json> LauncherService::state_error(const std::string& action, const std::
 }
 
 void LauncherService::status(Reply reply) {
-  if (torn_down_ || driver_->finished() || !booted_) {
+  // The VMM's `booted` event comes before its answer to vm.boot (Cloud Hypervisor v52 emits it
+  // inside Vmm::vm_boot, vmm/src/lib.rs, then answers), and a Sync is answered at that event: a
+  // VM the VMM reports running has its info read too, queued behind the boot call on the worker
+  // (not while an incoming migration holds the worker: that call lasts as long as the migration).
+  const auto st = driver_->state();
+  const bool vm_up =
+      booted_ || (!opts_.incoming_migration && (st == DomainState::Running || st == DomainState::Paused));
+  if (torn_down_ || driver_->finished() || !vm_up) {
     reply(domain_json());
     return;
   }
