@@ -130,11 +130,16 @@ class MigrationMonitor {
       int type = VIR_DOMAIN_JOB_NONE;
       virTypedParameterPtr params = nullptr;
       int n = 0;
-      if (virDomainGetJobStats(dom_, &type, &params, &n, 0) != 0) continue;  // KubeVirt retries
+      if (virDomainGetJobStats(dom_, &type, &params, &n, 0) != 0) {  // KubeVirt retries
+        CHL_LOG_DEBUG("migration monitor: job stats: {}", libvirt_last_error());
+        continue;
+      }
       unsigned long long remaining = 0;
       const bool has_remaining =
           virTypedParamsGetULLong(params, n, VIR_DOMAIN_JOB_DATA_REMAINING, &remaining) == 1;
       virTypedParamsFree(params, n);
+      CHL_LOG_DEBUG("migration monitor: job type {}, remaining {}", type,
+                    has_remaining ? std::to_string(remaining) : std::string("?"));
       if (type != VIR_DOMAIN_JOB_UNBOUNDED) continue;
       const auto now = clock::now();
       if (has_remaining) {

@@ -117,12 +117,14 @@ struct TwoPods {
     REQUIRE_MESSAGE(b, (b ? "" : b.error().message()));
     proxy = std::move(*b);
   }
-  v1::Response migrate(const std::string& extra = "") {
+  // MigrationOptions as virt-handler marshals them (KubeVirt's defaults), CompletionTimeoutPerGiB
+  // aside.
+  v1::Response migrate(int completion_timeout_per_gib = 150) {
     v1::MigrationRequest req;
     req.mutable_vmi()->set_vmijson(migrating_vmi());
-    req.set_options(R"({"Bandwidth":"0Mi","ProgressTimeout":150,"CompletionTimeoutPerGiB":150,)" +
-                    extra +
-                    R"("UnsafeMigration":false,"AllowAutoConverge":false,"AllowPostCopy":false})");
+    req.set_options(R"({"Bandwidth":"0Mi","ProgressTimeout":150,"CompletionTimeoutPerGiB":)" +
+                    std::to_string(completion_timeout_per_gib) +
+                    R"(,"UnsafeMigration":false,"AllowAutoConverge":false,"AllowPostCopy":false})");
     v1::Response r;
     REQUIRE(call([&](auto& c) { return src_cmd->MigrateVirtualMachine(&c, req, &r); }, 20s).ok());
     return r;

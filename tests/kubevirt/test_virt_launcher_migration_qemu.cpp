@@ -266,3 +266,34 @@ TEST_CASE(
   CHECK(m["Failed"] == true);
   CHECK(m["FailureReason"].get<std::string>().find("volume scratch") != std::string::npos);
 }
+
+TEST_CASE(
+    "virt-launcher migration (qemu-kvm): CompletionTimeoutPerGiB - a migration not done within "
+    "its time is aborted by the launcher's monitor, Failed with KubeVirt's reason, the VM runs "
+    "on") {
+  if (!pods_runnable()) return;
+  TwoPods p;
+  p.start();
+  p.prepare_target();
+  p.proxy->stall_after(256 << 10);  // the stream waits for ever: the migration cannot finish
+  const auto r = p.migrate(2);      // 2 s per GiB, the 64 MiB guest counting as 1 GiB
+  REQUIRE_MESSAGE(r.success(), r.message());
+  REQUIRE_MESSAGE(chl::test::wait_until(60s,
+                                        [&] {
+                                          const auto m = migration_of(domain(*p.src_cmd));
+                                          return m.is_object() && m["Failed"] == true;
+                                        }),
+                  p.outputs());
+  const auto d = domain(*p.src_cmd);
+  CHECK(d["Status"]["Status"] == "Running");
+  const auto m = migration_of(d);
+  CHECK_MESSAGE(m["FailureReason"].get<std::string>().find(
+                    "Live migration is not completed after 2 seconds and has been aborted") !=
+                    std::string::npos,
+                m["FailureReason"]);
+  CHECK_FALSE(m["EndTimestamp"].is_null());
+  p.proxy->release();
+  const std::string beat =
+      chl::test::read_socket_until(p.src.priv() / kUid / "virt-serial0", "heartbeat", 30s);
+  CHECK_MESSAGE(beat.find("heartbeat") != std::string::npos, beat);
+}
