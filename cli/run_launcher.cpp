@@ -225,6 +225,10 @@ int run_launcher(const launcher::LaunchOptions& opts, const LaunchHooks& hooks) 
       for (auto& wi : wired->interfaces()) wi.tap_fds.clear();
     } else {
       plan->nics.clear();
+      // By name, CH attaches to each tap itself (also a migration's target, which gets no
+      // fds): ours go first, as for libvirt (network/vmm_handoff.hpp).
+      if (opts.ch_taps_by_name)
+        for (auto& wi : wired->interfaces()) wi.tap_fds.clear();
     }
   }
   // 4. The driver: Cloud Hypervisor (its binary), or QEMU through libvirt (the accelerator, the
@@ -301,7 +305,10 @@ int run_launcher(const launcher::LaunchOptions& opts, const LaunchHooks& hooks) 
     }
     if (wired) {
       for (const auto& w : wired->interfaces())
-        co.nets.push_back({network::ch_net_config(w), network::tap_fd_numbers(w)});
+        co.nets.push_back(opts.ch_taps_by_name
+                              ? cloud_hypervisor::ChDriverOptions::NetAttachment{network::ch_net_config_by_name(w), {}}
+                              : cloud_hypervisor::ChDriverOptions::NetAttachment{network::ch_net_config(w),
+                                                                                 network::tap_fd_numbers(w)});
     }
     what = "cloud-hypervisor (" + *found + ")";
     driver = std::make_unique<cloud_hypervisor::CloudHypervisorDriver>(io, co, cloud_hypervisor::to_ch_vm_config(*plan));

@@ -210,7 +210,7 @@ common::Result<ConfigDisk> write_config_disk(const ConfigDiskRequest& req) {
     CHL_TRY(std::vector<MediaFile> files, read_config_dir(req.source_dir, req.limits));
     Iso9660Options o;
     o.volume_id = req.volume_label.empty() ? kConfigDiskDefaultLabel : req.volume_label;
-    o.mtime = static_cast<std::int64_t>(std::time(nullptr));
+    o.mtime = req.mtime >= 0 ? req.mtime : static_cast<std::int64_t>(std::time(nullptr));
     CHL_TRY(ImagePlan plan, plan_iso9660(files, o));
     ConfigDisk out;
     out.files = files.size();

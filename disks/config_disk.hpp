@@ -37,6 +37,7 @@ struct ConfigDiskRequest {
   std::filesystem::path target;  // the ISO image; must not exist
   std::string volume_label;      // "" = "cfgdata" (KubeVirt's default)
   ConfigDirLimits limits;
+  std::int64_t mtime = -1;  // timestamps on the media; -1 = now
 };
 
 struct ConfigDisk {

@@ -153,10 +153,14 @@ Status LauncherHandler::guest_ping(std::string_view, std::int32_t timeout_second
   AgentLink* a;
   events::DomainState state;
   std::string vmi_name;
+  bool migrating = false;
   {
     std::lock_guard lock(mu_);
     a = agent_.get();
     state = doc_.state;
+    // A migration under way: the source's VMM holds its API, the target's VM is not there yet.
+    migrating = migrating_ || (migration_role_ == MigrationRole::Target && doc_.migration &&
+                               !doc_.migration->end);
     vmi_name = doc_.vmi_name.empty() ? opts_.name : doc_.vmi_name;
   }
   // A paused domain answers success (manager.go:755: paused for a healthy reason).
@@ -168,6 +172,13 @@ Status LauncherHandler::guest_ping(std::string_view, std::int32_t timeout_second
     (*l)->client()->execute("guest-ping", nullptr, timeout, std::move(reply));
   });
   if (r) return {};
+  // manager.go GuestPing: an agent that does not answer while a live migration is in progress
+  // is no failure (isLiveMigrationInProgress).
+  if (migrating) {
+    CHL_LOG_DEBUG("virt-launcher: GuestPing failed with {} during the migration; suppressed",
+                  r.error().message());
+    return {};
+  }
   // server.go GuestPing: a Warning event, and the error to virt-probe.
   k8s_event("Warning", "GuestAgentPingFailed", "GuestAgentPing probe failed for VMI " + vmi_name);
   return tl::unexpected(r.error());

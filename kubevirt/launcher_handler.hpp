@@ -9,6 +9,7 @@
 // calls attach() once the service exists; Sync answers when the domain is Running, or with the
 // reason it is not. A refused Sync (validation, a missing disk…) answers success:false and the
 // launcher keeps waiting for the next one.
+#include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -208,6 +209,13 @@ class LauncherHandler final : public CmdHandler {
   bool abort_requested_ = false;  // CancelVirtualMachineMigration cut the relay
   std::string stats_cache_;
   std::unique_ptr<MigrationRelay> relay_;
+  std::uint64_t migration_generation_ = 0;  // which migration a progress watch belongs to
+  // Cut the relay (CancelVirtualMachineMigration, ProgressTimeout) unless the source has paused
+  // for the final pass (AbortStatus Failed then); `who` names the caller in errors (mu_ held).
+  common::Status abort_migration_locked(const std::string& who);
+  // Check the relay's progress every second on `io` until the migration ends or is aborted.
+  void watch_progress(boost::asio::io_context& io, std::uint64_t generation,
+                      std::chrono::seconds timeout);
   // The source's migration ended (the service's loop).
   void migration_ended(const common::Status& result);
   // The source's VM went (CH's migration-finished; mu_ held): EndTimestamp, no longer migrating.

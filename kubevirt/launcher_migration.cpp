@@ -5,6 +5,7 @@
 // vm.send-migration / vm.receive-migration). Both virt-handlers follow the migration through the
 // domain's Spec.Metadata.KubeVirt.Migration, sent with every change.
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -17,6 +18,7 @@
 #include "kubevirt/migration_relay.hpp"
 #include "launcher/launcher_service.hpp"
 #include "vmi/parser.hpp"
+#include "vmi/quantity.hpp"
 
 namespace chl::kubevirt {
 using common::fail;
@@ -42,11 +44,9 @@ std::vector<std::string> not_migratable(const Json& vmi) {
   std::vector<std::string> why;
   const Json spec = vmi.value("spec", Json::object());
   const Json devices = spec.value("domain", Json::object()).value("devices", Json::object());
-  if (!devices.value("interfaces", Json::array()).empty())
-    why.push_back(
-        "spec.domain.devices.interfaces: Cloud Hypervisor v52 takes no tap fds after a migration, "
-        "and "
-        "ch-launcher does not yet hand the VMM its taps by name");
+  // NICs migrate: the VMM has every pod tap by name (network/vmm_handoff.hpp), the target's VMM
+  // opens the target pod's tap of the same name, and the relay leaves host_mac to it
+  // (migration_stream.hpp). (SR-IOV, the one binding that could not, is refused on CH at Sync.)
   std::map<std::string, Json> volumes;
   for (const auto& v : spec.value("volumes", Json::array())) volumes[v.value("name", "")] = v;
   std::map<std::string, Json> volume_status;
@@ -60,9 +60,16 @@ std::vector<std::string> not_migratable(const Json& vmi) {
     const auto vit = volumes.find(name);
     if (vit == volumes.end()) continue;
     const Json& v = vit->second;
-    // Generated read-only media (cloud-init, configMap, secret, …) are built again on the target
-    // from the same VMI.
     if (read_only) continue;
+    // Generated media (cloud-init, configMap, secret, …) are built again on the target from the
+    // same VMI, byte-identical (disks::kGeneratedMediaMtime), writable or not: KubeVirt block-
+    // migrates them (vm.go checkVolumesForMigration) and builds them anew at every pod start, so
+    // a guest's writes to them never last there either. Most VMIs declare cloud-init writable.
+    bool generated = false;
+    for (const char* k : {"cloudInitNoCloud", "cloudInitConfigDrive", "configMap", "secret",
+                          "serviceAccount", "downwardAPI", "sysprep"})
+      generated = generated || v.contains(k);
+    if (generated) continue;
     if (v.contains("hostDisk")) continue;
     if (v.contains("persistentVolumeClaim") || v.contains("dataVolume")) {
       const Json info = volume_status.count(name)
@@ -77,14 +84,37 @@ std::vector<std::string> not_migratable(const Json& vmi) {
     }
     std::string kind = "a local";
     for (const char* k :
-         {"containerDisk", "emptyDisk", "ephemeral", "cloudInitNoCloud", "cloudInitConfigDrive",
-          "configMap", "secret", "serviceAccount", "downwardAPI"})
+         {"containerDisk", "emptyDisk", "ephemeral"})
       if (v.contains(k)) kind = std::string("a ") + k;
     why.push_back("volume " + name + ": " + kind +
                   " disk the guest can write (Cloud Hypervisor has no storage migration; only "
                   "shared storage migrates)");
   }
   return why;
+}
+
+// MigrationOptions.Bandwidth (a resource.Quantity: "0Mi", "64Mi"; cmd-client/client.go:81) in
+// bytes per second, as KubeVirt's launcher reads it (vcpu.QuantityToMebiByte: MiB, rounded, at
+// least 1 when not 0; libvirt's bandwidth is MiB/s). 0 = unlimited.
+common::Result<std::uint64_t> bandwidth_of(const Json& options) {
+  if (!options.is_object() || !options.contains("Bandwidth") || options["Bandwidth"].is_null())
+    return std::uint64_t{0};
+  const Json& b = options["Bandwidth"];
+  std::int64_t bytes = 0;
+  if (b.is_number_integer()) {
+    bytes = b.get<std::int64_t>();
+  } else if (b.is_string()) {
+    auto q = vmi::parse_quantity(b.get<std::string>());
+    if (!q) return tl::unexpected(q.error().wrap("MigrationOptions.Bandwidth"));
+    bytes = *q;
+  } else {
+    return fail(std::errc::invalid_argument, "MigrationOptions.Bandwidth: not a quantity");
+  }
+  if (bytes <= 0) return std::uint64_t{0};
+  const std::uint64_t mib =
+      bytes < (1 << 20) ? 1
+                        : static_cast<std::uint64_t>(static_cast<double>(bytes) / 1048576 + 0.5);
+  return mib << 20;
 }
 
 std::string joined(const std::vector<std::string>& v) {
@@ -222,12 +252,23 @@ Status LauncherHandler::migrate(std::string_view vmi_json, std::string_view opti
     return fail(std::errc::operation_not_supported, "MigrateVirtualMachine: " + reason);
   }
   if (libvirt) return migrate_libvirt(vmi, options, uid);
-  // CH sends to our relay, which copies to the proxy's socket (cutting it aborts).
+  // CH sends to our relay, which copies to the proxy's socket (cutting it aborts), no faster
+  // than Bandwidth.
+  MigrationRelay::Options ro;
+  {
+    auto bw = bandwidth_of(options);
+    if (!bw) return tl::unexpected(bw.error().wrap("MigrateVirtualMachine"));
+    ro.bandwidth = *bw;
+  }
+  // ProgressTimeout (default 150 s; 0 = never): the stream not moving for that long aborts, as
+  // KubeVirt's migrationMonitor does (live-migration-source.go isMigrationProgressing).
+  const std::int64_t progress_timeout =
+      options.is_object() ? options.value("ProgressTimeout", std::int64_t{150}) : 150;
   const std::filesystem::path proxy =
       std::filesystem::path(opts_.migration_proxy_dir) /
       (vmi.value("metadata", Json::object()).value("uid", "") + "-49152-source.sock");
-  auto relay =
-      MigrationRelay::start(std::filesystem::path(opts_.relay_dir) / "migration-relay.sock", proxy);
+  auto relay = MigrationRelay::start(
+      std::filesystem::path(opts_.relay_dir) / "migration-relay.sock", proxy, ro);
   if (!relay) return tl::unexpected(relay.error().wrap("MigrateVirtualMachine"));
   launcher::MigrationSend send;
   send.destination = "unix:" + (*relay)->path().string();
@@ -264,13 +305,19 @@ Status LauncherHandler::migrate(std::string_view vmi_json, std::string_view opti
     m.mode = "PreCopy";
     doc_.migration = m;
     if (notify_) notify_->send_domain_event(to_domain_json(doc_).dump(), DomainEventType::Modified);
-    boost::asio::post(svc->io(), [this, svc, send] {
+    const std::uint64_t generation = ++migration_generation_;
+    boost::asio::post(svc->io(), [this, svc, send, generation, progress_timeout] {
       svc->migrate(send, [this](common::Result<Json> r) {
         migration_ended(r ? Status{} : Status(tl::unexpected(r.error())));
       });
+      if (progress_timeout > 0)
+        watch_progress(svc->io(), generation, std::chrono::seconds(progress_timeout));
     });
   }
-  CHL_LOG_INFO("virt-launcher: migration {} of {} started", uid, send.destination);
+  CHL_LOG_INFO("virt-launcher: migration {} of {} started (bandwidth {}, progress timeout {} s)",
+               uid, send.destination,
+               ro.bandwidth ? std::to_string(ro.bandwidth >> 20) + " MiB/s" : "unlimited",
+               progress_timeout);
   return {};
 }
 
@@ -363,9 +410,12 @@ Status LauncherHandler::cancel_migration(std::string_view vmi_json) {
   CHL_TRY(const Json vmi, this_pods_vmi(vmi_json));
   (void)vmi;
   std::lock_guard lock(mu_);
+  return abort_migration_locked("CancelVirtualMachineMigration");
+}
+
+Status LauncherHandler::abort_migration_locked(const std::string& who) {
   if (!migrating_ || !doc_.migration || (!relay_ && !service_))
-    return fail(std::errc::no_such_process,
-                "CancelVirtualMachineMigration: no migration is under way");
+    return fail(std::errc::no_such_process, who + ": no migration is under way");
   if (abort_requested_) return {};  // Aborting already
   if (final_pause_) {
     // After the source's final pause the target may already run the VM: cutting now could leave
@@ -373,8 +423,7 @@ Status LauncherHandler::cancel_migration(std::string_view vmi_json) {
     doc_.migration->abort_status = "Failed";
     if (notify_) notify_->send_domain_event(to_domain_json(doc_).dump(), DomainEventType::Modified);
     return fail(std::errc::operation_not_permitted,
-                "CancelVirtualMachineMigration: too late, the migration is in its final phase (the "
-                "source is paused)");
+                who + ": too late, the migration is in its final phase (the source is paused)");
   }
   // CH v52 has no cancel: cut the relayed stream; CH's send fails and it resumes the VM.
   // libvirt: virDomainAbortJob (KubeVirt's asyncMigrationAbort); libvirt refusing it leaves the
@@ -388,9 +437,33 @@ Status LauncherHandler::cancel_migration(std::string_view vmi_json) {
     abort_requested_ = false;
     doc_.migration->abort_status = "Failed";
     if (notify_) notify_->send_domain_event(to_domain_json(doc_).dump(), DomainEventType::Modified);
-    return tl::unexpected(st.error().wrap("CancelVirtualMachineMigration"));
+    return tl::unexpected(st.error().wrap(who));
   }
   return {};
+}
+
+void LauncherHandler::watch_progress(boost::asio::io_context& io, std::uint64_t generation,
+                                     std::chrono::seconds timeout) {
+  // Every second on the service's loop: the relay's stream standing still for longer than
+  // ProgressTimeout aborts the migration as KubeVirt's migrationMonitor does (cancelMigration:
+  // AbortStatus Aborting, then Succeeded and FailureReason "Live migration has been aborted").
+  auto timer = std::make_shared<boost::asio::steady_timer>(io, std::chrono::seconds(1));
+  timer->async_wait([this, timer, generation, timeout, &io](boost::system::error_code ec) {
+    if (ec) return;
+    {
+      std::lock_guard lock(mu_);
+      if (!migrating_ || !relay_ || generation != migration_generation_ || abort_requested_) return;
+      const auto still = std::chrono::steady_clock::now() - relay_->last_progress();
+      if (still > timeout) {
+        const auto s = std::chrono::duration_cast<std::chrono::seconds>(still).count();
+        CHL_LOG_WARN("virt-launcher: Aborting migration: stuck for {} seconds", s);
+        if (auto st = abort_migration_locked("ProgressTimeout"); !st)
+          CHL_LOG_WARN("virt-launcher: {}", st.error().message());
+        return;  // one try: after the final pause it is too late for good
+      }
+    }
+    watch_progress(io, generation, timeout);
+  });
 }
 
 Status LauncherHandler::finalize_migration(std::string_view vmi_json) {

@@ -194,6 +194,7 @@ int virt_launcher_main(const std::vector<std::string>& argv, const launcher::Run
   lo.default_hypervisor = hypervisor;
   lo.pod_layout = true;
   lo.network_phase1 = false;  // virt-handler wired the pod (issue 22): phase 2 only
+  lo.ch_taps_by_name = true;  // a live migration's target opens its own taps (issue 30)
   lo.container_disk_dir = get(f, "--container-disk-dir", "/var/run/kubevirt/container-disks");
   lo.private_dir = private_dir.string();
   lo.virtiofs_dir = (share / "virtiofs-containers").string();  // pkg/virtiofs/virtiofs.go

@@ -41,6 +41,9 @@ struct LaunchOptions {
   // launcher's own (`run`); false in virt-launcher mode, where virt-handler did it and the
   // launcher does phase 2 only (network/phase2.hpp), reading its caches under private_dir.
   bool network_phase1 = true;
+  // Cloud Hypervisor: hand the VMM each pod tap by name instead of as fds (virt-launcher mode:
+  // a live migration's target must open its own taps; network/vmm_handoff.hpp).
+  bool ch_taps_by_name = false;
   // Wire the pod network even in the host's own network namespace (--allow-host-network).
   bool allow_host_network = false;
   // KubeVirt's pod directories (virt-launcher's flags), used with pod_layout.

@@ -20,6 +20,12 @@ vmm_api::NetConfig ch_net_config(const WiredInterface& w) {
   return n;
 }
 
+vmm_api::NetConfig ch_net_config_by_name(const WiredInterface& w) {
+  vmm_api::NetConfig n = ch_net_config(w);
+  n.tap = w.tap;
+  return n;
+}
+
 std::vector<int> tap_fd_numbers(const WiredInterface& w) {
   std::vector<int> fds;
   for (const auto& fd : w.tap_fds) fds.push_back(fd.get());

@@ -21,6 +21,12 @@ namespace chl::network {
 // tap's MTU, which needs CAP_NET_ADMIN; the tap has the pod's MTU already and CH reads it).
 vmm_api::NetConfig ch_net_config(const WiredInterface& w);
 std::vector<int> tap_fd_numbers(const WiredInterface& w);
+// The same NIC given by tap name (`tap`, no fds): CH v52 opens the tap itself (net_util
+// open_tap: TUNSETIFF on the tap owned by 107, SIOCGIFHWADDR, SIOCGIFFLAGS on a tap that is up,
+// TUNSETVNETHDRSZ: no capability needed), and so can a live migration's target, which CH v52
+// gives no fds (NetConfig.fds arrive as -1). The launcher closes its own fds on the tap first
+// (w.tap_fds.clear()): a single-queue tap takes one attached fd only (TUNSETIFF: EBUSY).
+vmm_api::NetConfig ch_net_config_by_name(const WiredInterface& w);
 // What a libvirt <interface type='ethernet'> on an existing tap says (the domain XML renders
 // the launch plan's NICs through it: one writer of this element).
 struct LibvirtNic {

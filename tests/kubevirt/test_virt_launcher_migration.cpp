@@ -3,13 +3,17 @@
 // proxy between the pods' migrationproxy sockets (migration_proxy.hpp: unix -> TCP on 127.0.0.1
 // -> unix, no TLS), and the gRPC calls in the order virt-handler makes them: Sync on the source,
 // SyncMigrationTarget on the target, MigrateVirtualMachine on the source, then Finalize (twice)
-// on the target. The VMM double, or a real cloud-hypervisor (CLOUD_HYPERVISOR_BIN). Network
-// namespaces are not used here (the VMIs have no interfaces: those are refused for now).
+// on the target. The VMM double, or a real cloud-hypervisor (CLOUD_HYPERVISOR_BIN). The case with
+// a NIC puts each pod in its own network namespace after virt-handler's phase 1, both launchers
+// uid 107 without capabilities (the proxy stand-in stays in the host's namespace and reaches the
+// pods' sockets by path, as virt-handler's does); the others, with no NIC, share the host's.
 #include <cstdlib>
 #include <regex>
+#include <thread>
 
 #include "tests/kubevirt/migration_proxy.hpp"
 #include "tests/kubevirt/virt_launcher_harness.hpp"
+#include "vmm_api/client.hpp"
 
 namespace {
 
@@ -64,6 +68,26 @@ unsigned last_heartbeat(const std::string& text) {
   return last;
 }
 
+// GuestPing as virt-probe sends it (cmd-client GuestPing): true when it answered success.
+bool guest_ping(v1::Cmd::Stub& cmd) {
+  v1::GuestPingRequest req;
+  req.set_domainname("default_testvm");
+  req.set_timeoutseconds(1);
+  v1::GuestPingResponse out;
+  return call([&](auto& c) { return cmd.GuestPing(&c, req, &out); }, 10s).ok() &&
+         out.response().success();
+}
+
+// The files under `dir` named `name` (the pod's generated media live in its state directory).
+std::vector<fs::path> files_named(const fs::path& dir, const std::string& name) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
+       it.increment(ec))
+    if (it->path().filename() == name) out.push_back(it->path());
+  return out;
+}
+
 // A running source launcher, a target launcher, and the proxy between their pods.
 struct TwoPods {
   Pod src;
@@ -74,8 +98,36 @@ struct TwoPods {
   std::unique_ptr<v1::Cmd::Stub> dst_cmd;
   std::unique_ptr<chl::test::MigrationProxy> proxy;
 
+  // Each pod in a network namespace of its own, as Kubernetes gives them (empty: the host's).
+  std::unique_ptr<PodNetns> src_ns, dst_ns;
+
+  // Both pods in their own network namespaces, wired by virt-handler's phase 1 (masquerade, a
+  // tap tap0 owned by 107 with a kernel-chosen MAC in each), both launchers uid 107 without
+  // capabilities (PodNetns::start_non_root). "" when started, else why the test must skip.
+  std::string start_in_netns(const std::string& vmi) {
+    src_ns = std::make_unique<PodNetns>("s");
+    dst_ns = std::make_unique<PodNetns>("d");
+    for (auto* pn : {src_ns.get(), dst_ns.get()}) {
+      if (auto why = pn->up(); !why.empty()) return why;
+      chl::test::net::Phase1 p1{pn->ns.name()};
+      if (auto e = chl::test::net::kubevirt_phase1_masquerade(p1); !e.empty())
+        return "virt-handler's phase 1: " + e;
+    }
+    wrap_vmm();
+    if (auto why = src_ns->start_non_root(src, src_cmd); !why.empty()) return why;
+    if (auto why = dst_ns->start_non_root(dst, dst_cmd); !why.empty()) return why;
+    sync_source(vmi);
+    return {};
+  }
+
   // Start both, run the VMI on the source.
   void start(const std::string& vmi = vmi_json()) {
+    wrap_vmm();
+    src_cmd = src.serve();
+    dst_cmd = dst.serve();
+    sync_source(vmi);
+  }
+  void wrap_vmm() {
     // The pods' name as the downward API gives it (SignalTargetPodCleanup compares it).
     ::setenv("POD_NAME", "virt-launcher-testvm-target", 1);
     if (!chl::test::using_real_vmm()) {
@@ -89,8 +141,8 @@ struct TwoPods {
         pod->vmm_binary = w.string();
       }
     }
-    src_cmd = src.serve();
-    dst_cmd = dst.serve();
+  }
+  void sync_source(const std::string& vmi) {
     v1::VMIRequest req;
     req.mutable_vmi()->set_vmijson(vmi);
     v1::Response r;
@@ -109,12 +161,23 @@ struct TwoPods {
     auto p = chl::test::MigrationProxy::start(proxy_socket(src), proxy_socket(dst));
     REQUIRE_MESSAGE(p, (p ? "" : p.error().message()));
     proxy = std::move(*p);
+    // virt-handler's StartSourceListener chowns its sockets to 107 (migration-source.go).
+    (void)::chown(proxy_socket(src).parent_path().c_str(), 107, 107);
+    (void)::chown(proxy_socket(src).c_str(), 107, 107);
   }
-  v1::Response migrate(const std::string& vmi = migrating_vmi()) {
+  // MigrationOptions as virt-handler marshals them (cmd-client/client.go:81; Bandwidth is a
+  // resource.Quantity, a string).
+  static std::string options(const std::string& bandwidth = "0", int progress_timeout = 150) {
+    return R"({"Bandwidth":")" + bandwidth + R"(","ProgressTimeout":)" +
+           std::to_string(progress_timeout) +
+           R"(,"CompletionTimeoutPerGiB":150,"UnsafeMigration":false,"AllowAutoConverge":false,)"
+           R"("AllowPostCopy":false})";
+  }
+  v1::Response migrate(const std::string& vmi = migrating_vmi(),
+                       const std::string& opts = options()) {
     v1::MigrationRequest req;
     req.mutable_vmi()->set_vmijson(vmi);
-    req.set_options(R"({"Bandwidth":"0","ProgressTimeout":150,"CompletionTimeoutPerGiB":150,)"
-                    R"("UnsafeMigration":false,"AllowAutoConverge":false,"AllowPostCopy":false})");
+    req.set_options(opts);
     v1::Response r;
     REQUIRE(call([&](auto& c) { return src_cmd->MigrateVirtualMachine(&c, req, &r); }, 20s).ok());
     return r;
@@ -293,6 +356,10 @@ TEST_CASE(
     CHECK(stats.response().success());
     CHECK(std::chrono::steady_clock::now() - t0 < 2s);
   }
+  // GuestPing answers success on both sides while the migration runs (manager.go GuestPing:
+  // isLiveMigrationInProgress), whether or not a guest agent is there to answer.
+  CHECK(guest_ping(*p.src_cmd));
+  CHECK(guest_ping(*p.dst_cmd));
   (void)p.dst.child.kill_and_reap();  // the target pod dies (its VMM with it)
   p.proxy->release();
   REQUIRE_MESSAGE(chl::test::wait_until(30s,
@@ -396,4 +463,169 @@ TEST_CASE(
   auto st = p.dst.child.wait_for(30s);
   REQUIRE(st);
   CHECK(st->has_value());
+}
+
+TEST_CASE(
+    "virt-launcher migration (CH): GuestPing fails without a guest agent before the migration, "
+    "answers success during it on both sides") {
+  if (kQemu || !guest_runnable()) return;
+  TwoPods p;
+  p.start();
+  // The test VMI has no guest agent: outside a migration virt-probe's ping fails.
+  const bool before = guest_ping(*p.src_cmd);
+  p.prepare_target();
+  p.proxy->stall_after(1 << 20);
+  const auto r = p.migrate();
+  REQUIRE_MESSAGE(r.success(), r.message());
+  REQUIRE(chl::test::wait_until(20s, [&] { return p.proxy->forwarded() >= (1u << 20); }));
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK_MESSAGE(guest_ping(*p.src_cmd), p.src.output());
+  CHECK_MESSAGE(guest_ping(*p.dst_cmd), p.dst.output());
+  CHECK(std::chrono::steady_clock::now() - t0 < 10s);  // not held behind the VMM's API
+  if (before) MESSAGE("a guest agent answered before the migration too");
+  v1::VMIRequest vmi;
+  vmi.mutable_vmi()->set_vmijson(migrating_vmi());
+  v1::Response cr;
+  REQUIRE(
+      call([&](auto& c) { return p.src_cmd->CancelVirtualMachineMigration(&c, vmi, &cr); }).ok());
+  p.proxy->release();
+  REQUIRE(
+      chl::test::wait_until(30s, [&] { return abort_status(domain(*p.src_cmd)) == "Succeeded"; }));
+  // Over (aborted): a ping the agent cannot answer fails again.
+  if (!before) CHECK_FALSE(guest_ping(*p.src_cmd));
+}
+
+TEST_CASE(
+    "virt-launcher migration (CH): ProgressTimeout - a stream standing still aborts the "
+    "migration as KubeVirt's launcher reports it, the VM runs on") {
+  if (kQemu || !guest_runnable()) return;
+  TwoPods p;
+  p.start();
+  p.prepare_target();
+  p.proxy->stall_after(1 << 20);  // the proxy stops reading: no byte moves any more
+  const auto r = p.migrate(migrating_vmi(), TwoPods::options("0", 2));
+  REQUIRE_MESSAGE(r.success(), r.message());
+  // live-migration-source.go: the monitor's cancelMigration (AbortStatus Aborting, then
+  // Succeeded), setMigrationResult(failed) with "Live migration has been aborted".
+  REQUIRE_MESSAGE(
+      chl::test::wait_until(30s, [&] { return abort_status(domain(*p.src_cmd)) == "Succeeded"; }),
+      p.src.output());
+  const auto d = domain(*p.src_cmd);
+  const auto m = migration_of(d);
+  CHECK(m["Failed"] == true);
+  CHECK(m["FailureReason"] == "Live migration has been aborted");
+  CHECK_FALSE(m["EndTimestamp"].is_null());
+  CHECK(d["Status"]["Status"] == "Running");
+  CHECK_MESSAGE(p.src.output().find("Aborting migration: stuck for") != std::string::npos,
+                p.src.output());
+  p.proxy->release();
+}
+
+TEST_CASE(
+    "virt-launcher migration (CH): cloud-init media, declared writable as most VMIs do - they "
+    "migrate, the target regenerates them byte-identical to the source's") {
+  if (kQemu || !guest_runnable()) return;
+  auto j = nlohmann::json::parse(vmi_json());
+  j["spec"]["volumes"] = nlohmann::json::array(
+      {{{"name", "cloudinitdisk"},
+        {"cloudInitNoCloud",
+         {{"userData", "#cloud-config\npassword: migrate-me\nchpasswd: {expire: false}\n"},
+          {"networkData", "version: 2\nethernets: {eth0: {dhcp4: true}}\n"}}}}});
+  j["spec"]["domain"]["devices"]["disks"] = nlohmann::json::array(
+      {{{"name", "cloudinitdisk"}, {"disk", {{"bus", "virtio"}}}}});
+  TwoPods p;
+  p.start(j.dump());
+  const auto src_media = files_named(p.src.dir.path(), "cloudinitdisk.iso");
+  REQUIRE_MESSAGE(src_media.size() == 1, p.src.output());
+  const std::string before = chl::test::read_file(src_media[0]);
+  // Built at different times on the two pods: the timestamps must not tell.
+  std::this_thread::sleep_for(1100ms);
+  p.prepare_target(migrating_vmi(j.dump()));
+  const auto r = p.migrate(migrating_vmi(j.dump()));
+  REQUIRE_MESSAGE(r.success(), r.message() << "\n" << p.src.output());
+  REQUIRE_MESSAGE(chl::test::wait_until(
+                      60s, [&] { return has_state(p.src_notify, "MODIFIED Shutoff/Migrated"); }),
+                  p.src.output() << "\n"
+                                 << p.dst.output());
+  const auto dst_media = files_named(p.dst.dir.path(), "cloudinitdisk.iso");
+  REQUIRE_MESSAGE(dst_media.size() == 1, p.dst.output());
+  const std::string after = chl::test::read_file(dst_media[0]);
+  CHECK(before.size() > 0);
+  CHECK(after.size() == before.size());
+  CHECK_MESSAGE(after == before, "the target's cloud-init media differ from the source's");
+}
+
+TEST_CASE(
+    "virt-launcher migration (CH): a VM with a masquerade NIC, each pod in its own network "
+    "namespace, both launchers uid 107 without capabilities - the target's VMM opens its own "
+    "tap by name, the guest keeps its MAC") {
+  if (kQemu || !guest_runnable()) return;
+  auto j = nlohmann::json::parse(vmi_json());
+  j["spec"]["domain"]["devices"]["interfaces"] = nlohmann::json::parse(
+      R"([{"name": "default", "masquerade": {}, "macAddress": "02:00:00:aa:bb:cc"}])");
+  j["spec"]["networks"] = nlohmann::json::parse(R"([{"name": "default", "pod": {}}])");
+  TwoPods p;
+  if (auto why = p.start_in_netns(j.dump()); !why.empty()) {
+    chl::test::skip(why);
+    return;
+  }
+  REQUIRE_MESSAGE(chl::test::wait_until(
+                      10s, [&] { return has_state(p.src_notify, "MODIFIED Running/Unknown"); }),
+                  p.src.output());
+  // The source's VMM has the tap by name (CH's open_tap; vm.add-net without fds).
+  CHECK_MESSAGE(
+      p.src.output().find("interface default attached (phase 2): tap tap0 mac 02:00:00:aa:bb:cc") !=
+          std::string::npos,
+      p.src.output());
+  const auto mac_in = [](const PodNetns& pn) {
+    const std::string out =
+        chl::test::run_command({"ip", "-n", pn.ns.name(), "-o", "link", "show", "tap0"}).output;
+    std::smatch m;
+    return std::regex_search(out, m, std::regex("link/ether ([0-9a-f:]{17})")) ? m[1].str()
+                                                                               : std::string();
+  };
+  const std::string src_tap = mac_in(*p.src_ns), dst_tap = mac_in(*p.dst_ns);
+  REQUIRE_FALSE(src_tap.empty());
+  REQUIRE_FALSE(dst_tap.empty());
+  CHECK(src_tap != dst_tap);  // two taps, two kernel-chosen MACs (virt-handler sets none)
+
+  p.prepare_target(migrating_vmi(j.dump()));
+  const auto r = p.migrate(migrating_vmi(j.dump()));
+  REQUIRE_MESSAGE(r.success(), r.message() << "\n" << p.src.output());
+  REQUIRE_MESSAGE(chl::test::wait_until(60s,
+                                        [&] {
+                                          for (const auto& d : domains(p.dst_notify))
+                                            if (!migration_of(d)["EndTimestamp"].is_null())
+                                              return true;
+                                          return false;
+                                        }),
+                  p.dst.output() << "\n"
+                                 << p.src.output());
+  REQUIRE(chl::test::wait_until(
+      30s, [&] { return has_state(p.src_notify, "MODIFIED Shutoff/Migrated"); }));
+  const auto d = domain(*p.dst_cmd);
+  CHECK(d["Status"]["Status"] == "Running");
+  // The guest keeps its MAC on the target.
+  const auto ifaces = d["Spec"]["Devices"]["Interfaces"];
+  REQUIRE_MESSAGE((ifaces.is_array() && ifaces.size() == 1), d.dump());
+  CHECK(ifaces[0]["MAC"]["MAC"] == "02:00:00:aa:bb:cc");
+  // The target's VMM opened the target pod's tap0 by name and took that tap's own MAC as
+  // host_mac (the relay left it to it), not the source tap's: nothing needed CAP_NET_ADMIN.
+  chl::vmm_api::Client api((p.dst.ephemeral() / "ch-launcher" / "ch-api.sock").string());
+  auto info = api.vm_info();
+  REQUIRE_MESSAGE(info, (info ? "" : info.error().message()));
+  REQUIRE(info->config.net);
+  REQUIRE(info->config.net->size() == 1);
+  const auto& net = info->config.net->front();
+  CHECK(net.tap.value_or("") == "tap0");
+  CHECK(net.mac.value_or("") == "02:00:00:aa:bb:cc");
+  CHECK(net.host_mac.value_or("") == dst_tap);
+  CHECK_MESSAGE(
+      p.src.output().find("host_mac of 1 tap NIC(s) left to the target") != std::string::npos,
+      p.src.output());
+  // The target pod served phase 2 for the received VM (its DHCP on the target's bridge).
+  CHECK_MESSAGE(
+      p.dst.output().find("interface default attached (phase 2): tap tap0 mac 02:00:00:aa:bb:cc") !=
+          std::string::npos,
+      p.dst.output());
 }

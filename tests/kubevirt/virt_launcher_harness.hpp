@@ -329,7 +329,10 @@ inline bool has_state(const chl::test::TestNotifyServer& server, const std::stri
 // A pod's network namespace with its eth0 (10.244.0.5/24, up), and nothing of phase 1.
 // "" when ready, else why the test must skip.
 struct PodNetns {
-  chl::test::net::Netns ns{"chlvl" + std::to_string(::getpid())};
+  // `tag` tells apart the pods of one test (a migration's source and target).
+  explicit PodNetns(const std::string& tag = "") : ns{"chlvl" + std::to_string(::getpid()) + tag},
+                                                   node{"chlvn" + std::to_string(::getpid()) + tag} {}
+  chl::test::net::Netns ns;
   // up(), or a skip saying why: false then.
   bool up_or_skip() {
     const std::string why = up();
@@ -350,7 +353,7 @@ struct PodNetns {
   // The node this pod's eth0 is cabled to (its veth peer moved into a namespace of its own):
   // 10.244.0.1/24 (and fd00:10:244::1/64 with `ipv6`), the pod's default route through it. ""
   // when ready, else why not.
-  chl::test::net::Netns node{"chlvn" + std::to_string(::getpid())};
+  chl::test::net::Netns node;
   std::string add_node(bool ipv6) {
     if (auto e = node.create(); !e.empty()) return e;
     std::vector<std::string> errors = {

@@ -26,6 +26,9 @@ std::vector<std::string> Vmm::open_net_device(Json& net, const std::string& fds_
   if (val(net, "tap").is_string()) req.name = val(net, "tap").get<std::string>();
   if (auto it = net_fds_.find(fds_key); it != net_fds_.end()) {
     for (const auto& fd : it->second) req.fds.push_back(fd.get());
+  } else if (val(net, "fds").is_array() && !val(net, "tap").is_string()) {
+    // fds in the config with none handed over: a received VM's (-1 each), used as they are.
+    for (const auto& f : val(net, "fds")) req.fds.push_back(f.get<int>());
   }
   // CH: a `tap` name wins over fds (make_virtio_net_device); neither: a new tap "vmtap%d".
   // The double writes the name of a tap it got as an fd into `tap` (vm.add-net): that one was
