@@ -69,6 +69,7 @@ bench "qcow2 -> raw" "$B/disks/qcow2_convert_bench" /tmp "$(r 1 3)"
 bench "KubeVirt gRPC transport: RSS, idle wake-ups" "$B/kubevirt/kubevirt_bench" --rpcs "$(r 400 2000)" --idle-seconds "$(r 3 10)"
 bench "virt-launcher mode vs run and the real virt-launcher" "$B/kubevirt/bench_virt_launcher" "$BUILD/bin/ch-launcher" "$BUILD/tests/vmm_double/vmm-double" "$BUILD/guests/pvh-guest.elf" "$(r 3 10)"
 bench "guest agent: GuestPing/GetGuestInfo latency, RSS and wake-ups with the poller" "$B/kubevirt/bench_guest_agent" "$BUILD/bin/ch-launcher" "$BUILD/tests/vmm_double/vmm-double" "$BUILD/guests/pvh-guest.elf" "$(r 50 200)"
+CHL_BENCH_N=$(r 50 200) bench "guest agent on the libvirt path (QEMU TCG, real qemu-ga in the Linux guest): GuestPing/GetGuestInfo latency" "$B/kubevirt/bench_guest_agent_qemu"
 bench "mass start: 1, 5, 20 virt-launcher-mode pods Synced at once (VMM double)" "$B/kubevirt/bench_mass_start" \
   $( [ "$QUICK" = 0 ] && echo --steady-after 380 ) "$BUILD/bin/ch-launcher" "$BUILD/tests/vmm_double/vmm-double" "$BUILD/guests/pvh-guest.elf" 1 5 20
 bench "pod networking" "$B/network/network_bench" --rounds "$(r 5 20)" --seconds "$(r 2 5)"

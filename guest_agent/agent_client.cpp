@@ -28,13 +28,20 @@ const char* to_string(AgentState s) {
 std::shared_ptr<AgentClient> AgentClient::create(boost::asio::io_context& io,
                                                  std::unique_ptr<Connector> connector,
                                                  ClientOptions options) {
-  return std::shared_ptr<AgentClient>(new AgentClient(io, std::move(connector), options));
+  return std::shared_ptr<AgentClient>(new AgentClient(io, std::move(connector), nullptr, options));
+}
+
+std::shared_ptr<AgentClient> AgentClient::create(boost::asio::io_context& io,
+                                                 std::shared_ptr<CommandTransport> transport,
+                                                 ClientOptions options) {
+  return std::shared_ptr<AgentClient>(new AgentClient(io, nullptr, std::move(transport), options));
 }
 
 AgentClient::AgentClient(boost::asio::io_context& io, std::unique_ptr<Connector> connector,
-                         ClientOptions options)
+                         std::shared_ptr<CommandTransport> transport, ClientOptions options)
     : io_(io),
       connector_(std::move(connector)),
+      transport_(std::move(transport)),
       opts_(options),
       parser_(options.max_frame),
       rbuf_(options.read_chunk),
@@ -49,12 +56,19 @@ AgentClient::AgentClient(boost::asio::io_context& io, std::unique_ptr<Connector>
 
 AgentClient::~AgentClient() {
   stopped_ = true;
-  connector_->cancel();
+  if (connector_) connector_->cancel();
+  if (transport_) transport_->watch(nullptr);
 }
 
 void AgentClient::start() {
   if (started_ || stopped_) return;
   started_ = true;
+  if (transport_) {
+    transport_->watch([self = weak_from_this()](bool up) {
+      if (auto me = self.lock()) me->on_transport_state(up);
+    });
+    return;
+  }
   connect();
 }
 
@@ -62,8 +76,59 @@ void AgentClient::stop() {
   if (stopped_) return;
   stopped_ = true;
   reconnect_.cancel();
-  connector_->cancel();
+  if (connector_) connector_->cancel();
+  if (transport_) transport_->watch(nullptr);
   drop("the agent client was stopped");
+}
+
+// ---- command mode: the transport holds the channel and says when the agent is there ----
+
+void AgentClient::on_transport_state(bool up) {
+  if (stopped_) return;
+  if (!up) {
+    // The command in flight is the transport's until it answers (or its timer here fires): a
+    // guest-shutdown that works takes the agent down before libvirt's virDomainReboot returns.
+    // What waits behind it fails now, and nothing new is sent until the agent is back.
+    while (!queue_.empty()) {
+      fail_later(std::move(queue_.front().reply),
+                 fail(std::errc::connection_aborted, queue_.front().command +
+                                                         ": the guest agent disconnected (" +
+                                                         transport_->describe() + ")")
+                     .value());
+      queue_.pop_front();
+    }
+    return set_state(AgentState::Disconnected);
+  }
+  if (state_ == AgentState::Connected) return;
+  ++stats_.connects;
+  set_state(AgentState::Connected);
+  pump();
+}
+
+void AgentClient::send_through_transport() {
+  const auto gen = conn_gen_;
+  TransportCommand c{in_flight_->command, in_flight_->arguments, in_flight_->wire,
+                     in_flight_->timeout, in_flight_->expect_reply};
+  transport_->async_command(
+      std::move(c), [self = weak_from_this(), gen](common::Result<std::string> r) {
+        auto me = self.lock();
+        if (!me || me->conn_gen_ != gen || !me->in_flight_) {
+          if (me) ++me->stats_.stray_replies;  // answered after its timeout or a disconnect
+          return;
+        }
+        if (!r) return me->complete(tl::unexpected(r.error().wrap(me->in_flight_->command)));
+        if (!me->in_flight_->expect_reply) return me->complete(Json());
+        const Json j = Json::parse(*r, nullptr, false);
+        if (j.is_discarded() || !j.is_object()) {
+          me->stats_.garbage_bytes += r->size();
+          return me->complete(fail(std::errc::protocol_error,
+                                   me->in_flight_->command + ": not a JSON object: " + *r));
+        }
+        me->on_reply(j);
+        if (me->in_flight_)  // neither "return" nor "error": no answer will come
+          me->complete(fail(std::errc::protocol_error,
+                            me->in_flight_->command + ": an answer without return or error"));
+      });
 }
 
 void AgentClient::set_state(AgentState s) {
@@ -72,8 +137,7 @@ void AgentClient::set_state(AgentState s) {
   state_ = s;
   const bool now = state_ == AgentState::Connected;
   if (before != now) {
-    CHL_LOG_INFO("guest agent: {} ({})", now ? "connected" : "disconnected",
-                 connector_->describe());
+    CHL_LOG_INFO("guest agent: {} ({})", now ? "connected" : "disconnected", describe());
     if (on_state_) on_state_(now);
   }
 }
@@ -155,8 +219,8 @@ void AgentClient::execute(std::string command, Json arguments, std::chrono::mill
   Json j = {{"execute", command}};
   if (!arguments.is_null()) j["arguments"] = std::move(arguments);
   std::string wire = j.dump() + "\n";
-  queue_.push_back(
-      Pending{std::move(command), std::move(wire), timeout, std::move(reply), expect_reply});
+  queue_.push_back(Pending{std::move(command), std::move(wire), timeout, std::move(reply),
+                           expect_reply, j.contains("arguments") ? j["arguments"] : Json()});
   boost::asio::post(io_, [self = weak_from_this()] {
     if (auto me = self.lock()) me->pump();
   });
@@ -181,11 +245,13 @@ void AgentClient::pump() {
     ++me->stats_.timeouts;
     const std::string cmd = me->in_flight_->command;
     const auto t = me->in_flight_->timeout;
-    me->need_sync_ = true;  // its reply may still come: the next command resyncs first
+    // Its reply may still come: the next command resyncs first (a transport resyncs itself).
+    me->need_sync_ = !me->transport_;
     me->complete(fail(std::errc::timed_out, cmd + ": the guest agent did not answer within " +
                                                 std::to_string(t.count()) + " ms"));
     if (me->writing_) me->drop("the guest agent does not read its channel");
   });
+  if (transport_) return send_through_transport();
   std::string wire = in_flight_->wire;
   const bool expect = in_flight_->expect_reply;
   write(
@@ -258,6 +324,10 @@ void AgentClient::on_frame(const std::string& text) {
     ++stats_.stray_replies;
     return;
   }
+  on_reply(j);
+}
+
+void AgentClient::on_reply(const Json& j) {
   if (j.contains("return")) return complete(j["return"]);
   if (j.contains("error")) {
     const Json& e = j["error"];

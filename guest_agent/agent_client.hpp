@@ -15,6 +15,13 @@
 //
 // Commands are refused at once while not Connected (KubeVirt answers "agent not connected" too),
 // and when the queue is full.
+//
+// Over a CommandTransport (command_transport.hpp: libvirt's agent API on the QEMU path) the same
+// client keeps the queue, the one command in flight, the timeouts and the reply's reading; the
+// transport frames and syncs, and its state reports are Connected/Disconnected (no reconnect of
+// ours: libvirt holds the channel). A disconnect fails the queued commands; the one in flight is
+// completed by the transport's answer or its own timeout (a guest-shutdown takes the agent down
+// before libvirt's call returns).
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
@@ -29,6 +36,7 @@
 
 #include "common/error.hpp"
 #include "guest_agent/backoff.hpp"
+#include "guest_agent/command_transport.hpp"
 #include "guest_agent/connector.hpp"
 #include "guest_agent/framing.hpp"
 
@@ -70,6 +78,9 @@ class AgentClient : public std::enable_shared_from_this<AgentClient> {
   static std::shared_ptr<AgentClient> create(boost::asio::io_context& io,
                                              std::unique_ptr<Connector> connector,
                                              ClientOptions options = {});
+  static std::shared_ptr<AgentClient> create(boost::asio::io_context& io,
+                                             std::shared_ptr<CommandTransport> transport,
+                                             ClientOptions options = {});
   ~AgentClient();
   AgentClient(const AgentClient&) = delete;
   AgentClient& operator=(const AgentClient&) = delete;
@@ -89,7 +100,9 @@ class AgentClient : public std::enable_shared_from_this<AgentClient> {
   [[nodiscard]] AgentState state() const { return state_; }
   [[nodiscard]] bool connected() const { return state_ == AgentState::Connected; }
   [[nodiscard]] const ClientStats& stats() const { return stats_; }
-  [[nodiscard]] std::string describe() const { return connector_->describe(); }
+  [[nodiscard]] std::string describe() const {
+    return transport_ ? transport_->describe() : connector_->describe();
+  }
 
  private:
   struct Pending {
@@ -98,10 +111,11 @@ class AgentClient : public std::enable_shared_from_this<AgentClient> {
     std::chrono::milliseconds timeout;
     Reply reply;
     bool expect_reply;
+    nlohmann::json arguments;  // for a CommandTransport, which may map the command to its own API
   };
 
   AgentClient(boost::asio::io_context& io, std::unique_ptr<Connector> connector,
-              ClientOptions options);
+              std::shared_ptr<CommandTransport> transport, ClientOptions options);
   void connect();
   void on_connected(Connection c);
   void begin_sync();
@@ -109,6 +123,9 @@ class AgentClient : public std::enable_shared_from_this<AgentClient> {
   void write(std::string bytes, std::function<void()> written);
   void read();
   void on_frame(const std::string& text);
+  void on_reply(const nlohmann::json& j);  // the in-flight command's answer
+  void send_through_transport();           // command_transport mode's pump
+  void on_transport_state(bool up);
   void complete(common::Result<nlohmann::json> r);
   void drop(const std::string& why);
   void schedule_reconnect();
@@ -116,7 +133,8 @@ class AgentClient : public std::enable_shared_from_this<AgentClient> {
   void fail_later(Reply reply, common::Error e);
 
   boost::asio::io_context& io_;
-  std::unique_ptr<Connector> connector_;
+  std::unique_ptr<Connector> connector_;         // stream mode
+  std::shared_ptr<CommandTransport> transport_;  // command mode (one of the two)
   ClientOptions opts_;
   std::optional<Socket> socket_;
   std::uint64_t conn_gen_ = 0;  // bumps per connection: stale handlers compare and leave

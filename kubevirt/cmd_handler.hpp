@@ -91,6 +91,16 @@ class CmdHandler {
   }
 
   // ---- the guest agent (docs/guest-agent.md); not implemented: refused ----
+  // FreezeVirtualMachine / UnfreezeVirtualMachine (KubeVirt's FreezeVMI / UnfreezeVMI).
+  virtual common::Status freeze(std::string_view vmi_json, std::int32_t unfreeze_timeout_seconds) {
+    (void)vmi_json;
+    (void)unfreeze_timeout_seconds;
+    return not_implemented("FreezeVirtualMachine");
+  }
+  virtual common::Status unfreeze(std::string_view vmi_json) {
+    (void)vmi_json;
+    return not_implemented("UnfreezeVirtualMachine");
+  }
   // GetGuestInfo / GetUsers / GetFilesystems: KubeVirt's JSON documents, from the poller's cache.
   virtual common::Result<std::string> get_guest_info() { return not_implemented("GetGuestInfo"); }
   virtual common::Result<std::string> get_users() { return not_implemented("GetUsers"); }

@@ -162,8 +162,6 @@ class Routes {
     add_guest_agent_routes();
 
     // Everything else (docs/kubevirt.md lists why each is not supported): refused at once.
-    refuse<v1::FreezeRequest, v1::Response>("FreezeVirtualMachine");
-    refuse<v1::VMIRequest, v1::Response>("UnfreezeVirtualMachine");
     refuse<v1::VMIRequest, v1::Response>("HotplugHostDevices");
     refuse<v1::MemoryDumpRequest, v1::Response>("VirtualMachineMemoryDump");
     refuse<v1::EmptyRequest, v1::SEVInfoResponse>("GetSEVInfo");
@@ -178,12 +176,25 @@ class Routes {
   }
 
  private:
-  // The guest agent's RPCs (server.go GetGuestInfo, GetUsers, GetFilesystems, GuestPing, Exec).
+  // The guest agent's RPCs (server.go GetGuestInfo, GetUsers, GetFilesystems, GuestPing, Exec,
+  // FreezeVirtualMachine, UnfreezeVirtualMachine).
   // GuestPing and Exec answer a failure both in the Response and as a gRPC error (status
   // Unknown), as KubeVirt's server returns (resp, err): virt-probe exits non-zero on it.
   void add_guest_agent_routes() {
     CmdHandler& h = handler_;
     const std::string ns = not_supported_;
+    // Freeze (server.go FreezeVirtualMachine: the unfreeze timeout rides beside the VMI).
+    add<v1::FreezeRequest, v1::Response>(
+        "FreezeVirtualMachine", [&h, ns](const auto& req, auto& out) {
+          answer_or_refuse(&out, "FreezeVirtualMachine", ns, [&] {
+            return h.freeze(req.vmi().vmijson(), req.unfreezetimeoutseconds());
+          });
+        });
+    add<v1::VMIRequest, v1::Response>(
+        "UnfreezeVirtualMachine", [&h, ns](const auto& req, auto& out) {
+          answer_or_refuse(&out, "UnfreezeVirtualMachine", ns,
+                           [&] { return h.unfreeze(req.vmi().vmijson()); });
+        });
     add<v1::EmptyRequest, v1::GuestInfoResponse>("GetGuestInfo", [&h, ns](const auto&, auto& out) {
       answer_or_refuse(out.mutable_response(), "GetGuestInfo", ns, [&] {
         return h.get_guest_info().map(

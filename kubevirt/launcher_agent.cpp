@@ -21,11 +21,20 @@ using common::Status;
 using Json = nlohmann::json;
 
 AgentLink::AgentLink(boost::asio::io_context& io, AgentLinkOptions options, OnChange on_change)
-    : io_(io), on_change_(std::move(on_change)) {
-  if (options.vsock_socket.empty()) return;
-  client_ = guest_agent::AgentClient::create(
-      io_, guest_agent::hybrid_vsock_connector(options.vsock_socket, options.vsock_port),
-      options.client);
+    : io_(io),
+      on_change_(std::move(on_change)),
+      safety_thaw_(std::make_unique<boost::asio::steady_timer>(io)),
+      set_time_(std::make_unique<boost::asio::steady_timer>(io)) {
+  // One client and one poller for both paths: over the driver's channel (libvirt), else over
+  // Cloud Hypervisor's hybrid vsock.
+  if (options.transport)
+    client_ = guest_agent::AgentClient::create(io_, options.transport, options.client);
+  else if (!options.vsock_socket.empty())
+    client_ = guest_agent::AgentClient::create(
+        io_, guest_agent::hybrid_vsock_connector(options.vsock_socket, options.vsock_port),
+        options.client);
+  else
+    return;
   poller_ = guest_agent::Poller::create(io_, client_, options.poller);
   poller_->set_change_handler([this](guest_agent::Poller::Changed) { changed(); });
   client_->set_state_handler([this](bool up) {
@@ -38,6 +47,8 @@ AgentLink::AgentLink(boost::asio::io_context& io, AgentLinkOptions options, OnCh
 }
 
 AgentLink::~AgentLink() {
+  safety_thaw_->cancel();
+  set_time_->cancel();
   if (poller_) poller_->stop();
   if (client_) client_->stop();
 }
@@ -71,6 +82,7 @@ void AgentLink::changed() {
 
 void LauncherHandler::start_agent(launcher::LauncherService& service) {
   AgentLinkOptions o;
+  o.transport = service.agent_transport();
   o.vsock_socket = opts_.agent_vsock_socket;
   o.vsock_port = opts_.agent_vsock_port;
   auto link =

@@ -328,13 +328,7 @@ Status LauncherHandler::pause(std::string_view) {
   return command("pause", [](auto& s, auto reply) { s.pause(std::move(reply)); });
 }
 
-Status LauncherHandler::unpause(std::string_view) {
-  return command("unpause", [](auto& s, auto reply) { s.resume(std::move(reply)); });
-}
-
-Status LauncherHandler::soft_reboot(std::string_view) {
-  return command("soft reboot", [](auto& s, auto reply) { s.reboot(std::move(reply)); });
-}
+// unpause and soft_reboot: launcher_agent_ops.cpp (the guest's clock, the agent's reboot).
 
 Status LauncherHandler::reset(std::string_view) {
   return command("reset", [](auto& s, auto reply) { s.reboot(std::move(reply)); });

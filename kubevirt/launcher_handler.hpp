@@ -116,7 +116,10 @@ class LauncherHandler final : public CmdHandler {
   common::Status cancel_migration(std::string_view vmi_json) override;
   common::Status finalize_migration(std::string_view vmi_json) override;
   common::Status signal_target_pod_cleanup(std::string_view vmi_json) override;
-  // The guest agent (launcher_agent.cpp).
+  // The guest agent (launcher_agent.cpp; freeze, unfreeze, unpause's clock and soft_reboot:
+  // launcher_agent_ops.cpp).
+  common::Status freeze(std::string_view vmi_json, std::int32_t unfreeze_timeout_seconds) override;
+  common::Status unfreeze(std::string_view vmi_json) override;
   common::Result<std::string> get_guest_info() override;
   common::Result<std::string> get_users() override;
   common::Result<std::string> get_filesystems() override;

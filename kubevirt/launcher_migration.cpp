@@ -468,14 +468,17 @@ void LauncherHandler::watch_progress(boost::asio::io_context& io, std::uint64_t 
 
 Status LauncherHandler::finalize_migration(std::string_view vmi_json) {
   // virt-handler calls it after the ack and again in its final cleanup: idempotent. CH v52 has
-  // no link-state API for the interface "link-refresh", and there is no guest agent to set the
-  // clock through: nothing to do.
+  // no link-state API for the interface "link-refresh"; the guest's clock is set through the
+  // agent (manager.go finalizeMigrationTarget -> setGuestTime; it retries until the agent of
+  // this side has connected, launcher_agent_ops.cpp).
   CHL_TRY(const Json vmi, this_pods_vmi(vmi_json));
   (void)vmi;
   std::lock_guard lock(mu_);
   if (migration_role_ != MigrationRole::Target || !doc_.migration || !doc_.migration->end)
     return fail(std::errc::no_such_process,
                 "FinalizeVirtualMachineMigration: no completed incoming migration");
+  if (AgentLink* a = agent_.get(); a && service_)
+    boost::asio::post(service_->io(), [a] { a->set_guest_time(); });
   return {};
 }
 

@@ -12,17 +12,18 @@
 //   thread, one at a time, so a slow hypervisor never stalls the event loop.
 // An operation a driver cannot do answers std::errc::operation_not_supported with
 // "not supported by <hypervisor>".
+#include <cstdint>
 #include <filesystem>
 #include <functional>
-#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
 #include "events/domain_state.hpp"
 #include "events/domain_state_tracker.hpp"
+#include "guest_agent/command_transport.hpp"
 
 namespace chl::launcher {
 
@@ -76,6 +77,13 @@ class Driver {
   [[nodiscard]] virtual bool finished() const = 0;
   // VMM identity for status: {"pid":…, "version":…, "binary":…}.
   [[nodiscard]] virtual nlohmann::json vmm_identity() const = 0;
+  // The guest agent through the hypervisor's own channel (libvirt: virDomainQemuAgentCommand and
+  // the agent lifecycle event), for the one AgentClient of guest_agent/; null when the launcher
+  // reaches the agent itself (Cloud Hypervisor: the hybrid vsock). Valid for the driver's life,
+  // reporting "disconnected" while there is no domain.
+  [[nodiscard]] virtual std::shared_ptr<guest_agent::CommandTransport> agent_transport() {
+    return nullptr;
+  }
 
   // ---- worker thread (blocking) ----
   // Define and boot the VM. Returns the console PTY path when the hypervisor gives one.

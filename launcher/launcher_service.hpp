@@ -116,6 +116,10 @@ class LauncherService {
   // A transport's stop function, called when the VM is gone (after the final event went out).
   void add_transport_stopper(std::function<void()> stop) { stoppers_.push_back(std::move(stop)); }
 
+  // The guest agent through the driver's channel (Driver::agent_transport), null when none.
+  [[nodiscard]] std::shared_ptr<guest_agent::CommandTransport> agent_transport() {
+    return driver_->agent_transport();
+  }
   // The domain events as they happen (the current state is domain_json()).
   events::EventBus& bus() { return bus_; }
   // {"state":…, "reason":…, "name":…, "namespace":…, "uid":…, "hypervisor":…, "vmm":{…}, …}

@@ -126,6 +126,7 @@ linux_deb() {
 build_linux() {
   local dir="$OUT/linux" cache="$OUT/linux/cache"
   local init="$ROOT/tests/guests/linux/init" modlist="$ROOT/tests/guests/linux/modules"
+  local agent="$ROOT/tests/guests/linux/agent"
   local tool
   for tool in busybox cpio gzip dpkg-deb; do
     command -v "$tool" >/dev/null 2>&1 || unavailable "'$tool' not found (scripts/setup.sh installs busybox-static and cpio)"
@@ -157,7 +158,7 @@ build_linux() {
   [ -f "$moddir/modules.dep" ] || { echo "build-guests: $moddir/modules.dep missing" >&2; return 1; }
 
   local out_k="$dir/vmlinuz" out_i="$dir/initramfs.cpio.gz"
-  if up_to_date "$out_i" "$init" "$modlist" "$0" "$bb" "$vmlinuz" && up_to_date "$out_k" "$vmlinuz"; then
+  if up_to_date "$out_i" "$init" "$agent" "$modlist" "$0" "$bb" "$vmlinuz" /usr/sbin/qemu-ga && up_to_date "$out_k" "$vmlinuz"; then
     echo "$out_k"
     echo "$out_i"
     [ -f "$dir/vmlinux" ] && echo "$dir/vmlinux"
@@ -189,6 +190,22 @@ build_linux() {
     done
   else
     echo "build-guests: util-linux blkid not found: the guest finds disks with busybox findfs only" >&2
+  fi
+  # Debian's real qemu-ga (package qemu-guest-agent) with its libraries, started by
+  # tests/guests/linux/agent (/bin/chl-agent) on the virtio-serial port or vsock; and an
+  # os-release for guest-get-osinfo (the host's: the guest's userland is Debian's too).
+  install -m 0755 "$agent" "$st/bin/chl-agent"
+  if [ -x /usr/sbin/qemu-ga ]; then
+    mkdir -p "$st/usr/sbin"
+    cp -L /usr/sbin/qemu-ga "$st/usr/sbin/qemu-ga"
+    for lib in $(ldd /usr/sbin/qemu-ga | sed -n 's,.*=> \(/[^ ]*\).*,\1,p; s,^[[:space:]]*\(/[^ ]*\) (.*,\1,p'); do
+      mkdir -p "$st$(dirname "$lib")"
+      cp -L "$lib" "$st$lib"
+    done
+    [ -f /etc/os-release ] && cp -L /etc/os-release "$st/etc/os-release"
+    printf 'root:x:0:0:root:/root:/bin/sh\n' > "$st/etc/passwd"
+  else
+    echo "build-guests: qemu-ga not found (scripts/setup.sh installs qemu-guest-agent): the guest has no agent" >&2
   fi
   # The modules and everything they depend on, as modules.dep says; its lines for them go along.
   local want=() m line

@@ -59,6 +59,11 @@ void reboot_cb(virConnectPtr, virDomainPtr dom, void* opaque) {
   post_to_driver(opaque, dom, [](LibvirtDriver& d) { d.on_reboot(); });
 }
 
+// virConnectDomainEventAgentLifecycleCallback: KubeVirt's channel state comes from this event too.
+void agent_lifecycle_cb(virConnectPtr, virDomainPtr dom, int state, int, void* opaque) {
+  post_to_driver(opaque, dom, [state](LibvirtDriver& d) { d.on_agent_lifecycle(state); });
+}
+
 void close_cb(virConnectPtr, int reason, void* opaque) {
   post_to_driver(opaque, nullptr, [reason](LibvirtDriver& d) { d.on_connection_closed(reason); });
 }
@@ -94,6 +99,7 @@ LibvirtDriver::LibvirtDriver(asio::io_context& io, LibvirtDriverOptions options,
       io_(io),
       opts_(std::move(options)),
       link_(std::make_shared<Link>()),
+      agent_(std::make_shared<LibvirtAgentTransport>(io, opts_.domain_name)),
       gone_timer_(io) {
   link_->driver = this;
   link_->io = &io_;
@@ -126,6 +132,7 @@ void LibvirtDriver::cleanup() {
   if (conn_) {
     for (int id : callbacks_) (void)virConnectDomainEventDeregisterAny(conn_.get(), id);
     callbacks_.clear();
+    agent_->set_domain(nullptr);
     if (dom_) {
       int st = 0, reason = 0;
       if (virDomainGetState(dom_.get(), &st, &reason, 0) == 0 && st != VIR_DOMAIN_SHUTOFF) {
@@ -189,6 +196,15 @@ Status LibvirtDriver::connect() {
   if (id < 0) {
     delete l2;
     return libvirt_fail("registering for reboot events");
+  }
+  callbacks_.push_back(id);
+  auto* l3 = new std::shared_ptr<Link>(link_);
+  id = virConnectDomainEventRegisterAny(conn_.get(), nullptr, VIR_DOMAIN_EVENT_ID_AGENT_LIFECYCLE,
+                                        VIR_DOMAIN_EVENT_CALLBACK(agent_lifecycle_cb), l3,
+                                        free_link);
+  if (id < 0) {
+    delete l3;
+    return libvirt_fail("registering for guest agent lifecycle events");
   }
   callbacks_.push_back(id);
   unsigned long version = 0;
@@ -276,6 +292,7 @@ Result<std::optional<std::string>> LibvirtDriver::create_and_boot() {
       VIR_DOMAIN_START_PAUSED |
           (opts_.autodestroy ? static_cast<unsigned>(VIR_DOMAIN_START_AUTODESTROY) : 0U)));
   if (!dom_) return fail_start(libvirt_fail("creating the domain").value());
+  agent_->set_domain(dom_.get());
   pid_t pid = read_qemu_pid();
   qemu_pid_ = pid;
   take_qemu_pidfd(pid);
@@ -535,6 +552,10 @@ void LibvirtDriver::on_lifecycle(int event, int detail) {
 void LibvirtDriver::on_reboot() {
   CHL_LOG_DEBUG("libvirt event reboot");
   deliver(tracker_.on_reboot());
+}
+
+void LibvirtDriver::on_agent_lifecycle(int state) {
+  agent_->set_connected(state == VIR_CONNECT_DOMAIN_EVENT_AGENT_LIFECYCLE_STATE_CONNECTED);
 }
 
 void LibvirtDriver::on_connection_closed(int reason) {

@@ -19,6 +19,8 @@
 // - Live migration (migration.cpp): virDomainMigrateToURI3 with KubeVirt's flags and parameters
 //   between the two pods' own daemons; the target adopts the domain libvirt creates. A domain
 //   that may migrate is created without AUTODESTROY (driver_options.hpp).
+// - The guest agent: libvirt holds its channel; agent_transport() carries commands through
+//   virDomainQemuAgentCommand and libvirt's agent lifecycle event (agent_transport.hpp).
 // - Snapshot, restore and hotplug answer "not supported by qemu-kvm" (not wired yet).
 #include <sys/types.h>
 
@@ -31,14 +33,15 @@
 #include <mutex>
 #include <optional>
 
+#include "common/unique_fd.hpp"
 #include "drivers/libvirt/accel_probe.hpp"
-#include "launcher/driver.hpp"
+#include "drivers/libvirt/agent_transport.hpp"
 #include "drivers/libvirt/daemon.hpp"
 #include "drivers/libvirt/driver_options.hpp"
 #include "drivers/libvirt/event_loop.hpp"
 #include "drivers/libvirt/events.hpp"
 #include "drivers/libvirt/handles.hpp"
-#include "common/unique_fd.hpp"
+#include "launcher/driver.hpp"
 
 namespace chl::libvirt {
 
@@ -60,6 +63,10 @@ class LibvirtDriver final : public launcher::Driver {
     return tracker_.finished() || start_failed_.load();
   }
   [[nodiscard]] nlohmann::json vmm_identity() const override;
+  // The guest agent through libvirt (agent_transport.hpp).
+  [[nodiscard]] std::shared_ptr<guest_agent::CommandTransport> agent_transport() override {
+    return agent_;
+  }
 
   common::Result<std::optional<std::string>> create_and_boot() override;
   common::Status pause() override;
@@ -84,6 +91,7 @@ class LibvirtDriver final : public launcher::Driver {
   void on_lifecycle(int event, int detail);
   void on_reboot();
   void on_connection_closed(int reason);
+  void on_agent_lifecycle(int state);
   // How long QEMU may be gone before libvirt's Stopped event is given up on.
   static constexpr std::chrono::seconds kQemuGoneEventWait{3};
 
@@ -126,6 +134,8 @@ class LibvirtDriver final : public launcher::Driver {
   bool close_cb_ = false;
   common::UniqueFd pty_hold_;  // the console PTY kept open: QEMU writes only while a reader exists
   LibvirtEventTracker tracker_;
+  // Made with the driver (its thread starts before the launcher confines itself).
+  std::shared_ptr<LibvirtAgentTransport> agent_;
   EventSink sink_;
   ExitHandler on_exit_;
   bool exit_reported_ = false;

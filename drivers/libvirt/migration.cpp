@@ -297,6 +297,7 @@ Status LibvirtDriver::receive_migration(const std::string& receiver) {
       dom_.reset(virDomainLookupByName(conn_.get(), opts_.domain_name.c_str()));
       if (dom_) {
         found = true;
+        agent_->set_domain(dom_.get());  // the guest agent follows the VM (agent_transport.hpp)
         pid_t pid = read_qemu_pid();
         qemu_pid_ = pid;
         take_qemu_pidfd(pid);

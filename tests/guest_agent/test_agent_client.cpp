@@ -356,5 +356,151 @@ TEST_CASE(
   CHECK(get(f3));
 }
 
+// A CommandTransport the test drives (libvirt's role on the QEMU path): the commands it got, the
+// replies the test gives, the states it reports, all on the client's loop.
+class FakeTransport final : public guest_agent::CommandTransport {
+ public:
+  explicit FakeTransport(boost::asio::io_context& io) : io_(io) {}
+  void watch(StateHandler h) override {
+    on_state_ = std::move(h);
+    if (on_state_)
+      boost::asio::post(io_, [this] {
+        if (on_state_) on_state_(up_);
+      });
+  }
+  void async_command(guest_agent::TransportCommand c, Done done) override {
+    std::lock_guard l(mu_);
+    got_.push_back(std::move(c));
+    pending_.push_back(std::move(done));
+  }
+  std::string describe() const override { return "fake transport"; }
+  // Test thread: report a state, answer the oldest command.
+  void set_up(bool up) {
+    boost::asio::post(io_, [this, up] {
+      up_ = up;
+      if (on_state_) on_state_(up);
+    });
+  }
+  bool answer(common::Result<std::string> r) {
+    Done d;
+    {
+      std::lock_guard l(mu_);
+      if (pending_.empty()) return false;
+      d = std::move(pending_.front());
+      pending_.pop_front();
+    }
+    boost::asio::post(io_, [d = std::move(d), r = std::move(r)] { d(r); });
+    return true;
+  }
+  std::vector<guest_agent::TransportCommand> got() {
+    std::lock_guard l(mu_);
+    return got_;
+  }
+
+ private:
+  boost::asio::io_context& io_;
+  StateHandler on_state_;
+  bool up_ = false;
+  std::mutex mu_;
+  std::vector<guest_agent::TransportCommand> got_;
+  std::deque<Done> pending_;
+};
+
+TEST_CASE(
+    "agent client over a command transport (libvirt's role): connected from the transport's "
+    "report, commands one at a time with their arguments, return and error read, a timeout, a "
+    "disconnect fails what is queued and leaves the command in flight to the transport") {
+  LoopThread loop;
+  auto t = std::make_shared<FakeTransport>(loop.io);
+  auto client = loop.on_loop([&] { return AgentClient::create(loop.io, t); });
+  std::atomic<int> ups{0}, downs{0};
+  loop.on_loop([&] {
+    client->set_state_handler([&](bool up) { (up ? ups : downs)++; });
+    client->start();
+    return 0;
+  });
+  auto start = [&](std::string cmd, Json args = nullptr, std::chrono::milliseconds to = 5000ms) {
+    auto p = std::make_shared<std::promise<common::Result<Json>>>();
+    auto f = p->get_future();
+    boost::asio::post(loop.io, [&, p, cmd, args, to] {
+      client->execute(cmd, args, to, [p](common::Result<Json> r) { p->set_value(std::move(r)); });
+    });
+    return f;
+  };
+  // Not connected yet: refused at once, nothing sent.
+  auto f0 = start("guest-ping");
+  auto r0 = get(f0);
+  REQUIRE_FALSE(r0);
+  CHECK(r0.error().code == std::errc::not_connected);
+  CHECK(t->got().empty());
+
+  t->set_up(true);
+  REQUIRE(wait_until(5s, [&] { return ups == 1; }));
+  CHECK(loop.on_loop([&] { return client->connected(); }));
+  CHECK(loop.on_loop([&] { return client->describe(); }) == "fake transport");
+  auto f1 = start("guest-exec", Json{{"path", "/bin/true"}});
+  auto f2 = start("guest-info");
+  REQUIRE(wait_until(5s, [&] { return t->got().size() == 1; }));
+  std::this_thread::sleep_for(100ms);
+  CHECK(t->got().size() == 1);  // one in flight
+  CHECK(t->got()[0].command == "guest-exec");
+  CHECK(t->got()[0].arguments == Json{{"path", "/bin/true"}});
+  CHECK(Json::parse(t->got()[0].wire) ==
+        Json{{"execute", "guest-exec"}, {"arguments", {{"path", "/bin/true"}}}});
+  REQUIRE(t->answer(std::string(R"({"return": {"pid": 7}})")));
+  auto r1 = get(f1);
+  REQUIRE(r1);
+  CHECK((*r1)["pid"] == 7);
+  REQUIRE(wait_until(5s, [&] { return t->got().size() == 2; }));
+  REQUIRE(t->answer(std::string(R"({"error": {"class": "GenericError", "desc": "nope"}})")));
+  auto r2 = get(f2);
+  REQUIRE_FALSE(r2);
+  CHECK(r2.error().message() == "guest-info: GenericError: nope");
+
+  // The transport's own error names the command; an answer that never comes times out and the
+  // late one is dropped.
+  auto f3 = start("guest-ping");
+  REQUIRE(wait_until(5s, [&] { return t->got().size() == 3; }));
+  REQUIRE(t->answer(common::fail(std::errc::timed_out, "libvirt: agent not responding")));
+  auto r3 = get(f3);
+  REQUIRE_FALSE(r3);
+  CHECK(r3.error().message().find("guest-ping") == 0);
+  auto f4 = start("guest-ping", nullptr, 200ms);
+  auto r4 = get(f4);
+  REQUIRE_FALSE(r4);
+  CHECK(r4.error().code == std::errc::timed_out);
+  REQUIRE(t->answer(std::string(R"({"return": {}})")));  // the late reply: nobody's
+
+  // Disconnected: what is queued fails at once, later commands are refused; the command in
+  // flight is the transport's until it answers (libvirt's virDomainReboot returns after the
+  // agent went down with the guest).
+  auto f5 = start("guest-shutdown", Json{{"mode", "reboot"}});
+  auto f6 = start("guest-get-fsinfo");
+  REQUIRE(wait_until(5s, [&] { return t->got().size() == 5; }));
+  t->set_up(false);
+  auto r6 = get(f6);
+  REQUIRE_FALSE(r6);
+  CHECK(r6.error().code == std::errc::connection_aborted);
+  REQUIRE(wait_until(5s, [&] { return downs == 1; }));
+  CHECK_FALSE(loop.on_loop([&] { return client->connected(); }));
+  auto f7 = start("guest-ping");
+  auto r7 = get(f7);
+  REQUIRE_FALSE(r7);
+  CHECK(r7.error().code == std::errc::not_connected);
+  CHECK(f5.wait_for(200ms) == std::future_status::timeout);
+  REQUIRE(t->answer(std::string(R"({"return": {}})")));
+  CHECK(get(f5));
+  t->set_up(true);  // back: usable again
+  REQUIRE(wait_until(5s, [&] { return ups == 2; }));
+  auto f8 = start("guest-ping");
+  REQUIRE(wait_until(5s, [&] { return t->got().size() == 6; }));
+  REQUIRE(t->answer(std::string(R"({"return": {}})")));
+  CHECK(get(f8));
+  loop.on_loop([&] {
+    client->stop();
+    return 0;
+  });
+}
+
 }  // namespace
 }  // namespace chl::test

@@ -137,7 +137,7 @@ std::string request(std::uint16_t command, const std::string& payload) {
 
 TEST_CASE(
     "migration stream: the sender's Config loses host_mac on tap NICs only, its length follows, "
-    "whatever the pieces; the rest passes as it came") {
+    "whatever the pieces - the rest passes as it came") {
   using chl::kubevirt::MigrationStreamEditor;
   // As CH v52's sender writes it: Start, Config (VmMigrationConfig), then a Memory request.
   const nlohmann::json config = {

@@ -362,7 +362,7 @@ TEST_CASE("grpc wire: grpc-timeout and grpc-message encodings") {
 }
 
 TEST_CASE(
-    "rpc interop: stopping gives a held call its grace, then closes; the handler is waited for") {
+    "rpc interop: stopping gives a held call its grace, then closes, and the handler is waited for") {
   auto f = std::make_unique<Served>();
   f->handler.hold_sync = true;
   auto stub = v1::Cmd::NewStub(f->channel());

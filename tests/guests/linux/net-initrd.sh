@@ -14,6 +14,8 @@
 #     busybox nc and prints what the far end sent: "chl-net: reach ADDR PORT: REPLY";
 #   - listens with busybox nc: 8080 and 9090 answer "hello-from-guest", 5002 sends 20 MiB of
 #     zeros (throughput);
+#   - starts the guest agent when the initramfs has one (/bin/chl-agent: Debian's qemu-ga on
+#     virtio-serial or vsock, tests/guests/linux/agent);
 #   - prints "chl-net: ready".
 # Used by the pod networking end-to-end tests (bench/network/e2e_qemu.sh, QEMU on a tap
 # directly; tests/network/test_libvirt_network.cpp, through `ch-launcher run`).
@@ -85,6 +87,7 @@ done
 nc -ll -p 8080 -e /hello.sh &
 nc -ll -p 9090 -e /hello.sh &
 nc -ll -p 5002 -e /send.sh &
+[ -x /bin/chl-agent ] && /bin/chl-agent
 sleep 1
 echo "chl-net: ready"
 while true; do sleep 1000; done
