@@ -39,7 +39,7 @@ fi
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD" -j "$(nproc)" --target ch-launcher vmm-double pvh_guest console_bridge_bench \
   vmm_api_bench migration_bench events_bench cloud_init_bench vmi_bench qcow2_convert_bench network_bench kubevirt_bench bench_virt_launcher bench_guest_agent \
-  bench_mass_start bench_access_credentials \
+  bench_mass_start bench_access_credentials bench_migration_qemu \
   test_image >/dev/null
 
 r() { [ "$QUICK" = 1 ] && echo "$1" || echo "$2"; }
@@ -61,6 +61,7 @@ bench "100 idle launchers" bash "$ROOT/bench/launcher/idle_launchers.sh" "$BUILD
 bench "console bridge vs socat" "$B/console_bridge/console_bridge_bench" $( [ "$QUICK" = 1 ] && echo --mib 16 --rounds 200 --trials 1 )
 bench "VMM API client" "$B/vmm_api/vmm_api_bench" --vmm "$BUILD/tests/vmm_double/vmm-double" --kernel "$BUILD/guests/pvh-guest.elf" --n "$(r 200 2000)"
 bench "CH live migration (VMM double: protocol overhead only)" "$B/vmm_api/migration_bench" --vmm "$BUILD/tests/vmm_double/vmm-double" --n "$(r 3 9)"
+bench "QEMU/libvirt live migration (two pods' own libvirtd, real QEMU)" env CHL_BENCH_N="$(r 3 7)" "$B/kubevirt/bench_migration_qemu"
 bench "event stream" "$B/events/events_bench" --rounds "$(r 2 5)"
 bench "cloud-init media" "$B/cloud_init/cloud_init_bench" --rounds "$(r 5 30)"
 bench "VMI pipeline" "$B/vmi/vmi_bench" --n "$(r 200 2000)"

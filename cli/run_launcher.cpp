@@ -271,6 +271,8 @@ int run_launcher(const launcher::LaunchOptions& opts, const LaunchHooks& hooks) 
     lo.emulator = emulator.empty() ? std::string("qemu-system-x86_64") : emulator;
     lo.on_vmm_started = record_vmm;
     for (const auto& n : plan->nics) lo.taps.push_back(n.tap);
+    lo.incoming = opts.incoming_migration.has_value();
+    lo.autodestroy = !opts.migratable && !lo.incoming;
     CHL_LOG_DEBUG("domain XML:\n{}", lo.domain_xml);
     auto launch = libvirt_module->api->create_driver(io, std::move(lo));
     if (!launch) return launch_error(launch.error().message());

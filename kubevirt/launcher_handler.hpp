@@ -54,6 +54,9 @@ struct LauncherHandlerOptions {
   std::string migration_proxy_dir = "/var/run/kubevirt/migrationproxy";
   // Where the launcher's own migration relay socket goes (its state directory).
   std::string relay_dir = "/var/run/kubevirt-ephemeral-disks/ch-launcher";
+  // qemu-kvm: where virt-handler's target proxy dials this pod's libvirt (port key 0,
+  // pkg/virt-handler/migration-target.go).
+  std::string libvirt_socket = "/var/run/libvirt/virtqemud-sock";
   // The guest agent (launcher_agent.hpp): Cloud Hypervisor's hybrid vsock socket (the plan's
   // <state dir>/agent.vsock) and the guest's vsock port; "" = no agent transport on this path.
   std::string agent_vsock_socket;
@@ -227,6 +230,9 @@ class LauncherHandler final : public CmdHandler {
   void migration_ended(const common::Status& result);
   // The source's VM went (CH's migration-finished; mu_ held): EndTimestamp, no longer migrating.
   void source_migrated();
+  // MigrateVirtualMachine's background send on the QEMU/libvirt path (launcher_migration.cpp).
+  common::Status migrate_libvirt(const nlohmann::json& vmi, const nlohmann::json& options,
+                                 const std::string& uid);
   // The target's domain changed state (mu_ held): EndTimestamp once the received VM runs.
   void on_target_state(events::DomainState state, events::StateReason reason);
   // The guest agent (launcher_agent.cpp): made in attach(), gone in finished(); used on the loop.

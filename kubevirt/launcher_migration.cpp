@@ -11,8 +11,10 @@
 #include <thread>
 
 #include "common/log.hpp"
+#include "common/unix_socket.hpp"
 #include "kubevirt/launcher_handler.hpp"
 #include "kubevirt/launcher_hotplug.hpp"
+#include "kubevirt/migration_libvirt.hpp"
 #include "kubevirt/migration_relay.hpp"
 #include "launcher/launcher_service.hpp"
 #include "vmi/parser.hpp"
@@ -137,7 +139,10 @@ Status LauncherHandler::sync_migration_target(std::string_view vmi_json,
                   "SyncMigrationTarget: this launcher already runs a domain");
     if (stopped_) return fail(std::errc::operation_canceled, "the launcher is stopping");
   }
-  if (opts_.hypervisor != "cloud-hypervisor")
+  // qemu-kvm: the target's libvirtd creates the incoming domain; virt-handler's proxy dials it
+  // on opts_.libvirt_socket (migration_libvirt.hpp).
+  const bool libvirt = opts_.hypervisor == "qemu-kvm";
+  if (opts_.hypervisor != "cloud-hypervisor" && !libvirt)
     return fail(std::errc::operation_not_supported,
                 "SyncMigrationTarget: live migration is not supported by " + opts_.hypervisor);
   auto checked = vmi::check_vmi(vmi_json, opts_.hypervisor, vmi::current_host());
@@ -151,7 +156,9 @@ Status LauncherHandler::sync_migration_target(std::string_view vmi_json,
   std::error_code ec;
   std::filesystem::create_directories(socket.parent_path(), ec);
   if (ec) return fail(ec, "SyncMigrationTarget: creating " + socket.parent_path().string());
-  std::filesystem::remove(socket, ec);
+  if (!libvirt) std::filesystem::remove(socket, ec);
+  const std::filesystem::path ready =
+      libvirt ? std::filesystem::path(opts_.libvirt_socket) : socket;
   {
     std::lock_guard lock(mu_);
     if (phase_ != Phase::Idle)
@@ -163,16 +170,18 @@ Status LauncherHandler::sync_migration_target(std::string_view vmi_json,
     m.start = std::chrono::system_clock::now();
     m.mode = "PreCopy";
     doc_.migration = m;
-    request_ = LaunchRequest{std::string(vmi_json), options, "unix:" + socket.string()};
+    request_ = LaunchRequest{std::string(vmi_json), options,
+                             libvirt ? "libvirt:" + ready.string() : "unix:" + socket.string()};
     launched_spec_ = without_hotplug_volumes(vmi).value("spec", Json::object());
     sync_result_.reset();
     phase_ = Phase::Launching;
     cv_.notify_all();
   }
-  // Ready once the VMM listens (its socket exists), or the launch failed first.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  // Ready once the VMM listens (its socket exists; libvirt: the daemon answers where the proxy
+  // dials it), or the launch failed first. A libvirt daemon the launcher starts may take a while.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(libvirt ? 18 : 15);
   while (std::chrono::steady_clock::now() < deadline) {
-    if (std::filesystem::exists(socket)) return {};
+    if (libvirt ? common::unix_socket_answers(ready) : std::filesystem::exists(socket)) return {};
     {
       std::lock_guard lock(mu_);
       if (sync_result_ && !*sync_result_)
@@ -182,8 +191,8 @@ Status LauncherHandler::sync_migration_target(std::string_view vmi_json,
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  return fail(std::errc::timed_out, "SyncMigrationTarget: the VMM is not listening on " +
-                                        socket.string() + " after 15 s");
+  return fail(std::errc::timed_out,
+              "SyncMigrationTarget: the VMM is not listening on " + ready.string() + " in time");
 }
 
 void LauncherHandler::on_target_state(events::DomainState state, events::StateReason reason) {
@@ -217,13 +226,15 @@ Status LauncherHandler::migrate(std::string_view vmi_json, std::string_view opti
       return fail(std::errc::device_or_resource_busy,
                   "MigrateVirtualMachine: another migration is under way");
   }
-  if (opts_.hypervisor != "cloud-hypervisor")
+  const bool libvirt = opts_.hypervisor == "qemu-kvm";
+  if (opts_.hypervisor != "cloud-hypervisor" && !libvirt)
     return fail(std::errc::operation_not_supported,
                 "MigrateVirtualMachine: live migration is not supported by " + opts_.hypervisor);
   // Refused before anything moves: the domain says why (Failed, FailureReason), and so does a
   // Warning event.
-  if (auto why = not_migratable(vmi); !why.empty()) {
-    const std::string reason = "this VMI cannot migrate on Cloud Hypervisor: " + joined(why);
+  if (auto why = libvirt ? not_migratable_on_libvirt(vmi) : not_migratable(vmi); !why.empty()) {
+    const std::string reason = std::string("this VMI cannot migrate on ") +
+                               (libvirt ? "QEMU/libvirt" : "Cloud Hypervisor") + ": " + joined(why);
     {
       std::lock_guard lock(mu_);
       migration_role_ = MigrationRole::Source;
@@ -240,6 +251,7 @@ Status LauncherHandler::migrate(std::string_view vmi_json, std::string_view opti
     k8s_event("Warning", "Migrated", reason);
     return fail(std::errc::operation_not_supported, "MigrateVirtualMachine: " + reason);
   }
+  if (libvirt) return migrate_libvirt(vmi, options, uid);
   // CH sends to our relay, which copies to the proxy's socket (cutting it aborts), no faster
   // than Bandwidth.
   MigrationRelay::Options ro;
@@ -309,6 +321,47 @@ Status LauncherHandler::migrate(std::string_view vmi_json, std::string_view opti
   return {};
 }
 
+Status LauncherHandler::migrate_libvirt(const Json& vmi, const Json& options,
+                                        const std::string& uid) {
+  std::uint64_t memory_kib = 0;
+  {
+    std::lock_guard lock(mu_);
+    memory_kib = doc_.memory_kib;
+  }
+  CHL_TRY(auto send,
+          common::wrap(libvirt_migration_send(vmi, options, opts_.migration_proxy_dir, memory_kib),
+                       "MigrateVirtualMachine"));
+  // The monitor moves to post-copy, or pauses the guest, to finish (AllowWorkloadDisruption).
+  send.on_mode = [this](const std::string& mode) {
+    std::lock_guard lock(mu_);
+    if (!doc_.migration || doc_.migration->end) return;
+    doc_.migration->mode = mode;
+    if (notify_) notify_->send_domain_event(to_domain_json(doc_).dump(), DomainEventType::Modified);
+  };
+  auto stats = get_domain_stats();
+  std::lock_guard lock(mu_);
+  if (!service_ || phase_ != Phase::Running)
+    return fail(std::errc::no_such_process, "MigrateVirtualMachine: the domain is gone");
+  launcher::LauncherService* svc = service_;
+  stats_cache_ = stats ? *stats : std::string();
+  migration_role_ = MigrationRole::Source;
+  migrating_ = true;
+  final_pause_ = abort_requested_ = false;
+  DomainMigration m;
+  m.uid = uid;
+  m.start = std::chrono::system_clock::now();
+  m.mode = "PreCopy";
+  doc_.migration = m;
+  if (notify_) notify_->send_domain_event(to_domain_json(doc_).dump(), DomainEventType::Modified);
+  boost::asio::post(svc->io(), [this, svc, send] {
+    svc->migrate(send, [this](common::Result<Json> r) {
+      migration_ended(r ? Status{} : Status(tl::unexpected(r.error())));
+    });
+  });
+  CHL_LOG_INFO("virt-launcher: migration {} to {} started", uid, send.destination);
+  return {};
+}
+
 void LauncherHandler::source_migrated() {
   migrating_ = false;
   if (relay_) relay_->abort();
@@ -361,7 +414,7 @@ Status LauncherHandler::cancel_migration(std::string_view vmi_json) {
 }
 
 Status LauncherHandler::abort_migration_locked(const std::string& who) {
-  if (!migrating_ || !doc_.migration || !relay_)
+  if (!migrating_ || !doc_.migration || (!relay_ && !service_))
     return fail(std::errc::no_such_process, who + ": no migration is under way");
   if (abort_requested_) return {};  // Aborting already
   if (final_pause_) {
@@ -373,10 +426,19 @@ Status LauncherHandler::abort_migration_locked(const std::string& who) {
                 who + ": too late, the migration is in its final phase (the source is paused)");
   }
   // CH v52 has no cancel: cut the relayed stream; CH's send fails and it resumes the VM.
+  // libvirt: virDomainAbortJob (KubeVirt's asyncMigrationAbort); libvirt refusing it leaves the
+  // migration going, AbortStatus Failed.
   abort_requested_ = true;
   doc_.migration->abort_status = "Aborting";
   if (notify_) notify_->send_domain_event(to_domain_json(doc_).dump(), DomainEventType::Modified);
-  relay_->abort();
+  if (relay_) {
+    relay_->abort();
+  } else if (auto st = service_->abort_migration(); !st) {
+    abort_requested_ = false;
+    doc_.migration->abort_status = "Failed";
+    if (notify_) notify_->send_domain_event(to_domain_json(doc_).dump(), DomainEventType::Modified);
+    return tl::unexpected(st.error().wrap(who));
+  }
   return {};
 }
 

@@ -12,24 +12,24 @@
 // code — are the launcher's own. A boot the VMM refuses fails its Sync and the launcher serves
 // on; once a VM has run, the launcher stays until virt-handler's DeleteDomain (or 15 + 30 s) and
 // exits 0, as KubeVirt's does.
+#include "kubevirt/virt_launcher_main.hpp"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
-
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <optional>
+#include <cstring>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
-
-#include "kubevirt/virt_launcher_main.hpp"
 
 #include "common/log.hpp"
 #include "kubevirt/cmd_server.hpp"
@@ -151,6 +151,17 @@ std::optional<std::string> vmm_for(const std::string& flag, std::string& why) {
 int usage_error(const std::string& msg) {
   std::fprintf(stderr, "ch-launcher virt-launcher: %s (see `ch-launcher help virt-launcher`)\n", msg.c_str());
   return kExitInvalidInput;
+}
+
+// KubeVirt's LiveMigratable condition (status.conditions, set by virt-controller) is True.
+bool live_migratable(const std::string& vmi_text) {
+  const auto j = nlohmann::json::parse(vmi_text, nullptr, false);
+  if (!j.is_object()) return false;
+  for (const auto& c :
+       j.value("status", nlohmann::json::object()).value("conditions", nlohmann::json::array()))
+    if (c.is_object() && c.value("type", "") == "LiveMigratable" && c.value("status", "") == "True")
+      return true;
+  return false;
 }
 
 }  // namespace
@@ -300,6 +311,7 @@ int virt_launcher_main(const std::vector<std::string>& argv, const launcher::Run
     this_launch.preallocated_volumes = std::move(preallocated);
     this_launch.mem_balloon_stats_period = balloon_stats;
     this_launch.incoming_migration = incoming_migration;
+    this_launch.migratable = live_migratable(vmi_text);
     launcher::LaunchHooks hooks;
     hooks.vmi_text = vmi_text;
     hooks.on_failure = [&handler](const std::string& msg, int) { handler.launch_failed(msg); };

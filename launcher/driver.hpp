@@ -33,6 +33,20 @@ struct MigrationSend {
   std::uint64_t downtime_ms = 0;  // 0: the VMM's default
   std::uint64_t timeout_s = 0;    // 0: the VMM's default
   bool ignore_timeout = false;    // at the timeout: pause and finish (else cancel)
+  // The libvirt path (KubeVirt's virt-launcher: live-migration-source.go). The destination's
+  // libvirt ("unix:<path>": the proxy socket virt-handler creates in this pod for the target's
+  // libvirt) is `destination`; QEMU's own stream goes to `migrate_uri`.
+  std::string migrate_uri;              // "unix://<path>": the direct-migration proxy socket
+  std::uint64_t bandwidth_mib = 0;      // MiB/s, 0: unlimited
+  std::int64_t progress_timeout_s = 0;  // abort when the remaining data has not shrunk for so long
+  std::int64_t completion_timeout_s = 0;  // CompletionTimeoutPerGiB x the data to move; 0: none
+  bool allow_auto_converge = false;
+  bool allow_post_copy = false;
+  bool allow_workload_disruption = false;  // at completion_timeout: post-copy, or pause, to finish
+  bool unsafe = false;
+  std::optional<std::uint32_t> parallel_threads;  // ParallelMigrationThreads (multifd)
+  // Called (any thread) when the driver changes the migration's mode: "PostCopy", "Paused".
+  std::function<void(const std::string&)> on_mode;
 };
 
 class Driver {
@@ -106,6 +120,13 @@ class Driver {
   virtual common::Status receive_migration(const std::string& receiver) {
     (void)receiver;
     return common::fail(std::errc::operation_not_supported, "live migration: not supported by " + hypervisor());
+  }
+  // Abort the outgoing migration under way (any thread, while send_migration blocks): the VM
+  // runs on here and send_migration fails. A driver that cannot abort (Cloud Hypervisor v52: the
+  // launcher cuts its relayed stream instead) answers operation_not_supported.
+  virtual common::Status abort_migration() {
+    return common::fail(std::errc::operation_not_supported,
+                        "aborting a migration: not supported by " + hypervisor());
   }
 };
 

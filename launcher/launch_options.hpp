@@ -69,6 +69,9 @@ struct LaunchOptions {
   std::optional<std::filesystem::path> restore_from;
   // Receive the VM from a live migration on this URL ("unix:<path>") instead of creating it.
   std::optional<std::string> incoming_migration;
+  // qemu-kvm: the VMI may live migrate (KubeVirt's LiveMigratable condition): its domain is
+  // created without libvirt's auto-destroy, which libvirt refuses to migrate.
+  bool migratable = false;
   // The launcher's own seccomp filter: "enforce", "log" or "off" (sandbox/seccomp_filter.hpp).
   std::string seccomp = "enforce";
   // Deadline of one VMM API call; default 5 s for quick calls, 30 s for create/boot/shutdown.

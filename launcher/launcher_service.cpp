@@ -577,4 +577,6 @@ void LauncherService::migrate(MigrationSend m, Reply reply) {
   }, std::move(reply));
 }
 
+common::Status LauncherService::abort_migration() { return driver_->abort_migration(); }
+
 }  // namespace chl::launcher

@@ -100,6 +100,8 @@ class LauncherService {
   void resize(std::optional<std::uint32_t> vcpus, std::optional<std::uint64_t> memory_bytes, Reply reply);
   // Live migration out (Driver::send_migration), Running or Paused; replies once it ended.
   void migrate(MigrationSend m, Reply reply);
+  // Abort the outgoing migration under way (Driver::abort_migration; any thread).
+  common::Status abort_migration();
 
   // SIGTERM/SIGINT handled another way (virt-launcher mode: KubeVirt's monitor marks the domain
   // for graceful shutdown and lets virt-handler stop it, pkg/virt-launcher/monitor.go): `hook`

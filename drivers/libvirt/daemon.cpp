@@ -296,7 +296,21 @@ Result<LibvirtDaemons> LibvirtDaemons::ensure(const LibvirtDaemonOptions& opts) 
     std::vector<std::string> argv;
     auto unshare = common::find_program("unshare");
     const fs::path daemon_conf = opts.run_dir / "libvirtd.conf";
-    CHL_TRY_VOID(write_config(daemon_conf, kLibvirtdConf));
+    // A host UUID of its own: libvirt tells hosts apart by it in a migration and refuses one
+    // to "the same host" (qemu_migration_cookie.c). KubeVirt runs one daemon per pod, and two
+    // pods of one machine (a test's source and target) must not look like one host; left
+    // unset it would come from the machine's SMBIOS, the same for every pod.
+    std::string conf = kLibvirtdConf;
+    {
+      std::ifstream u("/proc/sys/kernel/random/uuid");
+      std::string uuid;
+      if (u >> uuid)
+        conf +=
+            "# This daemon's own host UUID (migration between pods of one machine).\nhost_uuid = "
+            "\"" +
+            uuid + "\"\n";
+    }
+    CHL_TRY_VOID(write_config(daemon_conf, conf.c_str()));
     if (opts.session) {
       // QEMU runs as the launcher's user: no qemu.conf of ours, no mount namespace.
       argv = {*libvirtd, "-d", "-t", idle, "-f", daemon_conf.string(), "-p", libvirtd_pid.string()};

@@ -27,6 +27,16 @@ struct LibvirtDriverOptions {
   // network namespace, so with any tap it must share the launcher's (the pod's): checked before
   // the domain is created.
   std::vector<std::string> taps;
+  // The domain is created with VIR_DOMAIN_START_AUTODESTROY (libvirtd destroys it when the
+  // launcher's connection closes, however the launcher died), except for a VMI that may live
+  // migrate: libvirt refuses to migrate an auto-destroy domain ("domain is marked for auto
+  // destroy", qemu_migration.c), so KubeVirt's LiveMigratable VMIs do without it.
+  bool autodestroy = true;
+  // A live-migration target: no domain is created; libvirt creates the incoming one
+  // (receive_migration), whose first events are Started/Migrated then Resumed/Migrated.
+  bool incoming = false;
+  // The socket the libvirt daemon answers on (the target links the proxy's path to it).
+  std::filesystem::path daemon_socket = "/run/libvirt/libvirt-sock";
 };
 
 }  // namespace chl::libvirt

@@ -59,7 +59,7 @@ constexpr std::array kRows{
     Row{VIR_DOMAIN_EVENT_STOPPED, VIR_DOMAIN_EVENT_STOPPED_SHUTDOWN, "shutdown", T::Stopped, D::Shutdown, S::Shutoff, R::Shutdown},
     Row{VIR_DOMAIN_EVENT_STOPPED, VIR_DOMAIN_EVENT_STOPPED_DESTROYED, "destroyed", T::Stopped, D::Destroyed, S::Shutoff, R::Destroyed},
     Row{VIR_DOMAIN_EVENT_STOPPED, VIR_DOMAIN_EVENT_STOPPED_CRASHED, "crashed", T::Stopped, D::Crashed, S::Crashed, R::Unknown},
-    Row{VIR_DOMAIN_EVENT_STOPPED, VIR_DOMAIN_EVENT_STOPPED_MIGRATED, "migrated", T::Stopped, D::Migrated, S::Shutoff, R::Unknown},
+    Row{VIR_DOMAIN_EVENT_STOPPED, VIR_DOMAIN_EVENT_STOPPED_MIGRATED, "migrated", T::Stopped, D::Migrated, S::Shutoff, R::Migrated},
     Row{VIR_DOMAIN_EVENT_STOPPED, VIR_DOMAIN_EVENT_STOPPED_SAVED, "saved", T::Stopped, D::Saved, S::Shutoff, R::Saved},
     Row{VIR_DOMAIN_EVENT_STOPPED, VIR_DOMAIN_EVENT_STOPPED_FAILED, "failed", T::Stopped, D::Failed, S::Crashed, R::Unknown},
     Row{VIR_DOMAIN_EVENT_STOPPED, VIR_DOMAIN_EVENT_STOPPED_FROM_SNAPSHOT, "from-snapshot", T::Stopped, D::FromSnapshot, S::Shutoff, R::FromSnapshot},
@@ -216,12 +216,25 @@ std::vector<DomainEvent> LibvirtEventTracker::on_lifecycle(int event, int detail
       paused_start_ = false;  // anything else ends the start (e.g. it stopped)
     }
   }
+  std::optional<S> incoming_state;
+  if (incoming_) {
+    if (event == VIR_DOMAIN_EVENT_STARTED) {
+      incoming_state = S::Paused;  // QEMU waits for the stream, vCPUs stopped
+    } else if (event == VIR_DOMAIN_EVENT_RESUMED || event == VIR_DOMAIN_EVENT_SUSPENDED ||
+               event == VIR_DOMAIN_EVENT_STOPPED) {
+      incoming_ = false;  // received (running, or paused as on the source), or failed
+    }
+  }
   std::string ev_cause = cause;
   if (row->event != event) ev_cause = "libvirt/started/booted (resumed after a paused start)";
   std::optional<S> state = row->state;
   R reason = row->reason;
   T type = row->type;
   D ours = row->ours;
+  if (incoming_state) {
+    state = incoming_state;
+    reason = R::Migration;
+  }
   if (event == VIR_DOMAIN_EVENT_STOPPED) {
     finished_ = true;
     if (state_ == S::Crashed) {

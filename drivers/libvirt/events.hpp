@@ -12,6 +12,11 @@
 // - libvirt's Shutdown event (QEMU saw the guest power off, or the host asked) makes the domain
 //   ShuttingDown/Unknown, as libvirt's own state is then (VIR_DOMAIN_SHUTDOWN, reason UNKNOWN)
 //   and as virt-launcher reports it; only the Stopped that follows (or a crash) changes it again.
+// - An incoming live migration (expect_incoming): libvirt's Started/Migrated is the domain that
+//   receives, Paused/Migration (QEMU waits for the stream, vCPUs stopped), until Resumed/Migrated
+//   (Running/Migrated) or, for a VM that was paused on the source, Suspended/Paused (Paused/User).
+// - Stopped/Migrated (the VM now runs on the target) is Shutoff/Migrated, as libvirt's own
+//   state (VIR_DOMAIN_SHUTOFF_MIGRATED) and virt-launcher say.
 // - Once the domain stopped it is finished; later events are ignored.
 #include <vector>
 
@@ -24,6 +29,8 @@ class LibvirtEventTracker {
  public:
   // The next start is a paused start (VIR_DOMAIN_START_PAUSED followed by a resume).
   void expect_paused_start() { paused_start_ = true; }
+  // The domain is a live migration's incoming one (libvirt creates it).
+  void expect_incoming() { incoming_ = true; }
   // A VIR_DOMAIN_EVENT_ID_LIFECYCLE callback: virDomainEventType and its detail.
   std::vector<events::DomainEvent> on_lifecycle(int event, int detail);
   // VIR_DOMAIN_EVENT_ID_REBOOT: the guest was reset (by itself or by virDomainReset).
@@ -48,6 +55,7 @@ class LibvirtEventTracker {
   events::StateReason reason_ = events::StateReason::Unknown;
   events::StopRequest stop_ = events::StopRequest::None;
   bool paused_start_ = false;
+  bool incoming_ = false;      // receiving: Started is Paused/Migration until Resumed or Suspended
   bool started_seen_ = false;  // during a paused start: Started arrived, waiting for Resumed
   bool finished_ = false;
 };

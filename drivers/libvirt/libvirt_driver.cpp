@@ -141,6 +141,10 @@ void LibvirtDriver::cleanup() {
         if (virDomainDestroy(dom_.get()) != 0)
           CHL_LOG_WARN("libvirt: destroy: {}", libvirt_last_error());
       }
+      // A received domain is persistent (VIR_MIGRATE_PERSIST_DEST, as KubeVirt migrates): its
+      // definition goes with the launcher, as the transient one we create does.
+      if (virDomainIsPersistent(dom_.get()) == 1 && virDomainUndefine(dom_.get()) != 0)
+        CHL_LOG_WARN("libvirt: undefine: {}", libvirt_last_error());
       dom_.reset();
     }
     if (close_cb_) (void)virConnectUnregisterCloseCallback(conn_.get(), close_cb);
@@ -157,8 +161,11 @@ void LibvirtDriver::cleanup() {
 Status LibvirtDriver::launch(EventSink sink, ExitHandler on_exit) {
   sink_ = std::move(sink);
   on_exit_ = std::move(on_exit);
-  // The first start is a paused one (create_and_boot).
-  tracker_.expect_paused_start();
+  // The first start is a paused one (create_and_boot), or a migration's incoming domain.
+  if (opts_.incoming)
+    tracker_.expect_incoming();
+  else
+    tracker_.expect_paused_start();
   return common::wrap(loop_.start(), "libvirt event loop");
 }
 
@@ -280,28 +287,35 @@ Result<std::optional<std::string>> LibvirtDriver::create_and_boot() {
       return fail_start(libvirt_fail("destroying the stale domain " + opts_.domain_name).value());
   }
   CHL_LOG_INFO("libvirt: creating domain {} ({})", opts_.domain_name, opts_.accel.why);
-  dom_.reset(virDomainCreateXML(conn_.get(), opts_.domain_xml.c_str(),
-                                VIR_DOMAIN_START_PAUSED | VIR_DOMAIN_START_AUTODESTROY));
+  dom_.reset(virDomainCreateXML(
+      conn_.get(), opts_.domain_xml.c_str(),
+      VIR_DOMAIN_START_PAUSED |
+          (opts_.autodestroy ? static_cast<unsigned>(VIR_DOMAIN_START_AUTODESTROY) : 0U)));
   if (!dom_) return fail_start(libvirt_fail("creating the domain").value());
   agent_->set_domain(dom_.get());
   pid_t pid = read_qemu_pid();
   qemu_pid_ = pid;
   take_qemu_pidfd(pid);
   if (pid > 0 && opts_.on_vmm_started) opts_.on_vmm_started(pid);
+  auto pty = hold_console();
+  if (!pty) return fail_start(pty.error());
+  if (virDomainResume(dom_.get()) != 0)
+    return fail_start(libvirt_fail("starting the guest's vCPUs").value());
+  return *pty;
+}
+
+Result<std::optional<std::string>> LibvirtDriver::hold_console() {
   auto pty = pty_from_live_xml();
-  if (!pty) return fail_start(pty.error().wrap("the console PTY"));
+  if (!pty) return tl::unexpected(pty.error().wrap("the console PTY"));
   if (*pty) {
     pty_hold_.reset(::open((*pty)->c_str(), O_RDWR | O_NOCTTY | O_CLOEXEC | O_NONBLOCK));
-    if (!pty_hold_)
-      return fail_start(common::fail_errno("opening the console PTY " + **pty).value());
+    if (!pty_hold_) return common::fail_errno("opening the console PTY " + **pty);
     termios t{};
     if (::tcgetattr(pty_hold_.get(), &t) == 0) {
       ::cfmakeraw(&t);  // never echo the guest's output back to it
       (void)::tcsetattr(pty_hold_.get(), TCSANOW, &t);
     }
   }
-  if (virDomainResume(dom_.get()) != 0)
-    return fail_start(libvirt_fail("starting the guest's vCPUs").value());
   return *pty;
 }
 

@@ -16,6 +16,9 @@
 //   force_off() is virDomainDestroyFlags(0): SIGTERM, SIGKILL after libvirt's own 10 s.
 // - The driver may own the libvirt daemons it talks to (libvirt_daemon.hpp): they are released
 //   after the domain is gone, when the driver is destroyed (what the libvirt module does).
+// - Live migration (migration.cpp): virDomainMigrateToURI3 with KubeVirt's flags and parameters
+//   between the two pods' own daemons; the target adopts the domain libvirt creates. A domain
+//   that may migrate is created without AUTODESTROY (driver_options.hpp).
 // - The guest agent: libvirt holds its channel; agent_transport() carries commands through
 //   virDomainQemuAgentCommand and libvirt's agent lifecycle event (agent_transport.hpp).
 // - Snapshot, restore and hotplug answer "not supported by qemu-kvm" (not wired yet).
@@ -79,6 +82,10 @@ class LibvirtDriver final : public launcher::Driver {
   common::Result<nlohmann::json> add_disk(const nlohmann::json& disk) override;
   common::Status remove_device(const std::string& id) override;
   common::Status resize(std::optional<std::uint32_t> vcpus, std::optional<std::uint64_t> memory_bytes) override;
+  // Live migration as KubeVirt's virt-launcher does it (migration.cpp).
+  common::Status send_migration(const launcher::MigrationSend& m) override;
+  common::Status receive_migration(const std::string& receiver) override;
+  common::Status abort_migration() override;
 
   // What libvirt's callbacks post (public for the C callbacks; io thread only).
   void on_lifecycle(int event, int detail);
@@ -142,6 +149,12 @@ class LibvirtDriver final : public launcher::Driver {
   bool libvirt_silent_ = false;
   mutable std::mutex id_mu_;
   std::string qemu_version_;
+  // Live migration (migration.cpp): an outgoing one under way (abort_migration may then use
+  // dom_ from another thread); a receive given up (the launcher ends).
+  std::atomic<bool> migrating_out_{false};
+  std::atomic<bool> stop_receiving_{false};
+  // Open the console PTY and keep it open (create_and_boot, receive_migration).
+  common::Result<std::optional<std::string>> hold_console();
 };
 
 }  // namespace chl::libvirt

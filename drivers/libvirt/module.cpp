@@ -16,6 +16,7 @@ common::Result<LibvirtLaunch> create_driver(boost::asio::io_context& io, Libvirt
     options.uri = connect_uri(*dopts);
     options.qemu_pid_dir = qemu_pid_dir(*dopts);
   }
+  options.daemon_socket = dopts->libvirtd_socket;
   auto daemons = LibvirtDaemons::ensure(*dopts);
   if (!daemons) return tl::unexpected(daemons.error().wrap("libvirt"));
   if (!options.taps.empty()) {

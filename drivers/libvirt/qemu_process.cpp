@@ -96,6 +96,7 @@ void LibvirtDriver::on_qemu_gone() {
 }
 
 void LibvirtDriver::kill_vmm() {
+  stop_receiving_ = true;  // a target still waiting for its VM gives up
   std::lock_guard lk(id_mu_);
   const pid_t pid = qemu_pid_.load();
   if (!qemu_pidfd_) {
@@ -111,6 +112,7 @@ void LibvirtDriver::kill_vmm() {
 }
 
 void LibvirtDriver::abandon() {
+  stop_receiving_ = true;
   {
     std::lock_guard lk(link_->mu);
     link_->driver = nullptr;

@@ -98,12 +98,55 @@ struct Pod {
   bool non_root = false;
   std::vector<std::string> extra_args;  // more launcher flags (e.g. --access-credentials-batch-ms)
   fs::path runtime_dir() const { return dir.path() / "run"; }  // XDG_RUNTIME_DIR (KubeVirt: /var/run)
+  // The pod's own mounts, as a real pod has them (live migration between two pods of one
+  // machine): the launcher runs in a mount namespace of its own in which this pod's directory is
+  // seen at `mount_as` (the same path in every pod, as /var/run/kubevirt is), and /run/libvirt,
+  // /run/ch-launcher, /var/lib/libvirt, /var/log/libvirt and /etc/libvirt/qemu are the pod's own
+  // (its libvirt daemons, domain state, logs and persistent definitions). "": no namespace, the
+  // paths as they are.
+  fs::path mount_as;
+  // A path of this pod as its launcher sees it.
+  fs::path in_pod(const fs::path& p) const {
+    if (mount_as.empty()) return p;
+    return mount_as / p.lexically_relative(dir.path());
+  }
+  // The argv prefix that gives the launcher the pod's mounts (mount_as).
+  std::vector<std::string> pod_mounts() const {
+    std::string script;
+    std::vector<std::string> args;
+    auto bind = [&](const fs::path& from, const fs::path& to) {
+      fs::create_directories(from);
+      const auto n = args.size();
+      script += "mount --bind \"${" + std::to_string(n + 1) + "}\" \"${" + std::to_string(n + 2) +
+                "}\" && ";
+      args.push_back(from.string());
+      args.push_back(to.string());
+    };
+    bind(dir.path(), mount_as);
+    bind(dir.path() / "libvirt-run", "/run/libvirt");
+    bind(dir.path() / "chl-run", "/run/ch-launcher");
+    bind(dir.path() / "libvirt-lib", "/var/lib/libvirt");
+    bind(dir.path() / "libvirt-log", "/var/log/libvirt");
+    bind(dir.path() / "libvirt-etc-qemu", "/etc/libvirt/qemu");  // persistent definitions
+    script += "shift " + std::to_string(args.size()) + " && exec \"$@\"";
+    std::vector<std::string> argv = {*chl::test::tool("unshare"),
+                                     "--mount",
+                                     "--propagation",
+                                     "private",
+                                     "--",
+                                     "/bin/sh",
+                                     "-c",
+                                     script,
+                                     "sh"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return argv;
+  }
 
   void start() {
     // A launcher in a pod namespace needs a libvirt daemon in that namespace; the daemons an
     // earlier case's launcher started end themselves 5 s after their last launcher is gone
     // (a killed one included: docs/qemu.md), so wait for them rather than find them running.
-    if (kQemu && !prefix.empty()) {
+    if (kQemu && !prefix.empty() && mount_as.empty()) {
       std::ifstream pidfile("/run/ch-launcher/libvirt/libvirtd.pid");
       long pid = 0;
       if (pidfile >> pid && pid > 0)
@@ -118,18 +161,39 @@ struct Pod {
     fs::copy_file(chl::test::guest_kernel(), cdisks() / "kernel-boot" / "guest.elf");
     fs::create_directories(share());
     // The command line KubeVirt's template writes, flags we have no use for included.
-    std::vector<std::string> argv = {chl::test::launcher_binary(), "virt-launcher",
-                                     "--qemu-timeout", "240s",
-                                     "--name", vmi_name, "--uid", kUid, "--namespace", "default",
-                                     "--kubevirt-share-dir", share().string(),
-                                     "--ephemeral-disk-dir", ephemeral().string(),
-                                     "--container-disk-dir", cdisks().string(),
-                                     "--hotplug-disk-dir", hotplug().string(),
-                                     "--grace-period-seconds", "10", "--hook-sidecars", "0",
-                                     "--ovmf-path", "/usr/share/OVMF", "--keep-after-failure",
-                                     "--a-flag-from-a-newer-kubevirt", "value",
-                                     "--hypervisor", hypervisor,
-                                     "--private-dir", priv().string(), "--log-level", "debug"};
+    std::vector<std::string> argv = {chl::test::launcher_binary(),
+                                     "virt-launcher",
+                                     "--qemu-timeout",
+                                     "240s",
+                                     "--name",
+                                     vmi_name,
+                                     "--uid",
+                                     kUid,
+                                     "--namespace",
+                                     "default",
+                                     "--kubevirt-share-dir",
+                                     in_pod(share()).string(),
+                                     "--ephemeral-disk-dir",
+                                     in_pod(ephemeral()).string(),
+                                     "--container-disk-dir",
+                                     in_pod(cdisks()).string(),
+                                     "--hotplug-disk-dir",
+                                     in_pod(hotplug()).string(),
+                                     "--grace-period-seconds",
+                                     "10",
+                                     "--hook-sidecars",
+                                     "0",
+                                     "--ovmf-path",
+                                     "/usr/share/OVMF",
+                                     "--keep-after-failure",
+                                     "--a-flag-from-a-newer-kubevirt",
+                                     "value",
+                                     "--hypervisor",
+                                     hypervisor,
+                                     "--private-dir",
+                                     in_pod(priv()).string(),
+                                     "--log-level",
+                                     "debug"};
     if (kQemu) {
       argv.push_back("--allow-emulation");  // TCG where KVM is not usable (as KubeVirt's flag says)
     } else {
@@ -138,6 +202,10 @@ struct Pod {
     }
     argv.insert(argv.end(), extra_args.begin(), extra_args.end());
     argv.insert(argv.begin(), prefix.begin(), prefix.end());
+    if (!mount_as.empty()) {
+      const auto m = pod_mounts();
+      argv.insert(argv.begin(), m.begin(), m.end());
+    }
     chl::common::SpawnOptions so;
     so.argv = argv;
     for (char** e = environ; *e; ++e) {

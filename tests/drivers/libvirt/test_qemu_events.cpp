@@ -224,3 +224,54 @@ TEST_CASE("accel probe: forced choices, no /dev/kvm, nested PVM") {
     MESSAGE("this host: " << host.why);
   }
 }
+
+TEST_CASE(
+    "libvirt events: a live migration's source - Suspended/Migrated is Paused/Migration, "
+    "Stopped/Migrated is Shutoff/Migrated and finishes the domain (as observed, libvirt 9.0)") {
+  LibvirtEventTracker t;
+  booted(t);
+  auto evs = feed(t, {{VIR_DOMAIN_EVENT_SUSPENDED, VIR_DOMAIN_EVENT_SUSPENDED_MIGRATED},
+                      {VIR_DOMAIN_EVENT_STOPPED, VIR_DOMAIN_EVENT_STOPPED_MIGRATED}});
+  REQUIRE(evs.size() == 2);
+  CHECK(evs[0].state == DomainState::Paused);
+  CHECK(evs[0].reason == StateReason::Migration);
+  CHECK(evs[1].state == DomainState::Shutoff);
+  CHECK(evs[1].reason == StateReason::Migrated);  // not a crash: virt-handler deletes the domain
+  CHECK(t.finished());
+}
+
+TEST_CASE(
+    "libvirt events: a live migration's target - Started/Migrated is Paused/Migration until "
+    "Resumed/Migrated (Running/Migrated), or Suspended/Paused for a paused VM (Paused/User)") {
+  {
+    LibvirtEventTracker t;
+    t.expect_incoming();
+    auto evs = feed(t, {{VIR_DOMAIN_EVENT_STARTED, VIR_DOMAIN_EVENT_STARTED_MIGRATED},
+                        {VIR_DOMAIN_EVENT_DEFINED, VIR_DOMAIN_EVENT_DEFINED_ADDED},
+                        {VIR_DOMAIN_EVENT_RESUMED, VIR_DOMAIN_EVENT_RESUMED_MIGRATED}});
+    REQUIRE(evs.size() == 3);
+    CHECK(evs[0].state == DomainState::Paused);
+    CHECK(evs[0].reason == StateReason::Migration);
+    CHECK(evs[1].state == DomainState::Paused);  // the persistent definition changes no state
+    CHECK(evs[2].state == DomainState::Running);
+    CHECK(evs[2].reason == StateReason::Migrated);
+  }
+  {
+    LibvirtEventTracker t;
+    t.expect_incoming();
+    feed(t, {{VIR_DOMAIN_EVENT_STARTED, VIR_DOMAIN_EVENT_STARTED_MIGRATED}});
+    auto evs = feed(t, {{VIR_DOMAIN_EVENT_SUSPENDED, VIR_DOMAIN_EVENT_SUSPENDED_PAUSED}});
+    REQUIRE(evs.size() == 1);
+    CHECK(evs[0].state == DomainState::Paused);
+    CHECK(evs[0].reason == StateReason::User);
+  }
+  {  // the incoming migration failed: QEMU stopped
+    LibvirtEventTracker t;
+    t.expect_incoming();
+    auto evs = feed(t, {{VIR_DOMAIN_EVENT_STARTED, VIR_DOMAIN_EVENT_STARTED_MIGRATED},
+                        {VIR_DOMAIN_EVENT_STOPPED, VIR_DOMAIN_EVENT_STOPPED_FAILED}});
+    REQUIRE(evs.size() == 2);
+    CHECK(t.finished());
+    CHECK(evs[1].state != DomainState::Running);
+  }
+}
