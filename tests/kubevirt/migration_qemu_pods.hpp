@@ -7,9 +7,12 @@
 #include <regex>
 
 #include "tests/kubevirt/migration_proxy.hpp"
+#include "tests/kubevirt/migration_reads.hpp"
 #include "tests/kubevirt/virt_launcher_harness.hpp"
 
 namespace {
+
+using namespace chl::test::migration;
 
 constexpr const char* kMigrationUid = "9a8b7c6d-bbbb-4ccc-8ddd-0123456789ab";
 
@@ -32,32 +35,6 @@ inline std::string migrating_vmi() {
   return j.dump();
 }
 
-inline nlohmann::json domain(v1::Cmd::Stub& cmd) {
-  v1::EmptyRequest empty;
-  v1::DomainResponse dom;
-  if (!call([&](auto& c) { return cmd.GetDomain(&c, empty, &dom); }, 10s).ok() ||
-      dom.domain().empty())
-    return {};
-  return nlohmann::json::parse(dom.domain(), nullptr, false);
-}
-inline nlohmann::json migration_of(const nlohmann::json& d) {
-  if (!d.is_object()) return {};
-  return d["Spec"]["Metadata"]["KubeVirt"].value("Migration", nlohmann::json());
-}
-inline std::vector<nlohmann::json> domains(const chl::test::TestNotifyServer& n) {
-  std::vector<nlohmann::json> out;
-  for (const auto& r : n.received())
-    if (!r.k8s) out.push_back(r.json);
-  return out;
-}
-inline unsigned last_heartbeat(const std::string& text) {
-  unsigned last = 0;
-  std::regex re("heartbeat (\\d+)");
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator();
-       ++it)
-    last = static_cast<unsigned>(std::stoul((*it)[1]));
-  return last;
-}
 inline bool target_ended(const chl::test::TestNotifyServer& n) {
   for (const auto& d : domains(n))
     if (!migration_of(d)["EndTimestamp"].is_null()) return true;

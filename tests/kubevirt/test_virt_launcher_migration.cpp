@@ -12,10 +12,13 @@
 #include <thread>
 
 #include "tests/kubevirt/migration_proxy.hpp"
+#include "tests/kubevirt/migration_reads.hpp"
 #include "tests/kubevirt/virt_launcher_harness.hpp"
 #include "vmm_api/client.hpp"
 
 namespace {
+
+using namespace chl::test::migration;
 
 constexpr const char* kMigrationUid = "5f1e2d3c-aaaa-4bbb-8ccc-0123456789ab";
 
@@ -33,39 +36,9 @@ fs::path proxy_socket(const Pod& pod) {
   return pod.share() / "migrationproxy" / (std::string(kUid) + "-49152-source.sock");
 }
 
-nlohmann::json domain(v1::Cmd::Stub& cmd) {
-  v1::EmptyRequest empty;
-  v1::DomainResponse dom;
-  if (!call([&](auto& c) { return cmd.GetDomain(&c, empty, &dom); }).ok() || dom.domain().empty())
-    return {};
-  return nlohmann::json::parse(dom.domain(), nullptr, false);
-}
-
-nlohmann::json migration_of(const nlohmann::json& d) {
-  if (!d.is_object()) return {};
-  return d["Spec"]["Metadata"]["KubeVirt"].value("Migration", nlohmann::json());
-}
-
-// The domains notified, in order (the k8s events left out).
-std::vector<nlohmann::json> domains(const chl::test::TestNotifyServer& n) {
-  std::vector<nlohmann::json> out;
-  for (const auto& r : n.received())
-    if (!r.k8s) out.push_back(r.json);
-  return out;
-}
-
 std::string abort_status(const nlohmann::json& domain_doc) {
   const auto m = migration_of(domain_doc);
   return m.is_object() ? m.value("AbortStatus", "") : "";
-}
-
-unsigned last_heartbeat(const std::string& text) {
-  unsigned last = 0;
-  std::regex re("heartbeat (\\d+)");
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator();
-       ++it)
-    last = static_cast<unsigned>(std::stoul((*it)[1]));
-  return last;
 }
 
 // GuestPing as virt-probe sends it (cmd-client GuestPing): true when it answered success.
@@ -243,22 +216,7 @@ TEST_CASE(
   REQUIRE_MESSAGE(chl::test::wait_until(
                       30s, [&] { return has_state(p.src_notify, "MODIFIED Shutoff/Migrated"); }),
                   p.src.output());
-  {
-    bool started = false, ended = false;
-    for (const auto& d : domains(p.src_notify)) {
-      const auto m = migration_of(d);
-      if (m.is_null()) continue;
-      CHECK(m["UID"] == kMigrationUid);
-      CHECK(m["Mode"] == "PreCopy");
-      started = started || !m["StartTimestamp"].is_null();
-      if (!m["EndTimestamp"].is_null()) {
-        ended = true;
-        CHECK(m["Failed"] == false);
-      }
-    }
-    CHECK(started);
-    CHECK(ended);
-  }
+  check_source_succeeded(p.src_notify, kMigrationUid);
   CHECK(p.proxy->forwarded() >= 64ull << 20);  // the guest's memory went through the proxy
 
   // The guest continues on the target: its console there, its heartbeat counting on.

@@ -47,22 +47,7 @@ TEST_CASE(
   REQUIRE_MESSAGE(chl::test::wait_until(
                       30s, [&] { return has_state(p.src_notify, "MODIFIED Shutoff/Migrated"); }),
                   p.outputs());
-  {
-    bool started = false, ended = false;
-    for (const auto& d : domains(p.src_notify)) {
-      const auto m = migration_of(d);
-      if (m.is_null()) continue;
-      CHECK(m["UID"] == kMigrationUid);
-      CHECK(m["Mode"] == "PreCopy");
-      started = started || !m["StartTimestamp"].is_null();
-      if (!m["EndTimestamp"].is_null()) {
-        ended = true;
-        CHECK(m["Failed"] == false);
-      }
-    }
-    CHECK(started);
-    CHECK(ended);
-  }
+  check_source_succeeded(p.src_notify, kMigrationUid);
   // The guest's memory went through QEMU's proxy (QEMU sends the untouched, zero, pages of the
   // 64 MiB as a flag each, not as data).
   CHECK(p.proxy->forwarded() >= 512u << 10);
