@@ -61,4 +61,27 @@ inline void check_source_succeeded(const chl::test::TestNotifyServer& src, const
   CHECK(ended);
 }
 
+// An aborted migration as the source reports it once AbortStatus is Succeeded
+// (live-migration-source.go: setMigrationResult(failed) with "Live migration has been aborted"):
+// Failed, that reason, an EndTimestamp, and the VM running on here.
+inline void check_source_aborted(v1::Cmd::Stub& src) {
+  const auto d = domain(src);
+  const auto m = migration_of(d);
+  CHECK(m["Failed"] == true);
+  CHECK(m["FailureReason"] == "Live migration has been aborted");
+  CHECK_FALSE(m["EndTimestamp"].is_null());
+  CHECK(d["Status"]["Status"] == "Running");
+}
+
+// virt-handler's SignalTargetPodCleanup to the target pod's launcher (the migration's
+// targetPod): a success, and that launcher ends within 30 s.
+inline void cleanup_target(v1::Cmd::Stub& dst, chl::common::ChildProcess& dst_child, const v1::VMIRequest& vmi) {
+  v1::Response cr;
+  REQUIRE(call([&](auto& c) { return dst.SignalTargetPodCleanup(&c, vmi, &cr); }).ok());
+  CHECK_MESSAGE(cr.success(), cr.message());
+  auto st = dst_child.wait_for(30s);
+  REQUIRE(st);
+  CHECK(st->has_value());
+}
+
 }  // namespace chl::test::migration

@@ -168,25 +168,13 @@ TEST_CASE(
                                                  m.value("AbortStatus", "") == "Succeeded";
                                         }),
                   p.outputs());
-  const auto d = domain(*p.src_cmd);
-  const auto m = migration_of(d);
-  CHECK(m["Failed"] == true);
-  CHECK(m["FailureReason"] == "Live migration has been aborted");
-  CHECK_FALSE(m["EndTimestamp"].is_null());
-  CHECK(d["Status"]["Status"] == "Running");
+  check_source_aborted(*p.src_cmd);
   // The guest runs on here: its heartbeat goes on on the source's console.
   const std::string beat =
       chl::test::read_socket_until(p.src.priv() / kUid / "virt-serial0", "heartbeat", 30s);
   CHECK_MESSAGE(beat.find("heartbeat") != std::string::npos, beat);
   p.proxy->release();
-  {
-    v1::Response cr;
-    REQUIRE(call([&](auto& c) { return p.dst_cmd->SignalTargetPodCleanup(&c, vmi, &cr); }).ok());
-    CHECK_MESSAGE(cr.success(), cr.message());
-  }
-  auto st = p.dst.child.wait_for(30s);
-  REQUIRE(st);
-  CHECK(st->has_value());
+  cleanup_target(*p.dst_cmd, p.dst.child, vmi);
 }
 
 TEST_CASE(
