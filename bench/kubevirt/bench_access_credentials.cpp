@@ -27,6 +27,7 @@
 #include "kubevirt/proto/cmd.grpc.pb.h"
 #include "tests/kubevirt/scripted_agent.hpp"
 #include "tests/kubevirt/test_notify_server.hpp"
+#include "bench/kubevirt/vl_bench_support.hpp"
 
 extern char** environ;
 
@@ -35,18 +36,13 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
+// The benchmark VMI with one Secret's keys for root through the guest agent.
 std::string vmi_json() {
-  return R"({"kind":"VirtualMachineInstance","apiVersion":"kubevirt.io/v1",
-    "metadata":{"name":"benchvm","namespace":"default","uid":"5b1e0c2a-0000-4000-8000-00000000beef"},
-    "spec":{"domain":{"resources":{},"cpu":{"cores":1,"sockets":1,"maxSockets":4,"threads":1,"model":"host-model"},
-      "memory":{"guest":"64Mi"},"machine":{"type":"q35"},
-      "firmware":{"uuid":"0b8a3c6e-8f0e-4f4e-9d5e-1c2b3a4d5e6f","kernelBoot":{"kernelArgs":"console=ttyS0",
-        "container":{"image":"registry.example/pvh:1","kernelPath":"/boot/guest.elf"}}},
-      "features":{"acpi":{"enabled":true}},"devices":{"autoattachPodInterface":false}},
-      "accessCredentials":[{"sshPublicKey":{"source":{"secret":{"secretName":"keys"}},
-        "propagationMethod":{"qemuGuestAgent":{"users":["root"]}}}}],
-      "terminationGracePeriodSeconds":10,"architecture":"amd64"},
-    "status":{"phase":"Scheduled","runtimeUser":107}})";
+  auto j = nlohmann::json::parse(chl::bench::vl_vmi_json());
+  j["spec"]["accessCredentials"] = nlohmann::json::parse(
+      R"([{"sshPublicKey":{"source":{"secret":{"secretName":"keys"}},
+           "propagationMethod":{"qemuGuestAgent":{"users":["root"]}}}}])");
+  return j.dump();
 }
 
 std::string key(int i) {
@@ -77,12 +73,6 @@ Clock::time_point write_secret(const fs::path& dir, const std::string& text, int
   return t;
 }
 
-double pct(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<std::size_t>(p * static_cast<double>(v.size())))];
-}
-
 // One launcher with batch `batch_ms`; `n` changes; the delays in ms.
 std::vector<double> run(const fs::path& w, const std::string& launcher, const std::string& vmm,
                         int batch_ms, int n) {
@@ -97,8 +87,7 @@ std::vector<double> run(const fs::path& w, const std::string& launcher, const st
   write_secret(dir, key(0) + "\n", 0);
   chl::test::ScriptedAgent agent(agent_sock);
   chl::test::TestNotifyServer notify(pod / "share" / "domain-notify-pipe.sock");
-  chl::common::SpawnOptions so;
-  so.argv = {launcher,
+  auto child = chl::bench::spawn_logged({launcher,
              "virt-launcher",
              "--name",
              "benchvm",
@@ -117,15 +106,7 @@ std::vector<double> run(const fs::path& w, const std::string& launcher, const st
              "--hypervisor",
              "cloud-hypervisor",
              "--access-credentials-batch-ms",
-             std::to_string(batch_ms)};
-  for (char** e = environ; *e; ++e) so.env.emplace_back(*e);
-  int fd = ::open((pod / "out").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  so.stdout_fd = fd;
-  so.stderr_fd = fd;
-  so.new_session = false;
-  auto child = chl::common::ChildProcess::spawn(so);
-  ::close(fd);
-  if (!child) std::exit(1);
+             std::to_string(batch_ms)}, pod / "out");
   const auto sock = chl::kubevirt::ready_socket_path(pod / "share");
   while (!fs::exists(sock)) std::this_thread::sleep_for(1ms);
   auto cmd = ::kubevirt::cmd::v1::Cmd::NewStub(
@@ -157,7 +138,7 @@ std::vector<double> run(const fs::path& w, const std::string& launcher, const st
   }
   grpc::ClientContext kc;
   (void)cmd->KillVirtualMachine(&kc, req, &r);
-  (void)child->wait_for(30s);
+  (void)child.wait_for(30s);
   return out;
 }
 
@@ -181,7 +162,7 @@ int main(int argc, char** argv) {
   fs::remove_all(w, ec);
   std::printf(
       "Secret change -> keys applied, 200 ms batch, %zu changes: p50 %.0f ms, p99 %.0f ms\n",
-      fast.size(), pct(fast, 0.5), pct(fast, 0.99));
+      fast.size(), chl::bench::percentile(fast, 0.5), chl::bench::percentile(fast, 0.99));
   std::printf(
       "Secret change -> keys applied, KubeVirt's 15 s batch, %zu changes: %.0f / %.0f / %.0f ms\n",
       kubevirt.size(), kubevirt.size() > 0 ? kubevirt[0] : 0.,
@@ -190,7 +171,7 @@ int main(int argc, char** argv) {
       "RESULT\tacred_apply_p50\taccess credentials: Secret change to keys applied, 200 ms batch, "
       "p50\t%.0f\tKubeVirt's "
       "batch tick alone (mean)\t7500\tms\tabs_le\t1000\n",
-      pct(fast, 0.5));
+      chl::bench::percentile(fast, 0.5));
   std::printf(
       "RESULT\tacred_apply_15s_max\taccess credentials: Secret change to keys applied, 15 s batch, "
       "max of "

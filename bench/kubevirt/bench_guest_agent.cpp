@@ -30,6 +30,7 @@
 #include "tests/guest_agent/agent_test_support.hpp"
 #include "tests/guest_agent/host_qemu_ga.hpp"
 #include "tests/kubevirt/test_notify_server.hpp"
+#include "bench/kubevirt/vl_bench_support.hpp"
 
 extern char** environ;
 
@@ -37,44 +38,6 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
-
-std::string vmi_json() {
-  return R"({"kind":"VirtualMachineInstance","apiVersion":"kubevirt.io/v1",
-    "metadata":{"name":"benchvm","namespace":"default","uid":"5b1e0c2a-0000-4000-8000-00000000beef"},
-    "spec":{"domain":{"resources":{},"cpu":{"cores":1,"sockets":1,"maxSockets":4,"threads":1,"model":"host-model"},
-      "memory":{"guest":"64Mi"},"machine":{"type":"q35"},
-      "firmware":{"uuid":"0b8a3c6e-8f0e-4f4e-9d5e-1c2b3a4d5e6f","kernelBoot":{"kernelArgs":"console=ttyS0",
-        "container":{"image":"registry.example/pvh:1","kernelPath":"/boot/guest.elf"}}},
-      "features":{"acpi":{"enabled":true}},"devices":{"autoattachPodInterface":false}},
-      "terminationGracePeriodSeconds":10,"architecture":"amd64"},
-    "status":{"phase":"Scheduled","runtimeUser":107}})";
-}
-
-double pct(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<std::size_t>(p * static_cast<double>(v.size())))];
-}
-
-long rss_kib(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
-  return -1;
-}
-
-long ctxt_switches(pid_t pid) {
-  long sum = 0;
-  for (const auto& t : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
-    std::ifstream f(t.path() / "status");
-    std::string line;
-    while (std::getline(f, line))
-      if (line.find("ctxt_switches:") != std::string::npos)
-        sum += std::stol(line.substr(line.find(':') + 1));
-  }
-  return sum;
-}
 
 struct Launch {
   chl::common::ChildProcess child;
@@ -88,8 +51,7 @@ Launch launch(const fs::path& pod, const std::string& launcher, const std::strin
   fs::create_directories(pod / "share");
   l.notify =
       std::make_unique<chl::test::TestNotifyServer>(pod / "share" / "domain-notify-pipe.sock");
-  chl::common::SpawnOptions so;
-  so.argv = {launcher,
+  l.child = chl::bench::spawn_logged({launcher,
              "virt-launcher",
              "--name",
              "benchvm",
@@ -106,22 +68,13 @@ Launch launch(const fs::path& pod, const std::string& launcher, const std::strin
              "--vmm-binary",
              vmm,
              "--hypervisor",
-             "cloud-hypervisor"};
-  for (char** e = environ; *e; ++e) so.env.emplace_back(*e);
-  int fd = ::open((pod / "out").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  so.stdout_fd = fd;
-  so.stderr_fd = fd;
-  so.new_session = false;
-  auto c = chl::common::ChildProcess::spawn(so);
-  ::close(fd);
-  if (!c) std::exit(1);
-  l.child = std::move(*c);
+             "cloud-hypervisor"}, pod / "out");
   const auto sock = chl::kubevirt::ready_socket_path(pod / "share");
   while (!fs::exists(sock)) std::this_thread::sleep_for(1ms);
   l.cmd = ::kubevirt::cmd::v1::Cmd::NewStub(
       grpc::CreateChannel("unix:" + sock.string(), grpc::InsecureChannelCredentials()));
   ::kubevirt::cmd::v1::VMIRequest req;
-  req.mutable_vmi()->set_vmijson(vmi_json());
+  req.mutable_vmi()->set_vmijson(chl::bench::vl_vmi_json());
   ::kubevirt::cmd::v1::Response r;
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + 60s);
@@ -214,18 +167,18 @@ int main(int argc, char** argv) {
     info.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
   }
   std::this_thread::sleep_for(2s);
-  const long rss = rss_kib(l.child.pid());
-  long c0 = ctxt_switches(l.child.pid());
+  const long rss = chl::bench::rss_kib(l.child.pid());
+  long c0 = chl::bench::ctxt_switches(l.child.pid());
   std::this_thread::sleep_for(10s);
-  const long polling = ctxt_switches(l.child.pid()) - c0;
+  const long polling = chl::bench::ctxt_switches(l.child.pid()) - c0;
   ga->kill();  // no agent: the launcher retries the connection with backoff (10 s at most)
   while (agent_connected(*l.notify)) std::this_thread::sleep_for(5ms);
   std::this_thread::sleep_for(12s);
-  c0 = ctxt_switches(l.child.pid());
+  c0 = chl::bench::ctxt_switches(l.child.pid());
   std::this_thread::sleep_for(20s);
-  const long absent = ctxt_switches(l.child.pid()) - c0;
+  const long absent = chl::bench::ctxt_switches(l.child.pid()) - c0;
   ::kubevirt::cmd::v1::VMIRequest req;
-  req.mutable_vmi()->set_vmijson(vmi_json());
+  req.mutable_vmi()->set_vmijson(chl::bench::vl_vmi_json());
   ::kubevirt::cmd::v1::Response kr;
   grpc::ClientContext kc;
   (void)l.cmd->KillVirtualMachine(&kc, req, &kr);
@@ -237,9 +190,9 @@ int main(int argc, char** argv) {
       "GuestPing via gRPC + hybrid vsock, %d calls: p50 %.0f us, p99 %.0f us; floor (our client on "
       "qemu-ga's "
       "socket): p50 %.0f us, p99 %.0f us\n",
-      n, pct(ping, 0.5), pct(ping, 0.99), pct(direct, 0.5), pct(direct, 0.99));
+      n, chl::bench::percentile(ping, 0.5), chl::bench::percentile(ping, 0.99), chl::bench::percentile(direct, 0.5), chl::bench::percentile(direct, 0.99));
   std::printf("GetGuestInfo via gRPC (from the cache), %d calls: p50 %.0f us, p99 %.0f us\n", n,
-              pct(info, 0.5), pct(info, 0.99));
+              chl::bench::percentile(info, 0.5), chl::bench::percentile(info, 0.99));
   std::printf(
       "launcher RSS, agent connected, poller running: %.1f MiB; context switches/s: %.1f with the "
       "agent "
@@ -248,17 +201,17 @@ int main(int argc, char** argv) {
   std::printf(
       "RESULT\tga_ping_p50\tguest agent: GuestPing over gRPC + CH hybrid vsock, "
       "p50\t%.0f\tguest-ping straight on qemu-ga's socket\t%.0f\tus\tdiff_le\t1000\n",
-      pct(ping, 0.5), pct(direct, 0.5));
+      chl::bench::percentile(ping, 0.5), chl::bench::percentile(direct, 0.5));
   std::printf(
       "RESULT\tga_ping_p99\tguest agent: GuestPing over gRPC + CH hybrid vsock, "
       "p99\t%.0f\tguest-ping straight on qemu-ga's socket\t%.0f\tus\tdiff_le\t3000\n",
-      pct(ping, 0.99), pct(direct, 0.99));
+      chl::bench::percentile(ping, 0.99), chl::bench::percentile(direct, 0.99));
   std::printf(
       "RESULT\tga_info_p50\tguest agent: GetGuestInfo (cache), p50\t%.0f\t\t\tus\tabs_le\t1000\n",
-      pct(info, 0.5));
+      chl::bench::percentile(info, 0.5));
   std::printf(
       "RESULT\tga_info_p99\tguest agent: GetGuestInfo (cache), p99\t%.0f\t\t\tus\tabs_le\t3000\n",
-      pct(info, 0.99));
+      chl::bench::percentile(info, 0.99));
   std::printf(
       "RESULT\tga_rss\tguest agent: launcher RSS, agent connected, poller running\t%.1f\treal "
       "virt-launcher pod processes\t141\tMiB\tabs_le\t12\n",

@@ -48,6 +48,8 @@ bool wait_domain_status(const test::TestNotifyServer& n, const std::string& stat
                         std::chrono::milliseconds timeout);
 
 double median(std::vector<double> v);
+// The p-th quantile (0..1) by rank, 0 for no samples.
+double percentile(std::vector<double> v, double p);
 
 // /proc readings of one process (all its threads); -1 when unreadable.
 long rss_kib(pid_t pid);
