@@ -37,7 +37,26 @@ run_lane() {  # run_lane NAME CTEST-ARGS...
   else
     echo "=== lane $name: FAILED after $((SECONDS - start)) s ==="
     failed+=("$name")
+    failure_digest "$name" >>"$DIGEST"
   fi
+}
+# failure_digest LANE: each failed test of the lane's ctest run and its first failed assertions,
+# kept for the end of the output (a CI log is often read from its tail).
+DIGEST=$(mktemp)
+trap 'rm -f "$DIGEST"' EXIT
+failure_digest() {
+  local log=Testing/Temporary/LastTest.log
+  [ -f "$log" ] || return 0
+  awk -v lane="$1" '
+    /^[0-9]+\/[0-9]+ Testing: / { name = $0; sub(/^[0-9]+\/[0-9]+ Testing: /, "", name); n = 0; delete why; next }
+    name != "" && n < 4 && /(ERROR|FATAL ERROR|values:|Timeout|exception|Sanitizer)/ { why[n++] = substr($0, 1, 400) }
+    /^Test (Passed|Failed)/ && name != "" {
+      if ($0 ~ /^Test Failed/ || $0 ~ /Timeout/) {
+        printf "  [%s] %s\n", lane, name
+        for (i = 0; i < n; i++) printf "      %s\n", why[i]
+      }
+      name = ""
+    }' "$log"
 }
 # real_vmm_summary VMM: after a ctest run against a real VMM, how many of its tests ran against it
 # and how many skipped, with each skip reason (a test printing "SKIPPED: <reason>" skipped as a
@@ -121,6 +140,10 @@ if [ "$LANES" = "$ALL_LANES" ] && ! ctest -N -LE '^(unit|vmm|qemu|image)$' | gre
 fi
 
 if [ ${#failed[@]} -ne 0 ]; then
+  if [ -s "$DIGEST" ]; then
+    echo "=== the tests that failed, and their first failed assertions ==="
+    cat "$DIGEST"
+  fi
   echo "test: FAILED lanes: ${failed[*]}"
   exit 1
 fi

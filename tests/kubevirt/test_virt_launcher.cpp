@@ -83,8 +83,8 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): Info, Sync, ADDED then Ru
   const auto sync_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
   REQUIRE_MESSAGE(r.success(), r.message() << "\n" << pod.output());
   MESSAGE("Sync -> success in " << sync_ms.count() << " ms");
-  REQUIRE_MESSAGE(chl::test::wait_until(kQemu ? 60s : 10s, [&] { return has_state(notify, "MODIFIED Running/Unknown"); }),
-                  pod.output());
+  REQUIRE_MESSAGE(chl::test::wait_until(kQemu ? 60s : 30s, [&] { return reported_running(notify); }),
+                  states_text(notify) << "\n" << pod.output());
   auto seq = states(notify.received());
   REQUIRE_FALSE(seq.empty());
   CHECK(seq.front() == "ADDED Shutoff/Unknown");  // defined first, as virt-launcher does

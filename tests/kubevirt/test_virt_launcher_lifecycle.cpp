@@ -36,9 +36,9 @@ std::unique_ptr<v1::Cmd::Stub> start_running(Pod& pod, chl::test::TestNotifyServ
   REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, req, &r); }).ok());
   REQUIRE_MESSAGE(r.success(), r.message() << "\n" << pod.output());
   REQUIRE_MESSAGE(
-      chl::test::wait_until(kQemu ? 60s : 10s,
-                            [&] { return has_state(notify, "MODIFIED Running/Unknown"); }),
-      pod.output());
+      chl::test::wait_until(kQemu ? 60s : 30s,
+                            [&] { return reported_running(notify); }),
+      states_text(notify) << "\n" << pod.output());
   return cmd;
 }
 
@@ -322,8 +322,8 @@ TEST_CASE("virt-launcher lifecycle (" CHL_VL_HYPERVISOR
   fs::copy_file(chl::test::guest_kernel(), kernel, fs::copy_options::overwrite_existing);
   REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, req, &r); }, 120s).ok());
   CHECK_MESSAGE(r.success(), r.message() << "\n" << pod.output());
-  CHECK(chl::test::wait_until(kQemu ? 60s : 10s,
-                              [&] { return has_state(notify, "MODIFIED Running/Unknown"); }));
+  CHECK(chl::test::wait_until(kQemu ? 60s : 30s,
+                              [&] { return reported_running(notify); }));
   auto seq = states(notify.received());
   CHECK(std::count(seq.begin(), seq.end(), "ADDED Shutoff/Unknown") == 1);  // defined once
   REQUIRE(call([&](auto& c) { return cmd->KillVirtualMachine(&c, req, &r); }).ok());

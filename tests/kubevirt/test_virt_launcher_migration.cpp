@@ -511,8 +511,8 @@ TEST_CASE(
     return;
   }
   REQUIRE_MESSAGE(chl::test::wait_until(
-                      10s, [&] { return has_state(p.src_notify, "MODIFIED Running/Unknown"); }),
-                  p.src.output());
+                      30s, [&] { return reported_running(p.src_notify); }),
+                  states_text(p.src_notify) << "\n" << p.src.output());
   // The source's VMM has the tap by name (CH's open_tap; vm.add-net without fds).
   CHECK_MESSAGE(
       p.src.output().find("interface default attached (phase 2): tap tap0 mac 02:00:00:aa:bb:cc") !=

@@ -53,7 +53,7 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): after virt-handler's phas
   v1::Response r;
   REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, vmi, &r); }).ok());
   REQUIRE_MESSAGE(r.success(), r.message() << "\n" << pod.output());
-  REQUIRE_MESSAGE(chl::test::wait_until(10s, [&] { return has_state(notify, "MODIFIED Running/Unknown"); }), pod.output());
+  REQUIRE_MESSAGE(chl::test::wait_until(30s, [&] { return reported_running(notify); }), states_text(notify) << "\n" << pod.output());
   CHECK_MESSAGE(pod.output().find("interface default attached (phase 2): tap tap0 mac 02:00:00:aa:bb:cc") != std::string::npos,
                 pod.output());
   const std::string proc = "/proc/" + std::to_string(pod.child.pid());
@@ -109,8 +109,8 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR
   REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, vmi, &r); }).ok());
   REQUIRE_MESSAGE(r.success(), r.message() << "\n" << pod.output());
   REQUIRE_MESSAGE(
-      chl::test::wait_until(10s, [&] { return has_state(notify, "MODIFIED Running/Unknown"); }),
-      pod.output());
+      chl::test::wait_until(30s, [&] { return reported_running(notify); }),
+      states_text(notify) << "\n" << pod.output());
   const std::string none = "0000000000000000";
   const std::string want = "Uid=107,107,107,107 Gid=107,107,107,107 CapPrm=" + none +
                            " CapEff=" + none + " CapBnd=" + none + " CapAmb=" + none +
@@ -179,8 +179,8 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR
   REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, vmi, &r); }, 120s).ok());
   REQUIRE_MESSAGE(r.success(), r.message() << "\n" << pod.output());
   REQUIRE_MESSAGE(
-      chl::test::wait_until(10s, [&] { return has_state(notify, "MODIFIED Running/Unknown"); }),
-      pod.output());
+      chl::test::wait_until(30s, [&] { return reported_running(notify); }),
+      states_text(notify) << "\n" << pod.output());
 
   // The guest NICs' MACs as the VMM has them (`ch-launcher status`: CH's vm.info, libvirt's live
   // XML).

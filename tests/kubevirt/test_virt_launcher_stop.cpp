@@ -94,9 +94,9 @@ struct Running {
     REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, vmi, &r); }).ok());
     REQUIRE_MESSAGE(r.success(), r.message() << "\n" << pod.output());
     REQUIRE_MESSAGE(
-        chl::test::wait_until(kQemu ? 60s : 10s,
-                              [&] { return has_state(notify, "MODIFIED Running/Unknown"); }),
-        pod.output());
+        chl::test::wait_until(kQemu ? 60s : 30s,
+                              [&] { return reported_running(notify); }),
+        states_text(notify) << "\n" << pod.output());
     const auto st = pod.status();
     REQUIRE_MESSAGE(st.contains("vmm"), pod.status_text());
     vmm = st["vmm"].value("pid", -1);

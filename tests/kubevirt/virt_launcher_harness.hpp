@@ -327,6 +327,21 @@ inline bool has_state(const chl::test::TestNotifyServer& server, const std::stri
   return false;
 }
 
+// The domain was reported Running/Unknown, as ADDED or MODIFIED: a launcher whose first
+// delivery had to be retried sends its latest state in one ADDED (notify_client.cpp coalesces).
+inline bool reported_running(const chl::test::TestNotifyServer& server) {
+  for (const auto& s : states(server.received()))
+    if (s.ends_with(" Running/Unknown")) return true;
+  return false;
+}
+
+// What virt-handler received so far, one state a line, for a failure's message.
+inline std::string states_text(const chl::test::TestNotifyServer& server) {
+  std::string out = "domain events received:";
+  for (const auto& s : states(server.received())) out += "\n  " + s;
+  return out;
+}
+
 
 // A pod's network namespace with its eth0 (10.244.0.5/24, up), and nothing of phase 1.
 // "" when ready, else why the test must skip.
