@@ -7,53 +7,17 @@
 // host qemu-ga: it would write keys and passwords on the host), which checks each command's
 // arguments as qemu-ga does and keeps the pretend guest's authorized_keys and passwords.
 // Against a real cloud-hypervisor the guest itself would have to run an agent: skipped.
+#include "tests/kubevirt/access_secrets.hpp"
 #include "tests/kubevirt/scripted_agent.hpp"
 #include "tests/kubevirt/virt_launcher_harness.hpp"
 
 namespace {
 
-// An OpenSSH public key line: "<type> <base64 of (string type, string 32 bytes)> <comment>".
+using chl::test::access_credential;
+using chl::test::write_secret;
+
 std::string make_key(char seed, const std::string& comment) {
-  std::string blob;
-  auto put = [&](const std::string& s) {
-    const auto n = static_cast<std::uint32_t>(s.size());
-    blob += {char(n >> 24), char(n >> 16), char(n >> 8), char(n)};
-    blob += s;
-  };
-  put("ssh-ed25519");
-  put(std::string(32, seed));
-  return "ssh-ed25519 " + chl::test::ScriptedAgent::base64(blob) + " " + comment;
-}
-
-// The kubelet's atomic writer (k8s.io/kubernetes pkg/volume/util/atomic_writer.go): the data in
-// ..<ts>/, ..data -> ..<ts> swapped by rename, each key a symlink through ..data.
-void write_secret(const fs::path& dir, const std::map<std::string, std::string>& data,
-                  int generation) {
-  fs::create_directories(dir);
-  const std::string ts = "..2026_11_26_16_00_0" + std::to_string(generation) + ".1234";
-  fs::create_directories(dir / ts);
-  for (const auto& [k, v] : data) chl::test::write_file(dir / ts / k, v);
-  std::error_code ec;
-  const fs::path old = fs::read_symlink(dir / "..data", ec);
-  fs::remove(dir / "..data_tmp", ec);
-  fs::create_directory_symlink(ts, dir / "..data_tmp");
-  fs::rename(dir / "..data_tmp", dir / "..data");
-  for (const auto& [k, v] : data)
-    if (!fs::is_symlink(fs::symlink_status(dir / k)))
-      fs::create_symlink(fs::path("..data") / k, dir / k);
-  for (const auto& e : fs::directory_iterator(dir)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind("..", 0) != 0 && !data.count(name)) fs::remove(e.path());
-  }
-  if (!old.empty() && old != ts) fs::remove_all(dir / old);
-}
-
-// The newest domain notification's Spec.Metadata.KubeVirt.AccessCredential (null when none).
-nlohmann::json access_credential(const chl::test::TestNotifyServer& server) {
-  nlohmann::json last = nullptr;
-  for (const auto& n : server.received())
-    if (!n.k8s) last = n.json["Spec"]["Metadata"]["KubeVirt"]["AccessCredential"];
-  return last;
+  return chl::test::make_ssh_key(seed, comment);
 }
 
 std::string vmi_with_credentials() {

@@ -7,9 +7,14 @@
 // channel "connected" in the domain, OS info, the interface with the guest's DHCP address (merged
 // by MAC), GetGuestInfo / GetUsers / GetFilesystems, GuestPing, Exec with exit codes, Freeze /
 // Unfreeze with the guest really frozen (qemu-ga refuses guest-exec while frozen), the clock set
-// after Unpause, and a soft reboot through the agent.
+// after Unpause, and a soft reboot through the agent. Access credentials in the same boot: the
+// VMI's qemuGuestAgent SSH keys and password from Secrets at KubeVirt's mount path, checked INSIDE
+// the guest (~chl/.ssh/authorized_keys as qemu-ga writes it, /etc/shadow), reported in the
+// domain, and a Secret change re-applied; and virt-probe (KubeVirt's exec-probe binary) against
+// this launcher, with KubeVirt's exit codes.
 #include <regex>
 
+#include "tests/kubevirt/access_secrets.hpp"
 #include "tests/kubevirt/virt_launcher_harness.hpp"
 
 namespace {
@@ -98,6 +103,17 @@ TEST_CASE(
   PodNetns pn;
   if (!pn.up_or_skip()) return;
   Pod pod;
+  // Access-credential Secrets where KubeVirt mounts them (<private dir>/secret/<name>-access-cred),
+  // written before the launcher starts (start_non_root hands the pod's files to uid 107);
+  // batches of 300 ms instead of KubeVirt's 15 s (the flag is ours; the logic is the same).
+  pod.extra_args = {"--access-credentials-batch-ms", "300"};
+  const fs::path keys_dir = pod.priv() / "secret" / "guest-keys-access-cred";
+  const fs::path pass_dir = pod.priv() / "secret" / "guest-pass-access-cred";
+  const std::string k1 = chl::test::make_ssh_key('a', "alice@example"),
+                    k2 = chl::test::make_ssh_key('b', "bob@example"),
+                    k3 = chl::test::make_ssh_key('c', "carol@example");
+  chl::test::write_secret(keys_dir, {{"key1", k1 + "\n" + k2 + "\n"}}, 1);
+  chl::test::write_secret(pass_dir, {{"chl", "s3cret\n"}}, 1);
   chl::test::net::Phase1 p1{pn.ns.name()};
   {
     const auto e = chl::test::net::kubevirt_phase1_masquerade(p1);
@@ -134,6 +150,12 @@ TEST_CASE(
   j["spec"]["domain"]["devices"]["interfaces"] = nlohmann::json::array(
       {{{"name", "default"}, {"macAddress", mac}, {"masquerade", nlohmann::json::object()}}});
   j["spec"]["networks"] = nlohmann::json::parse(R"([{"name": "default", "pod": {}}])");
+  // chl: the guest's user with a home (tests/guests/linux/net-initrd.sh).
+  j["spec"]["accessCredentials"] = nlohmann::json::parse(R"([
+    {"sshPublicKey": {"source": {"secret": {"secretName": "guest-keys"}},
+                      "propagationMethod": {"qemuGuestAgent": {"users": ["chl"]}}}},
+    {"userPassword": {"source": {"secret": {"secretName": "guest-pass"}},
+                      "propagationMethod": {"qemuGuestAgent": {}}}}])");
   v1::VMIRequest vmi;
   vmi.mutable_vmi()->set_vmijson(j.dump());
   (*vmi.mutable_options()->mutable_interfacedomainattachment())["default"] = "tap";
@@ -220,6 +242,68 @@ TEST_CASE(
   e = exec(*cmd, "exit 3");
   CHECK_MESSAGE(e.ok, e.error);
   CHECK(e.exit_code == 3);
+
+  // Access credentials: applied through qemu-ga once it is up (a pass with the agent offline is
+  // retried at the next batch), reported as Spec.Metadata.KubeVirt.AccessCredential in a domain
+  // event. Inside the guest: ~chl/.ssh/authorized_keys holds the keys (qemu-ga 7.2 joins them
+  // with newlines, no final one: read line by line), the directory 0700 and the
+  // file 0600, both the user's (qga/commands-posix-ssh.c), and the password is in /etc/shadow
+  // (qemu-ga ran the guest's chpasswd).
+  REQUIRE_MESSAGE(
+      chl::test::wait_until(
+          60s, [&] { return chl::test::access_credential(notify)["Succeeded"] == true; }),
+      chl::test::access_credential(notify).dump() << "\n"
+                                                  << pod.output());
+  CHECK(chl::test::access_credential(notify)["Message"] == "");
+  const std::string keys_in_guest =
+      "while IFS= read -r l || [ -n \"$l\" ]; do echo \"$l\"; done "
+      "</home/chl/.ssh/authorized_keys; stat -c '%a %u:%g' /home/chl/.ssh "
+      "/home/chl/.ssh/authorized_keys";
+  e = exec(*cmd, keys_in_guest);
+  REQUIRE_MESSAGE(e.ok, e.error);
+  CHECK(e.out == k1 + "\n" + k2 + "\n700 1000:1000\n600 1000:1000\n");
+  e = exec(*cmd, "grep '^chl:' /etc/shadow | cut -d: -f2");
+  REQUIRE_MESSAGE(e.ok, e.error);
+  CHECK_MESSAGE(e.out.rfind("$6$", 0) == 0, e.out);  // was "!": sha512-crypted by chpasswd
+  CHECK_MESSAGE(chl::test::run_command({"busybox", "mkpasswd", "-m", "sha512", "s3cret",
+                                        e.out.substr(3, e.out.find('$', 3) - 3)})
+                        .output == e.out,
+                "the guest's hash is not of s3cret: " << e.out);
+  // A Secret change, as the kubelet makes it: the keys in the guest are replaced.
+  chl::test::write_secret(keys_dir, {{"key1", k3 + "\n"}}, 2);
+  CHECK_MESSAGE(chl::test::wait_until(20s,
+                                      [&] {
+                                        auto k = exec(*cmd, keys_in_guest);
+                                        return k.ok && k.out == k3 + "\n700 1000:1000\n600 "
+                                                                     "1000:1000\n";
+                                      }),
+                exec(*cmd, keys_in_guest).out << "\n"
+                                              << pod.output());
+  CHECK(chl::test::access_credential(notify)["Succeeded"] == true);
+
+  // virt-probe, as the pod's exec probes run it (KubeVirt's template.go / rendercontainer.go),
+  // against this launcher: guest-ping, and exec with the guest command's exit code.
+  const std::string sock = (pod.share() / "sockets" / "launcher-sock").string();
+  auto probe = [&](std::vector<std::string> args) {
+    std::vector<std::string> argv = {(chl::test::binary_dir() / "bin" / "virt-probe").string(),
+                                     "--socket",
+                                     sock,
+                                     "--domainName",
+                                     "default_testvm",
+                                     "--timeoutSeconds",
+                                     "10"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return chl::test::run_command(argv);
+  };
+  auto p = probe({"--guestAgentPing"});
+  CHECK_MESSAGE(p.exit_code == 0, p.output);
+  p = probe({"--command", "/bin/echo", "--", "hello", "probe"});
+  CHECK_MESSAGE(p.exit_code == 0, p.output);
+  CHECK(p.output.find("hello probe\n") != std::string::npos);
+  p = probe({"--command", "/bin/false", "--"});
+  CHECK_MESSAGE(p.exit_code == 1, p.output);  // the guest command's exit code
+  p = probe({"--command", "/bin/sh", "--", "-c", "exit 7"});
+  CHECK_MESSAGE(p.exit_code == 7, p.output);
 
   // Freeze: /mnt/data (ext2 on a loop device) is frozen; qemu-ga then refuses guest-exec, so the
   // guest really is frozen. A second Freeze reads "frozen" and succeeds without freezing again

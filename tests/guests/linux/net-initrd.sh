@@ -87,6 +87,12 @@ done
 nc -ll -p 8080 -e /hello.sh &
 nc -ll -p 9090 -e /hello.sh &
 nc -ll -p 5002 -e /send.sh &
+# The user with a home the access-credential tests give keys and a password (qemu-ga's
+# guest-ssh-add-authorized-keys reads getpwnam's home and chowns ~/.ssh to the user).
+chown 1000:1000 /home/chl && chmod 755 /home/chl
+# A distribution's PATH for the agent (the kernel starts /init without one; qemu-ga finds
+# chpasswd in PATH).
+export PATH=/sbin:/usr/sbin:/bin:/usr/bin
 [ -x /bin/chl-agent ] && /bin/chl-agent
 sleep 1
 echo "chl-net: ready"
@@ -100,9 +106,30 @@ ifconfig "$interface" "$ip" netmask "$subnet" mtu "${mtu:-1500}" up
 set -- $router
 route add default gw "$1" dev "$interface"
 LEASE
+# A user with a home for the access-credential tests (qemu-ga's guest-ssh-add-authorized-keys and
+# guest-set-user-password act on a real account: getpwnam, ~/.ssh, chpasswd). Replaces the base
+# initramfs's root-only /etc/passwd.
+mkdir -p "$R/etc" "$R/home/chl" "$R/usr/sbin"
+printf 'root:x:0:0:root:/root:/bin/sh\nchl:x:1000:1000:chl:/home/chl:/bin/sh\n' > "$R/etc/passwd"
+printf 'root:x:0:\nchl:x:1000:\n' > "$R/etc/group"
+printf 'root:*:20000:0:99999:7:::\nchl:!:20000:0:99999:7:::\n' > "$R/etc/shadow"
+chmod 600 "$R/etc/shadow"
+# qemu-ga's guest-set-user-password runs `chpasswd` (or `chpasswd -e` for a crypted one) from PATH
+# with "user:password" on stdin (qga/commands-posix.c qmp_guest_set_user_password). Debian's
+# busybox has no chpasswd applet, only mkpasswd: this one does chpasswd's job on /etc/shadow.
+cat > "$R/usr/sbin/chpasswd" <<'CHPASSWD'
+#!/bin/sh
+[ "$1" = -e ] && crypted=1
+IFS= read -r line || exit 1
+user=${line%%:*} pw=${line#*:}
+[ -n "$user" ] && [ "$user" != "$line" ] || { echo "chpasswd: bad input" >&2; exit 1; }
+grep -q "^$user:" /etc/shadow || { echo "chpasswd: no user $user" >&2; exit 1; }
+[ -n "$crypted" ] || pw=$(mkpasswd -m sha512 "$pw") || exit 1
+sed -i "s|^$user:[^:]*:|$user:$pw:|" /etc/shadow
+CHPASSWD
 printf '#!/bin/sh\necho hello-from-guest\n' > "$R/hello.sh"
 printf '#!/bin/sh\ndd if=/dev/zero bs=65536 count=320 2>/dev/null\n' > "$R/send.sh"
-chmod 755 "$R/init" "$R/lease.sh" "$R/hello.sh" "$R/send.sh"
+chmod 755 "$R/init" "$R/lease.sh" "$R/hello.sh" "$R/send.sh" "$R/usr/sbin/chpasswd"
 (cd "$R" && find . | cpio -o -H newc --quiet | gzip -1) > "$T/overlay.cpio.gz"
 cat "$G/initramfs.cpio.gz" "$T/overlay.cpio.gz" > "$OUT.tmp"
 mv -f "$OUT.tmp" "$OUT"
