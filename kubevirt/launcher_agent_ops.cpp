@@ -214,14 +214,16 @@ Status LauncherHandler::soft_reboot(std::string_view) {
     std::lock_guard lock(mu_);
     a = agent_.get();
   }
-  // SoftRebootVMI: through the agent when AgentConnected, else the hypervisor's reboot.
+  // SoftRebootVMI (pkg/virt-launcher/virtwrap/manager.go): through the agent when AgentConnected,
+  // else an ACPI reboot (libvirt DOMAIN_REBOOT_ACPI_POWER_BTN; Cloud Hypervisor has none: its
+  // vm.reboot, Driver::acpi_reboot).
   return command("soft reboot", [a](auto& s, auto reply) {
     if (a && a->connected())
       return a->reboot([reply = std::move(reply)](const Status& st) {
         if (!st) return reply(tl::unexpected(st.error()));
         reply(Json{{"rebooting", true}, {"through", "guest agent"}});
       });
-    s.reboot(std::move(reply));
+    s.acpi_reboot(std::move(reply));
   });
 }
 

@@ -91,6 +91,10 @@ class Driver {
   virtual common::Status pause() = 0;
   virtual common::Status resume() = 0;
   virtual common::Status reboot() = 0;
+  // A guest-cooperative reboot without the guest agent: KubeVirt's SoftRebootVMI without
+  // AgentConnected (manager.go: libvirt DOMAIN_REBOOT_ACPI_POWER_BTN). Where the hypervisor has
+  // no ACPI reboot, its reboot.
+  virtual common::Status acpi_reboot() = 0;
   virtual common::Status power_button() = 0;
   // Stop the VM hard and end the VMM politely (CH: vm.shutdown then vmm.shutdown).
   virtual common::Status force_off() = 0;

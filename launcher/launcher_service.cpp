@@ -383,6 +383,14 @@ void LauncherService::reboot(Reply reply) {
   }, std::move(reply));
 }
 
+void LauncherService::acpi_reboot(Reply reply) {
+  if (driver_->state() != DomainState::Running || stopping_) return reply(state_error("reboot", "Running"));
+  on_worker([this]() -> Result<json> {
+    CHL_TRY_VOID(driver_->acpi_reboot());
+    return json{{"rebooting", true}, {"through", "ACPI"}};
+  }, std::move(reply));
+}
+
 void LauncherService::shutdown(std::optional<std::chrono::seconds> grace, Reply reply) {
   if (torn_down_ || driver_->finished()) return reply(state_error("stop", ""));
   if (stopping_) return reply(fail(kWrongState, "cannot stop: a stop is already in progress"));

@@ -83,6 +83,8 @@ class LauncherService {
   void pause(Reply reply);
   void resume(Reply reply);
   void reboot(Reply reply);
+  // A soft reboot without the guest agent (Driver::acpi_reboot).
+  void acpi_reboot(Reply reply);
   // Graceful: ACPI power button, then after the grace period a forced stop.
   void shutdown(std::optional<std::chrono::seconds> grace, Reply reply);
   // Forced, at once, whatever is pending (a graceful stop, a forced one: then the VMM is killed

@@ -343,6 +343,16 @@ Status LibvirtDriver::reboot() {
   return {};
 }
 
+Status LibvirtDriver::acpi_reboot() {
+  // KubeVirt's SoftRebootVMI without AgentConnected (pkg/virt-launcher/virtwrap/manager.go:
+  // dom.Reboot(DOMAIN_REBOOT_ACPI_POWER_BTN)): the power button, and libvirt restarts the guest
+  // when it powers off (QEMU's "fake reboot"), never a reset.
+  CHL_TRY_VOID(need_domain());
+  if (virDomainReboot(dom_.get(), VIR_DOMAIN_REBOOT_ACPI_POWER_BTN) != 0)
+    return libvirt_fail("rebooting through the ACPI power button");
+  return {};
+}
+
 Status LibvirtDriver::power_button() {
   CHL_TRY_VOID(need_domain());
   if (virDomainShutdownFlags(dom_.get(), VIR_DOMAIN_SHUTDOWN_ACPI_POWER_BTN) != 0)

@@ -72,6 +72,7 @@ class LibvirtDriver final : public launcher::Driver {
   common::Status pause() override;
   common::Status resume() override;
   common::Status reboot() override;
+  common::Status acpi_reboot() override;
   common::Status power_button() override;
   common::Status force_off() override;
   common::Result<nlohmann::json> info() override;

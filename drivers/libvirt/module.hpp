@@ -22,8 +22,9 @@
 namespace chl::libvirt {
 
 // Bump when anything below, or a type it uses, changes in a way an older module would misread.
-// 3: Driver::resize, 4: Driver::abandon, 5: Driver::agent_transport, 6: live migration
-inline constexpr std::uint32_t kLibvirtModuleAbi = 6;
+// 3: Driver::resize, 4: Driver::abandon, 5: Driver::agent_transport, 6: live migration,
+// 7: Driver::acpi_reboot
+inline constexpr std::uint32_t kLibvirtModuleAbi = 7;
 inline constexpr char kLibvirtModuleFile[] = "libchl-libvirt.so";
 inline constexpr char kLibvirtModuleSymbol[] = "chl_libvirt_module";
 

@@ -36,9 +36,9 @@ std::unique_ptr<v1::Cmd::Stub> start_running(Pod& pod, chl::test::TestNotifyServ
   REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, req, &r); }).ok());
   REQUIRE_MESSAGE(r.success(), r.message() << "\n" << pod.output());
   REQUIRE_MESSAGE(
-      chl::test::wait_until(kQemu ? 60s : 30s,
-                            [&] { return reported_running(notify); }),
-      states_text(notify) << "\n" << pod.output());
+      chl::test::wait_until(kQemu ? 60s : 30s, [&] { return reported_running(notify); }),
+      states_text(notify) << "\n"
+                          << pod.output());
   return cmd;
 }
 
@@ -322,8 +322,7 @@ TEST_CASE("virt-launcher lifecycle (" CHL_VL_HYPERVISOR
   fs::copy_file(chl::test::guest_kernel(), kernel, fs::copy_options::overwrite_existing);
   REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, req, &r); }, 120s).ok());
   CHECK_MESSAGE(r.success(), r.message() << "\n" << pod.output());
-  CHECK(chl::test::wait_until(kQemu ? 60s : 30s,
-                              [&] { return reported_running(notify); }));
+  CHECK(chl::test::wait_until(kQemu ? 60s : 30s, [&] { return reported_running(notify); }));
   auto seq = states(notify.received());
   CHECK(std::count(seq.begin(), seq.end(), "ADDED Shutoff/Unknown") == 1);  // defined once
   REQUIRE(call([&](auto& c) { return cmd->KillVirtualMachine(&c, req, &r); }).ok());
@@ -332,4 +331,75 @@ TEST_CASE("virt-launcher lifecycle (" CHL_VL_HYPERVISOR
       chl::test::wait_until(20s, [&] { return has_state(notify, "MODIFIED Shutoff/Destroyed"); }));
   REQUIRE(call([&](auto& c) { return cmd->DeleteVirtualMachine(&c, req, &r); }).ok());
   check_exit_0(pod, 15s);
+}
+
+TEST_CASE("virt-launcher lifecycle (" CHL_VL_HYPERVISOR
+          "): SoftReboot without a guest agent is an ACPI reboot -> the guest powers off on the "
+          "button and boots again, the domain stays Running") {
+  if (!kQemu) {
+    // Cloud Hypervisor v52 has no ACPI reboot (its vm.power-button is a power-off): SoftReboot
+    // without an agent is vm.reboot there, as Reset (CloudHypervisorDriver::acpi_reboot).
+    chl::test::skip(
+        "Cloud Hypervisor has no ACPI reboot: SoftReboot without an agent is its reset");
+    return;
+  }
+  if (!cooperative_guest_runnable()) return;
+  Pod pod;
+  pod.vmi_name = kName;
+  chl::test::TestNotifyServer notify(pod.share() / "domain-notify-pipe.sock");
+  const std::string vmi = lifecycle_vmi("", 10);
+  auto cmd = start_running(pod, notify, vmi);
+  const fs::path console = pod.priv() / kUid / "virt-serial0";
+  const std::string banner = "hello from COM1";
+  // The guest polls the power button once it is up: its first heartbeat.
+  std::string got = chl::test::read_socket_until(console, "heartbeat 1", 60s);
+  REQUIRE_MESSAGE(got.find("heartbeat 1") != std::string::npos, got << "\n" << pod.output());
+  const std::size_t before = notify.received().size();
+
+  // KubeVirt's SoftRebootVMI without AgentConnected: libvirt's DOMAIN_REBOOT_ACPI_POWER_BTN. The
+  // PVH guest powers off on the button; libvirt restarts it ("fake reboot"), never a reset (a
+  // reset would boot again without "powering off" on the console).
+  v1::VMIRequest req;
+  req.mutable_vmi()->set_vmijson(vmi);
+  v1::Response r;
+  REQUIRE(call([&](auto& c) { return cmd->SoftRebootVirtualMachine(&c, req, &r); }, 70s).ok());
+  REQUIRE_MESSAGE(r.success(), r.message());
+  // The console's scrollback (sent to every new client) with two boots in it.
+  const auto boots = [](const std::string& s) {
+    std::size_t n = 0;
+    for (auto p = s.find("hello from COM1"); p != std::string::npos;
+         p = s.find("hello from COM1", p + 1))
+      ++n;
+    return n;
+  };
+  CHECK_MESSAGE(chl::test::wait_until(
+                    90s,
+                    [&] {
+                      got = chl::test::read_socket_until(console, "guest ready", 5s);
+                      return boots(got) >= 2 && got.rfind("guest ready") > got.rfind(banner);
+                    }),
+                got << "\n"
+                    << pod.output());
+  const auto off = got.find("ACPI power button: powering off");
+  CHECK_MESSAGE(off != std::string::npos, got);
+  CHECK_MESSAGE(off < got.rfind(banner), got);  // the button, then the second boot
+  // Its heartbeat counter starts over in the second boot.
+  CHECK(chl::test::wait_until(30s, [&] {
+    got = chl::test::read_socket_until(console, "heartbeat 1", 5s);
+    return got.find("heartbeat 1", got.rfind(banner)) != std::string::npos;
+  }));
+  // The domain never went Shutoff, and is Running.
+  const auto received = notify.received();
+  for (std::size_t i = before; i < received.size(); ++i) {
+    const auto& n = received[i];
+    if (!n.k8s) CHECK_MESSAGE(n.json["Status"]["Status"] != "Shutoff", n.json.dump());
+  }
+  v1::EmptyRequest empty;
+  v1::DomainResponse dom;
+  REQUIRE(call([&](auto& c) { return cmd->GetDomain(&c, empty, &dom); }).ok());
+  CHECK(nlohmann::json::parse(dom.domain())["Status"]["Status"] == "Running");
+
+  REQUIRE(call([&](auto& c) { return cmd->KillVirtualMachine(&c, req, &r); }).ok());
+  REQUIRE(call([&](auto& c) { return cmd->DeleteVirtualMachine(&c, req, &r); }).ok());
+  check_exit_0(pod, 30s);
 }
