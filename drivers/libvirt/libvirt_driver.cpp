@@ -345,8 +345,21 @@ Status LibvirtDriver::reboot() {
 
 Status LibvirtDriver::power_button() {
   CHL_TRY_VOID(need_domain());
-  if (virDomainShutdownFlags(dom_.get(), VIR_DOMAIN_SHUTDOWN_ACPI_POWER_BTN) != 0)
-    return libvirt_fail("pressing the ACPI power button");
+  // SignalShutdownVMI (KubeVirt pkg/virt-launcher/virtwrap/manager.go) presses the button only
+  // on a domain that is running or paused: one already off has nothing to do. A guest can also
+  // power off between that check and the press (a second Shutdown right after the first): libvirt
+  // then answers "domain is not running", which is the same success.
+  const auto off = [this] {
+    int st = 0, reason = 0;
+    return virDomainGetState(dom_.get(), &st, &reason, 0) == 0 && st != VIR_DOMAIN_RUNNING &&
+           st != VIR_DOMAIN_PAUSED && st != VIR_DOMAIN_BLOCKED;
+  };
+  if (off()) return {};
+  if (virDomainShutdownFlags(dom_.get(), VIR_DOMAIN_SHUTDOWN_ACPI_POWER_BTN) != 0) {
+    Status failed = libvirt_fail("pressing the ACPI power button");
+    if (off()) return {};
+    return failed;
+  }
   return {};
 }
 

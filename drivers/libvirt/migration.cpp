@@ -181,6 +181,8 @@ class MigrationMonitor {
         why = "Live migration is not completed after " + std::to_string(completion) +
               " seconds and has been aborted";
       if (why.empty()) continue;
+      // Logged before the call: libvirt answers only once QEMU took the cancel.
+      CHL_LOG_INFO("migration monitor: aborting the job: {}", why);
       if (virDomainAbortJob(dom_) != 0) {
         CHL_LOG_ERROR("migration: aborting: {}", libvirt_last_error());
         continue;
