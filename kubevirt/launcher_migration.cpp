@@ -83,8 +83,7 @@ std::vector<std::string> not_migratable(const Json& vmi) {
       continue;
     }
     std::string kind = "a local";
-    for (const char* k :
-         {"containerDisk", "emptyDisk", "ephemeral"})
+    for (const char* k : {"containerDisk", "emptyDisk", "ephemeral"})
       if (v.contains(k)) kind = std::string("a ") + k;
     why.push_back("volume " + name + ": " + kind +
                   " disk the guest can write (Cloud Hypervisor has no storage migration; only "
@@ -390,9 +389,17 @@ void LauncherHandler::migration_ended(const Status& result) {
     } else {
       // The VM runs on here (CH resumed it); the target's handler fails the migration.
       doc_.migration->failed = true;
-      doc_.migration->failure_reason = abort_requested_
-                                           ? "Live migration has been aborted"
-                                           : "Live migration failed: " + result.error().message();
+      // The libvirt path's monitor aborted it (ProgressTimeout, CompletionTimeoutPerGiB): as
+      // KubeVirt's startMonitor reports an inflightMigrationAborted (live-migration-source.go,
+      // d923fdb: setMigrationResult(true, aborted.message, MigrationAbortSucceeded)), its
+      // message bare and AbortStatus Succeeded.
+      const auto& e = result.error();
+      const bool monitor_abort =
+          e.code == std::errc::timed_out && e.context.rfind("Live migration ", 0) == 0;
+      if (monitor_abort && !abort_requested_) doc_.migration->abort_status = "Succeeded";
+      doc_.migration->failure_reason = abort_requested_ ? "Live migration has been aborted"
+                                       : monitor_abort  ? e.context
+                                                        : "Live migration failed: " + e.message();
       failure = doc_.migration->failure_reason;
     }
     if (phase_ != Phase::Finished && notify_)

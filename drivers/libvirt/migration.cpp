@@ -119,7 +119,12 @@ class MigrationMonitor {
     using clock = std::chrono::steady_clock;
     const auto start = clock::now();
     auto last_progress = start;
+    // live-migration-source.go (KubeVirt d923fdb), startMonitor / processInflightMigration: the
+    // remaining data is kept from the last sample that had it (DataRemainingSet), and every
+    // in-flight sample counts as progress when the watermark is 0 (none yet, or nothing left)
+    // or the remaining data is below it; the watermark then becomes the remaining data.
     unsigned long long watermark = 0;
+    unsigned long long remaining_data = 0;
     std::int64_t completion = m_.completion_timeout_s;
     std::string mode = "PreCopy";
     for (;;) {
@@ -140,12 +145,11 @@ class MigrationMonitor {
       virTypedParamsFree(params, n);
       CHL_LOG_DEBUG("migration monitor: job type {}, remaining {}", type,
                     has_remaining ? std::to_string(remaining) : std::string("?"));
+      if (has_remaining) remaining_data = remaining;
       if (type != VIR_DOMAIN_JOB_UNBOUNDED) continue;
       const auto now = clock::now();
-      if (has_remaining) {
-        if (watermark == 0 || remaining < watermark) last_progress = now;
-        watermark = remaining;
-      }
+      if (watermark == 0 || remaining_data < watermark) last_progress = now;
+      watermark = remaining_data;
       const auto elapsed = std::chrono::duration_cast<std::chrono::seconds>(now - start).count();
       const auto stuck =
           std::chrono::duration_cast<std::chrono::seconds>(now - last_progress).count();

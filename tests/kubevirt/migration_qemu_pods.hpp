@@ -18,16 +18,16 @@ constexpr const char* kMigrationUid = "9a8b7c6d-bbbb-4ccc-8ddd-0123456789ab";
 
 // The VMI as virt-handler sends it: LiveMigratable (virt-controller's condition), and once a
 // migration is under way, status.migrationState.
-inline std::string migratable_vmi() {
-  auto j = nlohmann::json::parse(vmi_json());
+inline std::string migratable_vmi(const std::string& base = vmi_json()) {
+  auto j = nlohmann::json::parse(base);
   j["status"]["conditions"] = nlohmann::json::array({{{"type", "LiveMigratable"},
                                                       {"status", "True"},
                                                       {"lastProbeTime", nullptr},
                                                       {"lastTransitionTime", nullptr}}});
   return j.dump();
 }
-inline std::string migrating_vmi() {
-  auto j = nlohmann::json::parse(migratable_vmi());
+inline std::string migrating_vmi(const std::string& base = vmi_json()) {
+  auto j = nlohmann::json::parse(migratable_vmi(base));
   j["status"]["migrationState"] = {{"migrationUid", kMigrationUid},
                                    {"sourceNode", "node01"},
                                    {"targetNode", "node02"},
@@ -59,6 +59,9 @@ struct TwoPods {
   std::unique_ptr<v1::Cmd::Stub> dst_cmd;
   std::unique_ptr<chl::test::MigrationProxy> libvirt_proxy;  // port 0: the target's libvirt
   std::unique_ptr<chl::test::MigrationProxy> proxy;          // 49152: QEMU's stream
+  std::string base = vmi_json();  // the VMI (migratable_vmi / migrating_vmi add the status)
+  // Each pod in a network namespace of its own (start_in_netns); none: the host's.
+  std::unique_ptr<PodNetns> src_ns, dst_ns;
 
   fs::path proxy_dir(const Pod& p) const { return p.share() / "migrationproxy"; }
 
@@ -69,16 +72,35 @@ struct TwoPods {
     src_cmd = src.serve();
     dst_cmd = dst.serve();
     v1::VMIRequest req;
-    req.mutable_vmi()->set_vmijson(migratable_vmi());
+    req.mutable_vmi()->set_vmijson(migratable_vmi(base));
     v1::Response r;
     REQUIRE(call([&](auto& c) { return src_cmd->SyncVirtualMachine(&c, req, &r); }, 300s).ok());
     REQUIRE_MESSAGE(r.success(), r.message() << "\n" << src.output());
+  }
+  // start() with `vmi`, each pod in its own network namespace wired by virt-handler's phase 1
+  // (masquerade: tap0 and k6t-eth0 in each, as the CH suite's start_in_netns), each launcher
+  // (and so its libvirtd and QEMU) in its pod's namespace. "" when started, else why to skip.
+  std::string start_in_netns(const std::string& vmi) {
+    base = vmi;
+    src_ns = std::make_unique<PodNetns>("ms");
+    dst_ns = std::make_unique<PodNetns>("md");
+    const auto ip_tool = chl::test::tool("ip");
+    if (!ip_tool) return "no ip(8) for the pods' network namespaces";
+    for (auto [pn, pod] : {std::pair{src_ns.get(), &src}, std::pair{dst_ns.get(), &dst}}) {
+      if (auto why = pn->up(); !why.empty()) return why;
+      chl::test::net::Phase1 p1{pn->ns.name()};
+      if (auto e = chl::test::net::kubevirt_phase1_masquerade(p1); !e.empty())
+        return "virt-handler's phase 1: " + e;
+      pod->prefix = {*ip_tool, "netns", "exec", pn->ns.name()};
+    }
+    start();
+    return {};
   }
   // SyncMigrationTarget, then virt-handler's proxies (handleTargetMigrationProxy, then the
   // source's StartSourceListener).
   void prepare_target() {
     v1::VMIRequest req;
-    req.mutable_vmi()->set_vmijson(migrating_vmi());
+    req.mutable_vmi()->set_vmijson(migrating_vmi(base));
     v1::Response r;
     REQUIRE(call([&](auto& c) { return dst_cmd->SyncMigrationTarget(&c, req, &r); }, 20s).ok());
     REQUIRE_MESSAGE(r.success(), r.message() << "\n" << dst.output());
@@ -95,12 +117,12 @@ struct TwoPods {
     proxy = std::move(*b);
   }
   // MigrationOptions as virt-handler marshals them (KubeVirt's defaults), CompletionTimeoutPerGiB
-  // aside.
-  v1::Response migrate(int completion_timeout_per_gib = 150) {
+  // and ProgressTimeout aside.
+  v1::Response migrate(int completion_timeout_per_gib = 150, int progress_timeout = 150) {
     v1::MigrationRequest req;
-    req.mutable_vmi()->set_vmijson(migrating_vmi());
-    req.set_options(R"({"Bandwidth":"0Mi","ProgressTimeout":150,"CompletionTimeoutPerGiB":)" +
-                    std::to_string(completion_timeout_per_gib) +
+    req.mutable_vmi()->set_vmijson(migrating_vmi(base));
+    req.set_options(R"({"Bandwidth":"0Mi","ProgressTimeout":)" + std::to_string(progress_timeout) +
+                    R"(,"CompletionTimeoutPerGiB":)" + std::to_string(completion_timeout_per_gib) +
                     R"(,"UnsafeMigration":false,"AllowAutoConverge":false,"AllowPostCopy":false})");
     v1::Response r;
     REQUIRE(call([&](auto& c) { return src_cmd->MigrateVirtualMachine(&c, req, &r); }, 20s).ok());

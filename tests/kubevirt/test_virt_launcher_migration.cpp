@@ -11,6 +11,7 @@
 #include <regex>
 #include <thread>
 
+#include "tests/guest_agent/scripted_agent.hpp"
 #include "tests/kubevirt/migration_proxy.hpp"
 #include "tests/kubevirt/migration_reads.hpp"
 #include "tests/kubevirt/virt_launcher_harness.hpp"
@@ -71,6 +72,8 @@ struct TwoPods {
   std::unique_ptr<v1::Cmd::Stub> dst_cmd;
   std::unique_ptr<chl::test::MigrationProxy> proxy;
 
+  // More lines for the source VMM's wrapper (the double only), e.g. its vsock's agent.
+  std::string src_vmm_env;
   // Each pod in a network namespace of its own, as Kubernetes gives them (empty: the host's).
   std::unique_ptr<PodNetns> src_ns, dst_ns;
 
@@ -108,7 +111,8 @@ struct TwoPods {
       // its VMM a clean environment, so the setting travels in a wrapper.
       for (Pod* pod : {&src, &dst}) {
         const auto w = pod->dir.path() / "vmm-wrapper.sh";
-        chl::test::write_file(w, "#!/bin/sh\nexport VMM_DOUBLE_HEARTBEAT_MS=50\nexec '" +
+        chl::test::write_file(w, "#!/bin/sh\nexport VMM_DOUBLE_HEARTBEAT_MS=50\n" +
+                                     (pod == &src ? src_vmm_env : std::string()) + "exec '" +
                                      chl::test::vmm_binary() + "' \"$@\"\n");
         fs::permissions(w, fs::perms::owner_all);
         pod->vmm_binary = w.string();
@@ -472,8 +476,8 @@ TEST_CASE(
         {"cloudInitNoCloud",
          {{"userData", "#cloud-config\npassword: migrate-me\nchpasswd: {expire: false}\n"},
           {"networkData", "version: 2\nethernets: {eth0: {dhcp4: true}}\n"}}}}});
-  j["spec"]["domain"]["devices"]["disks"] = nlohmann::json::array(
-      {{{"name", "cloudinitdisk"}, {"disk", {{"bus", "virtio"}}}}});
+  j["spec"]["domain"]["devices"]["disks"] =
+      nlohmann::json::array({{{"name", "cloudinitdisk"}, {"disk", {{"bus", "virtio"}}}}});
   TwoPods p;
   p.start(j.dump());
   const auto src_media = files_named(p.src.dir.path(), "cloudinitdisk.iso");
@@ -510,9 +514,9 @@ TEST_CASE(
     chl::test::skip(why);
     return;
   }
-  REQUIRE_MESSAGE(chl::test::wait_until(
-                      30s, [&] { return reported_running(p.src_notify); }),
-                  states_text(p.src_notify) << "\n" << p.src.output());
+  REQUIRE_MESSAGE(chl::test::wait_until(30s, [&] { return reported_running(p.src_notify); }),
+                  states_text(p.src_notify) << "\n"
+                                            << p.src.output());
   // The source's VMM has the tap by name (CH's open_tap; vm.add-net without fds).
   CHECK_MESSAGE(
       p.src.output().find("interface default attached (phase 2): tap tap0 mac 02:00:00:aa:bb:cc") !=
@@ -569,4 +573,63 @@ TEST_CASE(
       p.dst.output().find("interface default attached (phase 2): tap tap0 mac 02:00:00:aa:bb:cc") !=
           std::string::npos,
       p.dst.output());
+}
+
+TEST_CASE(
+    "virt-launcher migration (CH): FreezeVirtualMachine during a migration answers success:false "
+    "with KubeVirt's reason and the guest is not frozen, once the migration ended it freezes") {
+  if (kQemu || !guest_runnable()) return;
+  if (chl::test::using_real_vmm()) {
+    chl::test::skip("the scripted agent sits behind the double's vsock (the PVH guest has none)");
+    return;
+  }
+  TwoPods p;
+  // The double's pretend guest bridges vsock port 1024 to a scripted agent: a host qemu-ga must
+  // never freeze (test_virt_launcher_agent_ops.cpp).
+  const auto qga = p.src.dir.path() / "qga.sock";
+  chl::test::ScriptedAgent agent(qga);
+  p.src_vmm_env = "export VMM_DOUBLE_VSOCK_LISTEN='1024=" + qga.string() + "'\n";
+  p.start();
+  v1::FreezeRequest f;
+  f.mutable_vmi()->set_vmijson(vmi_json());
+  f.set_unfreezetimeoutseconds(0);
+  const auto freeze = [&] {
+    v1::Response r;
+    REQUIRE(call([&](auto& c) { return p.src_cmd->FreezeVirtualMachine(&c, f, &r); }, 70s).ok());
+    return r;
+  };
+  REQUIRE_MESSAGE(chl::test::wait_until(20s, [&] { return guest_ping(*p.src_cmd); }),
+                  p.src.output());  // the agent is connected
+  p.prepare_target();
+  p.proxy->stall_after(1 << 20);  // the migration is held mid-stream
+  const auto r = p.migrate();
+  REQUIRE_MESSAGE(r.success(), r.message());
+  REQUIRE(chl::test::wait_until(20s, [&] { return p.proxy->forwarded() >= (1u << 20); }));
+  // KubeVirt's FreezeVMI (pkg/virt-launcher/virtwrap/manager.go) refuses during a migration.
+  const auto during = freeze();
+  CHECK_FALSE(during.success());
+  CHECK_MESSAGE(during.message().find("Failed to freeze VMI, VMI is currently during migration") !=
+                    std::string::npos,
+                during.message());
+  CHECK(agent.calls_of("guest-fsfreeze-freeze").empty());
+  CHECK(agent.freeze_state() != "frozen");
+  // The migration ends (aborted here); the VM runs on the source, which freezes it now.
+  v1::VMIRequest vmi;
+  vmi.mutable_vmi()->set_vmijson(migrating_vmi());
+  v1::Response cr;
+  REQUIRE(
+      call([&](auto& c) { return p.src_cmd->CancelVirtualMachineMigration(&c, vmi, &cr); }).ok());
+  p.proxy->release();
+  REQUIRE(
+      chl::test::wait_until(30s, [&] { return abort_status(domain(*p.src_cmd)) == "Succeeded"; }));
+  const auto after = freeze();
+  CHECK_MESSAGE(after.success(), after.message() << "\n" << p.src.output());
+  CHECK(agent.freeze_state() == "frozen");
+  CHECK(agent.calls_of("guest-fsfreeze-freeze").size() == 1);
+  v1::VMIRequest u;
+  u.mutable_vmi()->set_vmijson(vmi_json());
+  v1::Response ur;
+  REQUIRE(call([&](auto& c) { return p.src_cmd->UnfreezeVirtualMachine(&c, u, &ur); }, 70s).ok());
+  CHECK_MESSAGE(ur.success(), ur.message());
+  CHECK(agent.freeze_state() != "frozen");
 }
