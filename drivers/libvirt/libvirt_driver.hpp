@@ -153,6 +153,12 @@ class LibvirtDriver final : public launcher::Driver {
   // Live migration (migration.cpp): an outgoing one under way (abort_migration may then use
   // dom_ from another thread); a receive given up (the launcher ends).
   std::atomic<bool> migrating_out_{false};
+  // The outgoing migration's own connection, for the monitor's job stats and every abort: a call
+  // sent on conn_ while virDomainMigrateToURI3 holds that client's I/O was seen never to reach
+  // libvirtd (migration.cpp). Set for the duration of send_migration, under side_mu_.
+  std::mutex side_mu_;
+  VirConnect side_conn_;
+  VirDomain side_dom_;
   std::atomic<bool> stop_receiving_{false};
   // Open the console PTY and keep it open (create_and_boot, receive_migration).
   common::Result<std::optional<std::string>> hold_console();

@@ -236,12 +236,34 @@ Status LibvirtDriver::send_migration(const launcher::MigrationSend& m) {
   int rc = 0;
   std::string error;
   std::string aborted;
+  // The monitor and the aborts use a connection of their own. On the migrate call's connection
+  // an AbortJob was seen to wait in the launcher's libvirt client for ever, never reaching
+  // libvirtd (whose workers showed only the Perform phase waiting), while the call thread polled
+  // the socket with no timeout: the abort of a stalled migration then never happens.
   {
-    MigrationMonitor monitor(dom_.get(), m);
+    VirConnect side(virConnectOpen(opts_.uri.c_str()));
+    VirDomain side_dom(side ? virDomainLookupByName(side.get(), opts_.domain_name.c_str())
+                            : nullptr);
+    if (!side_dom)
+      CHL_LOG_WARN("live migration: no connection of its own for the monitor ({}): it shares "
+                   "the migration's",
+                   libvirt_last_error());
+    std::lock_guard lk(side_mu_);
+    side_conn_ = std::move(side);
+    side_dom_ = std::move(side_dom);
+  }
+  virDomainPtr monitored = side_dom_ ? side_dom_.get() : dom_.get();
+  {
+    MigrationMonitor monitor(monitored, m);
     rc = virDomainMigrateToURI3(dom_.get(), dest.c_str(), params.p, params.n, flags);
     if (rc != 0) error = libvirt_last_error();
     monitor.stop();
     aborted = monitor.aborted();
+  }
+  {
+    std::lock_guard lk(side_mu_);
+    side_dom_.reset();
+    side_conn_.reset();
   }
   migrating_out_ = false;
   if (rc == 0) return {};
@@ -253,8 +275,11 @@ Status LibvirtDriver::send_migration(const launcher::MigrationSend& m) {
 Status LibvirtDriver::abort_migration() {
   if (!migrating_out_.load() || !dom_)
     return fail(std::errc::no_such_process, "aborting a migration: none is under way");
-  // KubeVirt's asyncMigrationAbort: virDomainAbortJob on the migration job.
-  if (virDomainAbortJob(dom_.get()) != 0) return libvirt_fail("aborting the migration");
+  // KubeVirt's asyncMigrationAbort: virDomainAbortJob on the migration job, sent on the
+  // migration's side connection (send_migration says why).
+  std::lock_guard lk(side_mu_);
+  virDomainPtr d = side_dom_ ? side_dom_.get() : dom_.get();
+  if (virDomainAbortJob(d) != 0) return libvirt_fail("aborting the migration");
   return {};
 }
 
