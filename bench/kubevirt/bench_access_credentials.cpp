@@ -25,6 +25,7 @@
 #include "common/child_process.hpp"
 #include "kubevirt/cmd_server.hpp"
 #include "kubevirt/proto/cmd.grpc.pb.h"
+#include "tests/kubevirt/access_secrets.hpp"
 #include "tests/kubevirt/scripted_agent.hpp"
 #include "tests/kubevirt/test_notify_server.hpp"
 #include "bench/kubevirt/vl_bench_support.hpp"
@@ -46,15 +47,7 @@ std::string vmi_json() {
 }
 
 std::string key(int i) {
-  std::string blob;
-  auto put = [&](const std::string& s) {
-    const auto n = static_cast<std::uint32_t>(s.size());
-    blob += {char(n >> 24), char(n >> 16), char(n >> 8), char(n)};
-    blob += s;
-  };
-  put("ssh-ed25519");
-  put(std::string(32, static_cast<char>('a' + i % 26)));
-  return "ssh-ed25519 " + chl::test::ScriptedAgent::base64(blob) + " bench" + std::to_string(i);
+  return chl::test::make_ssh_key(static_cast<char>('a' + i % 26), "bench" + std::to_string(i));
 }
 
 // The kubelet's atomic writer: a new ..<ts>/, ..data swapped by rename (the instant measured).
