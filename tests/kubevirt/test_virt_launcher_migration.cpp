@@ -161,6 +161,19 @@ struct TwoPods {
   }
 };
 
+// virt-handler's Cancel of a migration the proxy holds, the stream released: AbortStatus
+// Succeeded on the source.
+void cancel_held_migration(TwoPods& p) {
+  v1::VMIRequest vmi;
+  vmi.mutable_vmi()->set_vmijson(migrating_vmi());
+  v1::Response cr;
+  REQUIRE(
+      call([&](auto& c) { return p.src_cmd->CancelVirtualMachineMigration(&c, vmi, &cr); }).ok());
+  p.proxy->release();
+  REQUIRE(
+      chl::test::wait_until(30s, [&] { return abort_status(domain(*p.src_cmd)) == "Succeeded"; }));
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -433,14 +446,7 @@ TEST_CASE(
   CHECK_MESSAGE(guest_ping(*p.dst_cmd), p.dst.output());
   CHECK(std::chrono::steady_clock::now() - t0 < 10s);  // not held behind the VMM's API
   if (before) MESSAGE("a guest agent answered before the migration too");
-  v1::VMIRequest vmi;
-  vmi.mutable_vmi()->set_vmijson(migrating_vmi());
-  v1::Response cr;
-  REQUIRE(
-      call([&](auto& c) { return p.src_cmd->CancelVirtualMachineMigration(&c, vmi, &cr); }).ok());
-  p.proxy->release();
-  REQUIRE(
-      chl::test::wait_until(30s, [&] { return abort_status(domain(*p.src_cmd)) == "Succeeded"; }));
+  cancel_held_migration(p);
   // Over (aborted): a ping the agent cannot answer fails again.
   if (!before) CHECK_FALSE(guest_ping(*p.src_cmd));
 }
@@ -614,14 +620,7 @@ TEST_CASE(
   CHECK(agent.calls_of("guest-fsfreeze-freeze").empty());
   CHECK(agent.freeze_state() != "frozen");
   // The migration ends (aborted here); the VM runs on the source, which freezes it now.
-  v1::VMIRequest vmi;
-  vmi.mutable_vmi()->set_vmijson(migrating_vmi());
-  v1::Response cr;
-  REQUIRE(
-      call([&](auto& c) { return p.src_cmd->CancelVirtualMachineMigration(&c, vmi, &cr); }).ok());
-  p.proxy->release();
-  REQUIRE(
-      chl::test::wait_until(30s, [&] { return abort_status(domain(*p.src_cmd)) == "Succeeded"; }));
+  cancel_held_migration(p);
   const auto after = freeze();
   CHECK_MESSAGE(after.success(), after.message() << "\n" << p.src.output());
   CHECK(agent.freeze_state() == "frozen");
