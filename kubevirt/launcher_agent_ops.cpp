@@ -223,7 +223,7 @@ Status LauncherHandler::soft_reboot(std::string_view) {
         if (!st) return reply(tl::unexpected(st.error()));
         reply(Json{{"rebooting", true}, {"through", "guest agent"}});
       });
-    s.acpi_reboot(std::move(reply));
+    s.reboot(std::move(reply), launcher::LauncherService::Reboot::Acpi);
   });
 }
 

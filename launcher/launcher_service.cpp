@@ -375,19 +375,15 @@ void LauncherService::resume(Reply reply) {
   }, std::move(reply));
 }
 
-void LauncherService::reboot(Reply reply) {
+void LauncherService::reboot(Reply reply, Reboot how) {
   if (driver_->state() != DomainState::Running || stopping_) return reply(state_error("reboot", "Running"));
-  on_worker([this]() -> Result<json> {
+  on_worker([this, how]() -> Result<json> {
+    if (how == Reboot::Acpi) {
+      CHL_TRY_VOID(driver_->acpi_reboot());
+      return json{{"rebooting", true}, {"through", "ACPI"}};
+    }
     CHL_TRY_VOID(driver_->reboot());
     return json{{"rebooting", true}};
-  }, std::move(reply));
-}
-
-void LauncherService::acpi_reboot(Reply reply) {
-  if (driver_->state() != DomainState::Running || stopping_) return reply(state_error("reboot", "Running"));
-  on_worker([this]() -> Result<json> {
-    CHL_TRY_VOID(driver_->acpi_reboot());
-    return json{{"rebooting", true}, {"through", "ACPI"}};
   }, std::move(reply));
 }
 

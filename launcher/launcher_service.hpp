@@ -82,9 +82,10 @@ class LauncherService {
   void status(Reply reply);
   void pause(Reply reply);
   void resume(Reply reply);
-  void reboot(Reply reply);
-  // A soft reboot without the guest agent (Driver::acpi_reboot).
-  void acpi_reboot(Reply reply);
+  // Reset: the hypervisor's reboot (Driver::reboot); Acpi: a soft reboot without the guest agent
+  // (Driver::acpi_reboot).
+  enum class Reboot { Reset, Acpi };
+  void reboot(Reply reply, Reboot how = Reboot::Reset);
   // Graceful: ACPI power button, then after the grace period a forced stop.
   void shutdown(std::optional<std::chrono::seconds> grace, Reply reply);
   // Forced, at once, whatever is pending (a graceful stop, a forced one: then the VMM is killed
