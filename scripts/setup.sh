@@ -19,6 +19,7 @@ BUILD_PACKAGES=(
 # What the tests, the demo and the benchmarks need besides.
 TEST_PACKAGES=(
   git doctest-dev
+  python3  # scripts/check-links.py: the docs' links (tests/docs)
   # the real tools our tests check images and relays with
   qemu-utils dosfstools mtools xorriso genisoimage socat util-linux tmux curl procps
   qemu-system-x86  # boots the PVH test guest (tests/guests)
