@@ -98,7 +98,7 @@ RUN groupadd --system --gid 107 qemu \
  && mkdir -p /var/run/kubevirt /var/run/kubevirt-private /var/run/kubevirt-ephemeral-disks \
  && chown 107:107 /var/run/kubevirt /var/run/kubevirt-private /var/run/kubevirt-ephemeral-disks
 # KubeVirt's --hypervisor names the kernel's hypervisor (kvm, hyperv-direct); in this image the
-# VMM on it is Cloud Hypervisor (docs/kubevirt.md, "virt-launcher mode").
+# VMM on it is Cloud Hypervisor (docs/kubevirt/protocol.md, "virt-launcher mode").
 ENV CHL_VMM=cloud-hypervisor
 ENV XDG_RUNTIME_DIR=/var/run XDG_CONFIG_HOME=/var/run/kubevirt-private XDG_CACHE_HOME=/var/run/kubevirt-private
 USER 107:107

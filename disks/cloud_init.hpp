@@ -90,8 +90,8 @@ common::Result<std::vector<MediaFile>> config_drive_files(ConfigDriveData data);
 
 // The timestamp the launcher puts on the media it generates (cloud-init, config disks):
 // 2000-01-01T00:00:00Z, a constant, so that the media are a function of the VMI alone and a live
-// migration's target rebuilds them byte-identical to the source's (docs/kubevirt.md, "Live
-// migration"); the guest sees the same disk before and after the switch.
+// migration's target rebuilds them byte-identical to the source's (docs/kubevirt/migration.md,
+// "Live migration"); the guest sees the same disk before and after the switch.
 inline constexpr std::int64_t kGeneratedMediaMtime = 946684800;
 
 struct CloudInitWriteOptions {

@@ -65,7 +65,7 @@ class CmdHandler {
   virtual common::Result<std::string> get_qemu_version() = 0;
   virtual common::Status sync_cpus(std::string_view vmi_json) = 0;
   virtual common::Status sync_memory(std::string_view vmi_json) = 0;
-  // Live migration (docs/kubevirt.md, "Live migration"). A handler without it refuses.
+  // Live migration (docs/kubevirt/migration.md, "Live migration"). A handler without it refuses.
   // The target: get ready to receive the VMI's VM (answer once it can).
   virtual common::Status sync_migration_target(std::string_view vmi_json, const SyncOptions& options) {
     (void)vmi_json, (void)options;

@@ -161,7 +161,7 @@ class Routes {
 
     add_guest_agent_routes();
 
-    // Everything else (docs/kubevirt.md lists why each is not supported): refused at once.
+    // Everything else (docs/kubevirt/protocol.md lists why each is not supported): refused at once.
     refuse<v1::VMIRequest, v1::Response>("HotplugHostDevices");
     refuse<v1::MemoryDumpRequest, v1::Response>("VirtualMachineMemoryDump");
     refuse<v1::EmptyRequest, v1::SEVInfoResponse>("GetSEVInfo");

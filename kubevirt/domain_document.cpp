@@ -122,7 +122,7 @@ DomainDocument document_of(const vmi::Vmi& v, const std::string& hypervisor) {
     d.disks.push_back(std::move(dd));
   }
   // The guest agent channel: virt-handler reads only its Target (vm.go:665-674); the agent
-  // itself is another room's (docs/kubevirt.md).
+  // itself is another room's (docs/kubevirt/guest-agent.md).
   d.agent_channel = true;
   d.agent_state = "disconnected";
   return d;

@@ -1,7 +1,7 @@
 #pragma once
-// Where the domain document's values come from (docs/kubevirt.md, "The domain document"): the
-// VMI the launcher runs, resolved as the launch resolves it (the network plan's MAC and tap), and
-// then what the VMM really has (its VM config: the disks it opened, the NICs' MACs and MTU, the
+// Where the domain document's values come from (docs/kubevirt/domain.md, "The domain document"):
+// the VMI the launcher runs, resolved as the launch resolves it (the network plan's MAC and tap),
+// and then what the VMM really has (its VM config: the disks it opened, the NICs' MACs and MTU, the
 // targets libvirt gave). domain_json.hpp only turns the result into KubeVirt's JSON.
 // Internal to the kubevirt room's launcher side (libchl-kubevirt.so).
 #include <map>

@@ -2,7 +2,7 @@
 // KubeVirt's `api.Domain` as JSON (pkg/virt-launcher/virtwrap/api/schema.go), built from a small
 // plain description of the running VMI. It is what the launcher sends in every
 // Notify.HandleDomainEvent and answers to Cmd.GetDomain. Only the fields virt-handler reads are
-// filled (docs/kubevirt.md, "The domain document"); their keys are Go's field names, as
+// filled (docs/kubevirt/domain.md, "The domain document"); their keys are Go's field names, as
 // encoding/json writes them, except ObjectMeta's own Kubernetes keys.
 #include <array>
 #include <chrono>

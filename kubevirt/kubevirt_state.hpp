@@ -2,7 +2,7 @@
 // The launcher's domain states and reasons (libvirt's vocabulary, events/domain_state.hpp) as
 // KubeVirt's virt-launcher reports them to virt-handler: the `LifeCycle` and
 // `StateChangeReason` strings of api.Domain's Status, translated the way KubeVirt's
-// ConvState/ConvReason do (docs/kubevirt.md, "States").
+// ConvState/ConvReason do (docs/kubevirt/domain.md, "States").
 #include <span>
 #include <string_view>
 

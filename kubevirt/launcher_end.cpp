@@ -1,7 +1,7 @@
 // virt-launcher mode: the domain's end of life as KubeVirt's virt-launcher answers it —
 // ShutdownVirtualMachine, KillVirtualMachine, DeleteVirtualMachine, SIGTERM's
 // MarkedForGracefulShutdown, and the stopped domain served until DeleteDomain
-// (docs/kubevirt.md, "End of life"; KubeVirt: pkg/virt-launcher/virtwrap/manager.go,
+// (docs/kubevirt/lifecycle.md, "End of life"; KubeVirt: pkg/virt-launcher/virtwrap/manager.go,
 // cmd/virt-launcher/virt-launcher.go). Part of LauncherHandler (launcher_handler.hpp).
 #include <chrono>
 #include <nlohmann/json.hpp>

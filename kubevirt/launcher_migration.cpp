@@ -1,4 +1,4 @@
-// Live migration in virt-launcher mode (docs/kubevirt.md, "Live migration"): the RPCs of
+// Live migration in virt-launcher mode (docs/kubevirt/migration.md, "Live migration"): the RPCs of
 // KubeVirt's launcher protocol (cmd-client/client.go), answered as KubeVirt's own launcher
 // answers them (pkg/virt-launcher/virtwrap/live-migration-source.go / -target.go, d923fdb), over
 // the launcher's Driver::send_migration / receive_migration (Cloud Hypervisor v52's

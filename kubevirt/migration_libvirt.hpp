@@ -1,6 +1,6 @@
 #pragma once
-// The QEMU/libvirt path's side of live migration in virt-launcher mode (docs/kubevirt.md, "Live
-// migration"): what KubeVirt's launcher hands libvirt (live-migration-source.go, d923fdb) and
+// The QEMU/libvirt path's side of live migration in virt-launcher mode (docs/kubevirt/migration.md,
+// "Live migration"): what KubeVirt's launcher hands libvirt (live-migration-source.go, d923fdb) and
 // what keeps a VMI from migrating there. No libvirt here: the driver (drivers/libvirt/
 // migration.cpp) does the libvirt calls behind launcher::Driver.
 #include <cstdint>

@@ -1,9 +1,9 @@
 #pragma once
-// The launcher's relay of an outgoing live migration (docs/kubevirt.md, "Live migration").
-// Cloud Hypervisor v52 has no cancel and no progress API, so it does not send to the migration
-// proxy's socket directly: it sends to a socket of ours, and a thread copies the stream both ways
-// to virt-handler's <vmiUID>-49152-source.sock. Closing both ends aborts the migration: CH's
-// send fails, and CH resumes the VM (vmm/src/lib.rs vm_send_migration). The byte count is the
+// The launcher's relay of an outgoing live migration (docs/kubevirt/migration.md, "Live
+// migration"). Cloud Hypervisor v52 has no cancel and no progress API, so it does not send to the
+// migration proxy's socket directly: it sends to a socket of ours, and a thread copies the stream
+// both ways to virt-handler's <vmiUID>-49152-source.sock. Closing both ends aborts the migration:
+// CH's send fails, and CH resumes the VM (vmm/src/lib.rs vm_send_migration). The byte count is the
 // progress (ProgressTimeout, watched by the launcher), and the copy is paced to Bandwidth.
 #include <atomic>
 #include <chrono>

@@ -1,7 +1,7 @@
 #pragma once
 // What the launcher's migration relay changes in Cloud Hypervisor v52's outgoing migration stream
-// (docs/kubevirt.md, "Live migration", NICs): one field of the VM's config, so that the target's
-// VMM can open its pod's taps by name as uid 107 without capabilities.
+// (docs/kubevirt/migration.md, "Live migration", NICs): one field of the VM's config, so that the
+// target's VMM can open its pod's taps by name as uid 107 without capabilities.
 //
 // CH v52's sender (vmm/src/lib.rs send_migration) writes Request{Start}, waits for the answer,
 // then Request{Config} with the VmMigrationConfig {vm_config, common_cpuid, memory_manager_data}

@@ -204,7 +204,8 @@ int virt_launcher_main(const std::vector<std::string>& argv, const launcher::Run
   lo.firmware_dir = get(f, "--firmware-dir", hypervisor == "qemu-kvm" ? get(f, "--ovmf-path", "") : "");
   lo.accel = get(f, "--accel", f.switches.count("--allow-emulation") ? "auto" : "kvm");
   // The launcher confines itself once the VMM runs, as `run` does; the KubeVirt transport's
-  // threads (poll, accept4, sendmsg, eventfd...) stay within the allow-list (docs/kubevirt.md).
+  // threads (poll, accept4, sendmsg, eventfd...) stay within the allow-list
+  // (docs/kubevirt/protocol.md).
   lo.seccomp = get(f, "--seccomp", "enforce");
   if (auto g = get(f, "--grace-period-seconds", ""); !g.empty()) {
     try {

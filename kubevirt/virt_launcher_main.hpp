@@ -1,6 +1,6 @@
 #pragma once
-// virt-launcher mode (docs/kubevirt.md): virt-launcher's flags, KubeVirt's command server and
-// notify client, and a launch through `run_launch` (the executable's run_launcher) for the
+// virt-launcher mode (docs/kubevirt/protocol.md): virt-launcher's flags, KubeVirt's command server
+// and notify client, and a launch through `run_launch` (the executable's run_launcher) for the
 // first Sync it can serve. Returns the process exit code.
 #include <string>
 #include <vector>

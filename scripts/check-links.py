@@ -9,7 +9,7 @@ ROOT defaults to the repository (this script's parent's parent). Checked:
     folder must exist under ROOT, and the anchor must be a heading of the target file, named as
     GitHub names it (see slug());
   - every path `docs/….md` named in plain text there and in the source files (comments such as
-    "docs/kubevirt.md, "Live migration""): the file must exist.
+    "docs/launcher.md, "Memory""): the file must exist.
 Links outside ROOT (`../shared/…`), URLs (http:, https:, mailto:) and text in code blocks or code
 spans are not checked. Prints one line per broken link, `FILE:LINE: what`, and exits 1 when there
 is one, 0 otherwise.

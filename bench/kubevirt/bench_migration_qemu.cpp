@@ -1,6 +1,6 @@
-// Live migration on the QEMU/libvirt path (docs/kubevirt.md, "Live migration"): the PVH test guest
-// (64 MiB and 1 GiB; KVM or TCG as the qemu tests choose) moved between two pods' own libvirt
-// daemons through the migration-proxy stand-in, as
+// Live migration on the QEMU/libvirt path (docs/kubevirt/migration.md, "Live migration"): the PVH
+// test guest (64 MiB and 1 GiB; KVM or TCG as the qemu tests choose) moved between two pods' own
+// libvirt daemons through the migration-proxy stand-in, as
 // tests/kubevirt/test_virt_launcher_migration_qemu.cpp does it, N rounds, medians of:
 //   - total as virt-handler sees it: MigrateVirtualMachine sent -> the target's domain with
 //     Migration.EndTimestamp received at the notify server;

@@ -199,7 +199,7 @@ TEST_CASE("CH migration: the target killed mid-stream fails the source, which ru
 
 // CH v52 gives the receiver no fds: NetConfig.fds deserialize to -1 (vm_config.rs
 // deserialize_netconfig_fds) and Net::from_tap_fds fails on dup(-1). A NIC handed over as fds
-// cannot migrate; the launcher gives CH its taps by name for that (docs/kubevirt.md).
+// cannot migrate; the launcher gives CH its taps by name for that (docs/kubevirt/migration.md).
 TEST_CASE(
     "CH migration: a NIC handed over as tap fds fails the target (fds arrive as -1), the source "
     "runs on") {

@@ -1,6 +1,6 @@
 // The generated descriptors of kubevirt/proto/*.proto against the contract table of
-// docs/kubevirt.md: every service/method and every message/field (name, number, type), both
-// ways, so neither the .proto files nor the table can drift from KubeVirt's wire contract.
+// docs/kubevirt/protocol.md: every service/method and every message/field (name, number, type),
+// both ways, so neither the .proto files nor the table can drift from KubeVirt's wire contract.
 #include <doctest/doctest.h>
 #include <google/protobuf/descriptor.h>
 
@@ -57,7 +57,7 @@ std::set<std::string> rows_of(const pb::FileDescriptor* file) {
 }
 
 std::set<std::string> documented_rows() {
-  std::ifstream in(chl::test::source_dir() / "docs" / "kubevirt.md");
+  std::ifstream in(chl::test::source_dir() / "docs" / "kubevirt" / "protocol.md");
   REQUIRE(in.good());
   std::set<std::string> rows;
   bool inside = false;
@@ -91,11 +91,11 @@ TEST_CASE("kubevirt proto: every service, method, message and field is the docum
   REQUIRE(documented.size() > 90);  // the table was found
 
   for (const auto& row : generated) {
-    INFO("generated but not in docs/kubevirt.md: " << row);
+    INFO("generated but not in docs/kubevirt/protocol.md: " << row);
     CHECK(documented.count(row) == 1);
   }
   for (const auto& row : documented) {
-    INFO("in docs/kubevirt.md but not generated: " << row);
+    INFO("in docs/kubevirt/protocol.md but not generated: " << row);
     CHECK(generated.count(row) == 1);
   }
   // The services virt-handler talks to, by the names it dials.

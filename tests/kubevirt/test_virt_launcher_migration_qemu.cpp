@@ -1,4 +1,4 @@
-// Live migration in virt-launcher mode on the QEMU/libvirt path (docs/kubevirt.md, "Live
+// Live migration in virt-launcher mode on the QEMU/libvirt path (docs/kubevirt/migration.md, "Live
 // migration"): a real migration, QEMU to QEMU between two libvirt daemons, as KubeVirt's
 // virt-launcher does it. Two launchers on one machine, each in its own pod: its own mount
 // namespace in which its pod directory is seen at one shared path (as every pod sees

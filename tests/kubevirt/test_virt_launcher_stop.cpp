@@ -6,7 +6,8 @@
 // VMM (by the pid it reported), its descendants, and on the libvirt path the libvirtd and
 // virtlogd this launcher started (by the pids in their pid files) — never other processes.
 // The exit code is not asserted here: in virt-launcher mode it is the protocol's business
-// (docs/kubevirt.md); `run`'s exit codes are asserted in test_launcher_kill / test_libvirt_kill.
+// (docs/kubevirt/lifecycle.md); `run`'s exit codes are asserted in test_launcher_kill /
+// test_libvirt_kill.
 #include <dirent.h>
 #include <sys/file.h>
 
@@ -140,9 +141,9 @@ struct Running {
   }
 
   // The domain is Shutoff/Destroyed within `bound`; virt-handler then deletes it (the launcher
-  // serves the stopped domain until DeleteDomain, as KubeVirt's does: docs/kubevirt.md), and the
-  // launcher exits within a few seconds of that. Shutoff/Destroyed was the domain's last state,
-  // and everything it started is gone within `linger` of its exit.
+  // serves the stopped domain until DeleteDomain, as KubeVirt's does: docs/kubevirt/lifecycle.md),
+  // and the launcher exits within a few seconds of that. Shutoff/Destroyed was the domain's last
+  // state, and everything it started is gone within `linger` of its exit.
   void ends_destroyed(std::chrono::seconds bound, std::chrono::seconds linger = 10s) {
     const auto t0 = std::chrono::steady_clock::now();
     REQUIRE_MESSAGE(chl::test::wait_until(

@@ -274,7 +274,7 @@ inline std::vector<std::string> states(const std::vector<chl::test::ReceivedNoti
 
 // CHL_KUBEVIRT_DUMP_DIR=DIR: write what virt-handler would have received (each notification,
 // GetDomain, GetDomainStats) as files, to put beside ../shared/reference/kubevirt-observed-launcher
-// (docs/kubevirt.md, "Beside a real virt-launcher").
+// (docs/kubevirt/real-launcher.md, "Beside a real virt-launcher").
 inline void dump(const std::string& name, const nlohmann::json& j) {
   const char* dir = std::getenv("CHL_KUBEVIRT_DUMP_DIR");
   if (!dir || !*dir) return;
