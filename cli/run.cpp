@@ -21,7 +21,7 @@ const char* kUsage =
     "the grace period (default: the VMI's terminationGracePeriodSeconds, else 30).\n"
     "qemu-kvm (spec.hypervisor or --hypervisor) runs QEMU through libvirt (qemu:///system; a libvirtd is started\n"
     "when none answers); --vmm-binary then names the QEMU binary, --accel picks KVM or TCG (auto: probed, see\n"
-    "docs/qemu.md).\n"
+    "docs/qemu/daemon.md).\n"
     "--restore starts the VM from a snapshot made by `ch-launcher snapshot` instead of booting it.\n"
     "--seccomp: the launcher's own filter once the VMM runs (docs/security.md). --api-timeout bounds each\n"
     "VMM API call (default 5 s, 30 s for create/boot/shutdown).\n"

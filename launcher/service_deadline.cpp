@@ -1,6 +1,6 @@
 // LauncherService: the bound on the launcher's end (issue #34). Whatever is pending, a stop
 // that has not ended by its deadline is abandoned: the VMM killed, Shutoff/Destroyed
-// (launcher/abandoned) published, the service torn down (docs/launcher.md, docs/qemu.md).
+// (launcher/abandoned) published, the service torn down (docs/launcher.md, docs/qemu/lifecycle.md).
 #include <chrono>
 #include <string>
 

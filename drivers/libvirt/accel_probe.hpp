@@ -22,7 +22,7 @@ struct AccelChoice {
   std::string why;  // one sentence for the log and `status`
   // KVM is the nested PVM module: libvirt's host-model/host-passthrough and checked named
   // models fail there (QEMU cannot set MSR 0x10a; libvirt sees a host CPU with `svm` it cannot
-  // give), so a forced KVM domain gets QEMU's plain qemu64 CPU, unchecked (docs/qemu.md).
+  // give), so a forced KVM domain gets QEMU's plain qemu64 CPU, unchecked (docs/qemu/daemon.md).
   bool nested_pvm = false;
 };
 

@@ -34,7 +34,7 @@ constexpr const char* kPath = "PATH=/usr/sbin:/usr/bin:/sbin:/bin";
 // What our libvirtd's QEMU driver is configured with (bind-mounted over /etc/libvirt/qemu.conf
 // in its own mount namespace). One comment per setting.
 constexpr const char* kQemuConf =
-    "# Written by ch-launcher for the libvirtd it starts (docs/qemu.md); the host's\n"
+    "# Written by ch-launcher for the libvirtd it starts (docs/qemu/daemon.md); the host's\n"
     "# /etc/libvirt/qemu.conf is untouched.\n"
     "# QEMU runs as root, like Cloud Hypervisor under the launcher: libvirt then finds /dev/kvm\n"
     "# usable by the QEMU user, as its capability probe did, and keeps the probe cached.\n"
@@ -47,7 +47,7 @@ constexpr const char* kQemuConf =
 // Our libvirtd's own configuration (-f): no keepalive pings to clients, so an idle launcher's
 // libvirt thread is never woken (a dead client is seen as a closed socket anyway).
 constexpr const char* kLibvirtdConf =
-    "# Written by ch-launcher for the libvirtd it starts (docs/qemu.md).\n"
+    "# Written by ch-launcher for the libvirtd it starts (docs/qemu/daemon.md).\n"
     "keepalive_interval = -1\n";
 
 // Write `text` to `path` through a temporary file and a rename.

@@ -7,7 +7,7 @@
 // Our libvirtd runs in a private mount namespace in which `run_dir/qemu.conf` is bind-mounted
 // over /etc/libvirt/qemu.conf (the host's file is never edited): QEMU runs as root there, so
 // libvirt's check "is /dev/kvm usable by the QEMU user" agrees with its capability probe and
-// the probe is cached instead of re-run (~48-60 s) on every domain start (docs/qemu.md).
+// the probe is cached instead of re-run (~48-60 s) on every domain start (docs/qemu/daemon.md).
 //
 // Lifetime: the daemons a launcher starts run with --timeout (idle_exit below): each launcher
 // using them holds a connection to both (the "keepers", opened in ensure() under the start

@@ -4,7 +4,7 @@
 // qemu-kvm` prints). Pure: nothing is started or written; disk headers may be read to tell
 // qcow2 from raw.
 //
-// Choices (docs/qemu.md): name `<namespace>_<name>` and uuid from the VMI as KubeVirt does;
+// Choices (docs/qemu/daemon.md): name `<namespace>_<name>` and uuid from the VMI as KubeVirt does;
 // q35; the serial console on a PTY (the launcher's console bridge serves virt-serial0 from it,
 // as on the Cloud Hypervisor path); pvpanic (ISA); on_crash destroy; QEMU runs with the
 // launcher's own uid:gid through a static DAC seclabel without relabelling, so files in the

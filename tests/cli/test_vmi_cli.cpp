@@ -138,7 +138,7 @@ TEST_CASE("render: missing volume file and bad arguments exit 2, qemu-kvm prints
   auto q = run_command({launcher_binary(), "render", "--vmi", vmi("efi.yaml"), "--hypervisor",
                         "qemu-kvm", "--volume", "containerdisk=/images/alpine.img"});
   CHECK_MESSAGE(q.exit_code == 0, q.output);
-  CHECK(contains(q.output, "<loader readonly='yes'"));  // EFI: OVMF (docs/qemu.md)
+  CHECK(contains(q.output, "<loader readonly='yes'"));  // EFI: OVMF (docs/qemu/daemon.md)
 }
 
 TEST_CASE("render: dedicated CPUs take --cpu-set") {

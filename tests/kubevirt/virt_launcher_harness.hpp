@@ -145,7 +145,8 @@ struct Pod {
   void start() {
     // A launcher in a pod namespace needs a libvirt daemon in that namespace; the daemons an
     // earlier case's launcher started end themselves 5 s after their last launcher is gone
-    // (a killed one included: docs/qemu.md), so wait for them rather than find them running.
+    // (a killed one included: docs/qemu/lifecycle.md), so wait for them rather than find them
+    // running.
     if (kQemu && !prefix.empty() && mount_as.empty()) {
       std::ifstream pidfile("/run/ch-launcher/libvirt/libvirtd.pid");
       long pid = 0;

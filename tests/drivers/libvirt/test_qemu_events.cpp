@@ -1,6 +1,6 @@
 // libvirt's domain events -> the launcher's domain events (libvirt_events.hpp), and the KVM/TCG
 // probe (accel_probe.hpp). The event sequences are the ones observed from libvirt 9.0 with QEMU
-// 7.2 running the PVH test guest (docs/qemu.md). No daemon, no QEMU.
+// 7.2 running the PVH test guest (docs/qemu/lifecycle.md). No daemon, no QEMU.
 #include <doctest/doctest.h>
 #include <libvirt/libvirt.h>
 
