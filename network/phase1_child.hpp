@@ -1,5 +1,5 @@
 #pragma once
-// `ch-launcher run` wires the pod network itself (phase 1 as well as phase 2, docs/network.md),
+// `ch-launcher run` wires the pod network itself (phase 1 as well as phase 2, docs/network/phases.md),
 // but keeps nothing of the wiring resident: phase 1 runs in a short-lived child process.
 //
 //   wire_in_child  forks; the child loads libchl-network.so (libnl-route-3, libnftables...),
