@@ -99,8 +99,8 @@ struct CloudInitWriteOptions {
   std::int64_t mtime = -1;  // timestamps on the media; -1 = now
   // fsync before the image appears under its name. Off by default: the media are regenerated
   // from the spec at every start, so after a host crash nothing depends on them, while an fsync
-  // costs more than building the image (see docs/disks.md). Atomicity does not depend on it:
-  // the name appears only once the image is complete.
+  // costs more than building the image (see docs/disks/cloud-init.md). Atomicity does not depend on
+  // it: the name appears only once the image is complete.
   bool durable = false;
 };
 

@@ -105,7 +105,7 @@ common::UniqueFd open_direct(const AtomicFile& out, const ConvertOptions& opts) 
 }
 
 // Runs of data at least this long are allocated with fallocate before they are written
-// (OutputFile::preallocate_min), on ext4 only: measured there (docs/disks.md), and elsewhere
+// (OutputFile::preallocate_min), on ext4 only: measured there (docs/disks/qcow2.md), and elsewhere
 // plain clusters are reflinked (XFS, btrfs) or fallocate allocates memory (tmpfs).
 constexpr std::uint64_t kPreallocateMin = 64ull << 10;
 

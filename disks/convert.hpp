@@ -24,7 +24,7 @@ struct ConvertProgress {
 enum class CopyMethod {
   // copy_file_range where the filesystem shares extents (a reflink, probed with FICLONERANGE on
   // the first data cluster: XFS, btrfs, ...); read and write elsewhere, where copy_file_range is
-  // an in-kernel copy measured slower than our read+write on ext4 (docs/disks.md).
+  // an in-kernel copy measured slower than our read+write on ext4 (docs/disks/qcow2.md).
   Auto,
   CopyFileRange,  // always copy_file_range (read and write where the kernel refuses it)
   ReadWrite,      // always read into a buffer and write (all-zero 4 KiB blocks left as holes)

@@ -31,10 +31,10 @@ inline constexpr std::size_t kDirectAlign = 4096;
 // allocated with fallocate(2) (unwritten extents, the file's size kept). On ext4 a buffered write
 // into a hole reserves each 4 KiB block for delayed allocation and records it in the extent
 // status tree, which costs more than the copy itself; into an allocated range it does neither
-// (docs/disks.md: 1 GiB in 124 KiB runs written in 0.30 s, 0.21 s after fallocate; a call costs
-// ~5 us, so short runs are written as they are). A refused fallocate (EOPNOTSUPP: ext2/3-style
-// files) turns it off for the file; any other failure leaves the write to report the problem.
-// `preallocated` counts the bytes allocated that way.
+// (docs/disks/qcow2.md: 1 GiB in 124 KiB runs written in 0.30 s, 0.21 s after fallocate; a call
+// costs ~5 us, so short runs are written as they are). A refused fallocate (EOPNOTSUPP:
+// ext2/3-style files) turns it off for the file; any other failure leaves the write to report the
+// problem. `preallocated` counts the bytes allocated that way.
 struct OutputFile {
   int fd = -1;
   int direct_fd = -1;

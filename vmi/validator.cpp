@@ -92,7 +92,7 @@ void Checker::check_access_credentials() {
       continue;
     }
     // The Secret reaches the guest only through the agent here: cloud-init's public-keys from
-    // accessCredentials are not written (docs/disks.md).
+    // accessCredentials are not written (docs/disks/cloud-init.md).
     if (c.no_cloud)
       add(mp + ".noCloud",
           "not supported by ch-launcher: access credentials reach the guest through qemuGuestAgent "
