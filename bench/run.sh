@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Every benchmark of the project beside its peer, in one run, into bench/results.md (a table:
-# ours, peer, ratio, target, met or not), bench/results.tsv (the raw RESULT lines) and
+# Every benchmark of the project beside its peer, in one run, into bench/results.md (tables: ours,
+# peer, ratio, target, met or not, each under its run's provenance: the benchmark, when, the load,
+# which VMM), bench/results.tsv (the raw RESULT lines with their provenance) and
 # bench/results.svg (each figure's margin against its target, drawn by gnuplot).
 #
 # Each benchmark prints its figures as RESULT lines, tab-separated:
@@ -8,6 +9,8 @@
 # kind: faster_ge T  (times or sizes; met when peer/ours >= T)     rate_ge T (rates; met when ours/peer >= T)
 #       abs_le T     (met when ours <= T)                 diff_le T (met when ours - peer <= T)
 #       info         (no target)
+# bench/run.sh adds four fields to each, its provenance: the benchmark's title, when (UTC), the
+# load average at its start and end, the VMM it drove (vmm_of, or BENCH_VMM).
 # Usage: bench/run.sh [--quick] [BUILD_DIR]   (--quick: fewer rounds, 1 qcow2 run; for CI smoke)
 #        bench/run.sh [--quick] --only NAME [BUILD_DIR]   (only the benchmarks whose title contains
 #                                     NAME, e.g. --only "mass start"; prints their RESULT lines and
@@ -43,15 +46,36 @@ cmake --build "$BUILD" -j "$(nproc)" --target ch-launcher vmm-double pvh_guest c
   test_image >/dev/null
 
 r() { [ "$QUICK" = 1 ] && echo "$1" || echo "$2"; }
-bench() {  # bench NAME COMMAND... : run, show its output, keep its RESULT lines
+bench() {  # bench NAME COMMAND... : run, show its output, keep its RESULT lines (and where they came from)
   if [ -n "$ONLY" ] && [[ "$1" != *"$ONLY"* ]]; then return 0; fi
-  echo "=== $1"
+  local title=$1
+  echo "=== $title"
   shift
-  local log
+  local log start load0
   log=$(mktemp)
+  start=$(date -u '+%Y-%m-%d %H:%M'); load0=$(cut -d' ' -f1 /proc/loadavg)
   if "$@" 2>&1 | tee "$log"; then :; else echo "bench: $* failed (its figures are missing)"; fi
-  grep '^RESULT' "$log" >> "$RAW" || true
+  # Fields 10-13 of each RESULT line, its provenance in results.md: the benchmark, when (UTC),
+  # the load average at its start and end, the VMM it drove.
+  grep '^RESULT' "$log" | awk -F'\t' -v OFS='\t' -v t="$title" -v w="$start-$(date -u +%H:%M) UTC" \
+    -v l="$load0-$(cut -d' ' -f1 /proc/loadavg)" -v v="${BENCH_VMM:-$(vmm_of "$title")}" \
+    '{ for (i = NF + 1; i <= 9; i++) $i = ""; print $1, $2, $3, $4, $5, $6, $7, $8, $9, t, w, l, v }' >> "$RAW" || true
   rm -f "$log"
+}
+# Which VMM each benchmark drives, by its title (BENCH_VMM=... before a bench line says it
+# outright): the VMM double is a stand-in for Cloud Hypervisor that runs no guest code.
+vmm_of() {
+  local ch="${CLOUD_HYPERVISOR_BIN:+real Cloud Hypervisor ($CLOUD_HYPERVISOR_BIN)}"
+  case "$1" in
+    *"real CH"*|*"real Cloud Hypervisor"*) echo "real Cloud Hypervisor" ;;
+    "launcher"*|"100 idle launchers"|"soak against the double") echo "${ch:-VMM double}" ;;
+    "virtio-fs"*) echo "${ch:-VMM double} (start), QEMU TCG (guest read)" ;;
+    "QEMU path vs CH path"*) echo "QEMU through libvirt, and the VMM double" ;;
+    *libvirt*|"soak against QEMU") echo "QEMU through libvirt" ;;
+    *QEMU*|*"real guest"*) echo "QEMU" ;;
+    "VMM API client"|"CH live migration"*|"virt-launcher mode"*|"guest agent: "*|"access credentials"*|"mass start"*|"container image"*) echo "VMM double" ;;
+    *) echo "none" ;;
+  esac
 }
 
 B=$BUILD/bench
@@ -97,12 +121,18 @@ awk -F'\t' -v when="$(date -u '+%Y-%m-%d %H:%M UTC')${RENDER:+, rendered from th
   BEGIN {
     print "# Benchmark results"
     print ""
-    printf "Written by `bench/run.sh`%s on %s (%s). Each row: ours, the peer measured in the same run, the ratio, the target and whether it is met. Generated: edit the benchmarks, not this file.\n\n", (quick ? " --quick" : ""), when, host
-    print "| figure | ours | peer | ratio | target | met |"
-    print "|---|---|---|---|---|---|"
+    printf "Written by `bench/run.sh`%s on %s (%s). Each row: ours, the peer measured in the same run, the ratio, the target and whether it is met. Above each table, the run that measured its rows: the benchmark, when (UTC), the load average at its start and end (2 shared cores: other builds often run beside it), and the VMM it drove — the VMM double (a stand-in for Cloud Hypervisor that runs no guest code: protocol and launcher costs only), a real Cloud Hypervisor, QEMU, or none. The method of each figure is in the topic'"'"'s doc. Generated: edit the benchmarks, not this file.\n", (quick ? " --quick" : ""), when, host
     printf "" > margins
   }
   {
+    # One table per provenance (fields 10-13), in the order they first appear.
+    prov = (NF >= 13 ? $10 "\t" $11 "\t" $12 "\t" $13 : "-")
+    if (!(prov in rows)) {
+      order[++groups] = prov
+      rows[prov] = (prov == "-" ? "\n## Rows whose provenance was not recorded (see the heading)\n\n" \
+                    : sprintf("\n## %s\n\n%s, load %s, VMM: %s.\n\n", $10, $11, $12, $13)) \
+                   "| figure | ours | peer | ratio | target | met |\n|---|---|---|---|---|---|\n"
+    }
     key = $2; what = $3; ours = $4; pname = $5; peer = $6; unit = $7; kind = $8; t = $9
     ratio = ""; met = ""; margin = ""; target = ""
     if (kind == "faster_ge") {
@@ -115,8 +145,9 @@ awk -F'\t' -v when="$(date -u '+%Y-%m-%d %H:%M UTC')${RENDER:+, rendered from th
     else if (kind == "abs_le") { target = "≤ " t " " unit; margin = (ours > 0 ? t / ours : 10); if (t == 0) margin = (ours == 0 ? 1 : 0) }
     else if (kind == "diff_le") { ratio = sprintf("%+.1f %s", ours - peer, unit); target = "≤ +" t " " unit; margin = (ours > 0 ? (peer + t) / ours : 10) }
     if (kind != "info") { met = (margin >= 1 ? "yes" : "**no**"); if (margin > 10) margin = 10; printf "%s\t%.3f\n", key, margin >> margins }
-    printf "| %s | %s %s | %s | %s | %s | %s |\n", what, f(ours), unit, (pname == "" ? "—" : pname ": " f(peer) " " unit), ratio, target, met
-  }' "$RAW" > "$OUT/results.md"
+    rows[prov] = rows[prov] sprintf("| %s | %s %s | %s | %s | %s | %s |\n", what, f(ours), unit, (pname == "" ? "—" : pname ": " f(peer) " " unit), ratio, target, met)
+  }
+  END { for (i = 1; i <= groups; i++) printf "%s", rows[order[i]] }' "$RAW" > "$OUT/results.md"
 
 if command -v gnuplot >/dev/null 2>&1 && [ -s "$OUT/results.margins" ]; then
   gnuplot <<GP
@@ -137,21 +168,5 @@ GP
   printf '\n![margins against targets](results.svg)\n' >> "$OUT/results.md"
 fi
 rm -f "$OUT/results.margins"
-# README carries the same table between its bench-table markers (the heading line and the table).
-if grep -q '<!-- bench-table -->' "$ROOT/README.md" && grep -q '<!-- /bench-table -->' "$ROOT/README.md"; then
-  readme_tmp=$(mktemp "$ROOT/.README.md.XXXXXX")
-  awk -v table="$OUT/results.md" '
-    /<!-- bench-table -->/ {
-      print
-      while ((getline line < table) > 0) {
-        if (line ~ /^Written by/) { print line; print "" } else if (line ~ /^\|/) print line
-      }
-      print ""
-      skip = 1
-      next
-    }
-    /<!-- \/bench-table -->/ { skip = 0 }
-    !skip { print }' "$ROOT/README.md" > "$readme_tmp" && mv "$readme_tmp" "$ROOT/README.md"
-fi
 echo "=== bench/results.md"
 cat "$OUT/results.md"
