@@ -25,7 +25,7 @@ const char* kUsage =
     "--restore starts the VM from a snapshot made by `ch-launcher snapshot` instead of booting it.\n"
     "--seccomp: the launcher's own filter once the VMM runs (docs/security.md). --api-timeout bounds each\n"
     "VMM API call (default 5 s, 30 s for create/boot/shutdown).\n"
-    "Interfaces joined to the pod network are wired (bridge, tap, nftables, DHCP: docs/network/README.md); that\n"
+    "Interfaces joined to the pod network are wired (bridge, tap, nftables, DHCP: docs/network/); that\n"
     "needs CAP_NET_ADMIN in the pod's network namespace. In the host's own network namespace (no pod, no\n"
     "`ip netns exec`) it is refused unless --allow-host-network: it would rewire the host.\n"
     "Filesystems (virtiofs) connect to <--virtiofs-dir>/<name>.sock (default /var/run/kubevirt/virtiofs-containers,\n"
