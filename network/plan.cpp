@@ -163,7 +163,8 @@ PlanResult plan_networks(const vmi::Vmi& vmi, const PodFacts& pod, std::uint64_t
     if (refused) continue;
 
     vmi::Binding binding = ifc.binding;
-    if (binding == vmi::Binding::None) binding = vmi::Binding::Masquerade;  // see docs/network/wiring.md
+    if (binding == vmi::Binding::None)
+      binding = vmi::Binding::Masquerade;  // see docs/network/wiring.md
 
     // MAC: from the spec, else generated stably.
     if (!ifc.mac_address.empty()) {
