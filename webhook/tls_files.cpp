@@ -48,9 +48,9 @@ Result<std::shared_ptr<ssl::context>> TlsFiles::build() const {
   ctx->set_options(ssl::context::default_workarounds | ssl::context::no_compression | ssl::context::single_dh_use);
   boost::system::error_code ec;
   ctx->use_certificate_chain(boost::asio::buffer(cert), ec);
-  if (ec) return common::fail(ec, "certificate " + cert_path_);
+  if (ec) return common::fail(std::errc::invalid_argument, "certificate " + cert_path_ + ": " + ec.message());
   ctx->use_private_key(boost::asio::buffer(key), ssl::context::pem, ec);
-  if (ec) return common::fail(ec, "private key " + key_path_);
+  if (ec) return common::fail(std::errc::invalid_argument, "private key " + key_path_ + ": " + ec.message());
   if (SSL_CTX_check_private_key(native) != 1)
     return common::fail(std::errc::invalid_argument, "private key " + key_path_ + " does not match certificate " + cert_path_);
   return ctx;
