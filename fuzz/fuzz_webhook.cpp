@@ -8,11 +8,10 @@
 // a patch applies to the reviewed pod, and the patched pod admitted again gets no further patch.
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "fuzz/fuzz_support.hpp"
 #include "webhook/admission.hpp"
@@ -28,7 +27,8 @@ using nlohmann::json;
 const chl::webhook::PatchConfig kConfig{"registry.example/ch-launcher:fuzz"};
 
 std::string decode_base64(const std::string& in) {
-  static const std::string alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  static const std::string alphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::string out;
   unsigned v = 0;
   int bits = 0;
@@ -75,7 +75,8 @@ void admit_and_check(std::string_view body) {
   require(second.outcome == chl::webhook::Outcome::unchanged);
 }
 
-std::vector<chl::webhook::HttpRequest> parse_all(std::string_view bytes, Rng* rng, RequestParser::State& end, int& status) {
+std::vector<chl::webhook::HttpRequest> parse_all(std::string_view bytes, Rng* rng,
+                                                 RequestParser::State& end, int& status) {
   RequestParser p;
   std::vector<chl::webhook::HttpRequest> out;
   std::size_t pos = 0;

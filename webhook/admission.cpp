@@ -18,14 +18,18 @@ int nesting_depth(std::string_view text, int limit) {
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char ch = text[i];
     if (in_string) {
-      if (ch == '\\') ++i;
-      else if (ch == '"') in_string = false;
+      if (ch == '\\')
+        ++i;
+      else if (ch == '"')
+        in_string = false;
       continue;
     }
-    if (ch == '"') in_string = true;
+    if (ch == '"')
+      in_string = true;
     else if (ch == '[' || ch == '{') {
       if (++depth > deepest && (deepest = depth) > limit) return deepest;
-    } else if (ch == ']' || ch == '}') --depth;
+    } else if (ch == ']' || ch == '}')
+      --depth;
   }
   return deepest;
 }
@@ -36,7 +40,9 @@ const json* member(const json& obj, std::string_view key) {
   return it == obj.end() ? nullptr : &*it;
 }
 
-std::string string_of(const json* j) { return j != nullptr && j->is_string() ? j->get<std::string>() : std::string(); }
+std::string string_of(const json* j) {
+  return j != nullptr && j->is_string() ? j->get<std::string>() : std::string();
+}
 
 AdmissionReply malformed(std::string message) {
   AdmissionReply r;
@@ -48,15 +54,19 @@ AdmissionReply malformed(std::string message) {
 }
 
 json review(json response) {
-  return {{"apiVersion", "admission.k8s.io/v1"}, {"kind", "AdmissionReview"}, {"response", std::move(response)}};
+  return {{"apiVersion", "admission.k8s.io/v1"},
+          {"kind", "AdmissionReview"},
+          {"response", std::move(response)}};
 }
 
 void refuse(AdmissionReply& r, int code, std::string message) {
   r.outcome = Outcome::refused;
   r.message = message;
-  r.body = text(review({{"uid", r.uid},
-                   {"allowed", false},
-                   {"status", {{"code", code}, {"message", "ch-launcher webhook: " + r.pod + ": " + message}}}}));
+  r.body = text(
+      review({{"uid", r.uid},
+              {"allowed", false},
+              {"status",
+               {{"code", code}, {"message", "ch-launcher webhook: " + r.pod + ": " + message}}}}));
 }
 
 void allow(AdmissionReply& r, Outcome outcome) {
@@ -68,22 +78,29 @@ void allow(AdmissionReply& r, Outcome outcome) {
 
 const char* outcome_name(Outcome o) {
   switch (o) {
-    case Outcome::malformed: return "malformed";
-    case Outcome::refused: return "refused";
-    case Outcome::unselected: return "unselected";
-    case Outcome::unchanged: return "unchanged";
-    case Outcome::patched: return "patched";
+    case Outcome::malformed:
+      return "malformed";
+    case Outcome::refused:
+      return "refused";
+    case Outcome::unselected:
+      return "unselected";
+    case Outcome::unchanged:
+      return "unchanged";
+    case Outcome::patched:
+      return "patched";
   }
   return "?";
 }
 
 std::string base64_encode(std::string_view data) {
-  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::string out;
   out.reserve((data.size() + 2) / 3 * 4);
   std::size_t i = 0;
   for (; i + 2 < data.size(); i += 3) {
-    const unsigned v = (static_cast<unsigned char>(data[i]) << 16) | (static_cast<unsigned char>(data[i + 1]) << 8) |
+    const unsigned v = (static_cast<unsigned char>(data[i]) << 16) |
+                       (static_cast<unsigned char>(data[i + 1]) << 8) |
                        static_cast<unsigned char>(data[i + 2]);
     out += kAlphabet[(v >> 18) & 63];
     out += kAlphabet[(v >> 12) & 63];
@@ -108,7 +125,8 @@ AdmissionReply admit(std::string_view body, const PatchConfig& config) {
   if (doc.is_discarded()) return malformed("the body is not JSON");
   if (!doc.is_object()) return malformed("the body is not a JSON object");
   const json* request = member(doc, "request");
-  if (request == nullptr || !request->is_object()) return malformed("the AdmissionReview has no request object");
+  if (request == nullptr || !request->is_object())
+    return malformed("the AdmissionReview has no request object");
   const json* uid = member(*request, "uid");
   if (uid == nullptr || !uid->is_string() || uid->get_ref<const std::string&>().empty())
     return malformed("the AdmissionReview's request has no uid");
@@ -125,9 +143,12 @@ AdmissionReply admit(std::string_view body, const PatchConfig& config) {
     if (name.empty() && metadata != nullptr) name = string_of(member(*metadata, "generateName"));
     r.pod = (ns.empty() ? std::string("?") : ns) + "/" + (name.empty() ? std::string("?") : name);
   }
-  if (string_of(member(doc, "apiVersion")) != "admission.k8s.io/v1" || string_of(member(doc, "kind")) != "AdmissionReview") {
-    refuse(r, 400, "not an admission.k8s.io/v1 AdmissionReview (apiVersion '" + string_of(member(doc, "apiVersion")) +
-                       "', kind '" + string_of(member(doc, "kind")) + "')");
+  if (string_of(member(doc, "apiVersion")) != "admission.k8s.io/v1" ||
+      string_of(member(doc, "kind")) != "AdmissionReview") {
+    refuse(r, 400,
+           "not an admission.k8s.io/v1 AdmissionReview (apiVersion '" +
+               string_of(member(doc, "apiVersion")) + "', kind '" + string_of(member(doc, "kind")) +
+               "')");
     return r;
   }
   const json* labels = metadata != nullptr ? member(*metadata, "labels") : nullptr;
@@ -138,24 +159,37 @@ AdmissionReply admit(std::string_view body, const PatchConfig& config) {
   // Selected: from here a VMI asked for Cloud Hypervisor, and must never silently start on QEMU.
   const json* kind = member(*request, "kind");
   const bool pod_kind = kind != nullptr && string_of(member(*kind, "group")).empty() &&
-                        string_of(member(*kind, "version")) == "v1" && string_of(member(*kind, "kind")) == "Pod";
+                        string_of(member(*kind, "version")) == "v1" &&
+                        string_of(member(*kind, "kind")) == "Pod";
   const std::string operation = string_of(member(*request, "operation"));
   if (!pod_kind || operation != "CREATE") {
-    refuse(r, 400, "only a v1 Pod CREATE is served (this is " + (kind != nullptr ? text(*kind) : std::string("no kind")) +
-                       " " + (operation.empty() ? std::string("with no operation") : operation) + ")");
+    refuse(r, 400,
+           "only a v1 Pod CREATE is served (this is " +
+               (kind != nullptr ? text(*kind) : std::string("no kind")) + " " +
+               (operation.empty() ? std::string("with no operation") : operation) + ")");
     return r;
   }
-  if (const std::string value = string_of(member(*labels, kSelectorLabel)); value != kSelectorValue) {
-    refuse(r, 403, "the label ch-launcher/hypervisor is '" + value + "'; the only value served is 'cloud-hypervisor'");
+  if (const std::string value = string_of(member(*labels, kSelectorLabel));
+      value != kSelectorValue) {
+    refuse(r, 403,
+           "the label ch-launcher/hypervisor is '" + value +
+               "'; the only value served is 'cloud-hypervisor'");
     return r;
   }
   const PodDecision d = decide_pod(*object, config);
   switch (d.verdict) {
-    case Verdict::refuse: refuse(r, 403, d.message + ": refusing rather than start this VMI on QEMU"); break;
-    case Verdict::already_patched: allow(r, Outcome::unchanged); break;
+    case Verdict::refuse:
+      refuse(r, 403, d.message + ": refusing rather than start this VMI on QEMU");
+      break;
+    case Verdict::already_patched:
+      allow(r, Outcome::unchanged);
+      break;
     case Verdict::patch:
       r.outcome = Outcome::patched;
-      r.body = text(review({{"uid", r.uid}, {"allowed", true}, {"patchType", "JSONPatch"}, {"patch", base64_encode(text(d.patch))}}));
+      r.body = text(review({{"uid", r.uid},
+                            {"allowed", true},
+                            {"patchType", "JSONPatch"},
+                            {"patch", base64_encode(text(d.patch))}}));
       break;
   }
   return r;

@@ -12,7 +12,8 @@ namespace chl::webhook {
 
 enum class Outcome {
   malformed,   // HTTP 400: not an AdmissionReview with a request uid
-  refused,     // allowed:false (a review with a uid we cannot serve, or a selected pod we cannot handle)
+  refused,     // allowed:false (a review with a uid we cannot serve, or a selected pod we cannot
+               // handle)
   unselected,  // allowed, no patch, spec never read
   unchanged,   // selected and already patched: allowed, no patch
   patched,     // allowed with a patch

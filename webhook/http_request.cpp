@@ -9,7 +9,8 @@ namespace {
 
 std::string lower(std::string_view s) {
   std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
   return out;
 }
 
@@ -22,7 +23,8 @@ std::string_view trim(std::string_view s) {
 bool is_token(std::string_view s) {
   if (s.empty()) return false;
   return std::all_of(s.begin(), s.end(), [](unsigned char c) {
-    return std::isalnum(c) || std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) != std::string_view::npos;
+    return std::isalnum(c) ||
+           std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) != std::string_view::npos;
   });
 }
 
@@ -59,10 +61,12 @@ RequestParser::State RequestParser::parse() {
     while (buf_.size() >= 2 && buf_[0] == '\r' && buf_[1] == '\n') buf_.erase(0, 2);
     const auto end = buf_.find("\r\n\r\n");
     if (end == std::string::npos) {
-      if (buf_.size() > kMaxHead) return fail(431, "the request head is over " + std::to_string(kMaxHead) + " bytes");
+      if (buf_.size() > kMaxHead)
+        return fail(431, "the request head is over " + std::to_string(kMaxHead) + " bytes");
       return state_ = State::need_more;
     }
-    if (end + 4 > kMaxHead) return fail(431, "the request head is over " + std::to_string(kMaxHead) + " bytes");
+    if (end + 4 > kMaxHead)
+      return fail(431, "the request head is over " + std::to_string(kMaxHead) + " bytes");
     const std::string_view head(buf_.data(), end);
     const auto line_end = head.find("\r\n");
     const std::string_view line = head.substr(0, line_end);
@@ -75,7 +79,8 @@ RequestParser::State RequestParser::parse() {
     const std::string_view version = line.substr(sp2 + 1);
     if (!is_token(req_.method) || req_.target.empty() || req_.target[0] != '/')
       return fail(400, "malformed request line");
-    if (version != "HTTP/1.1" && version != "HTTP/1.0") return fail(505, "only HTTP/1.0 and HTTP/1.1 are served");
+    if (version != "HTTP/1.1" && version != "HTTP/1.0")
+      return fail(505, "only HTTP/1.0 and HTTP/1.1 are served");
     req_.path = req_.target.substr(0, req_.target.find('?'));
     std::size_t pos = line_end == std::string_view::npos ? head.size() : line_end + 2;
     while (pos < head.size()) {
@@ -83,27 +88,32 @@ RequestParser::State RequestParser::parse() {
       if (e == std::string_view::npos) e = head.size();
       const std::string_view h = head.substr(pos, e - pos);
       const auto colon = h.find(':');
-      if (colon == std::string_view::npos || !is_token(h.substr(0, colon))) return fail(400, "malformed header line");
+      if (colon == std::string_view::npos || !is_token(h.substr(0, colon)))
+        return fail(400, "malformed header line");
       std::string name = lower(h.substr(0, colon));
       std::string value(trim(h.substr(colon + 1)));
       auto [it, inserted] = req_.headers.emplace(name, value);
       if (!inserted) {
-        if (name == "content-length" && it->second != value) return fail(400, "conflicting Content-Length headers");
+        if (name == "content-length" && it->second != value)
+          return fail(400, "conflicting Content-Length headers");
         it->second += ", " + value;
       }
       pos = e + 2;
     }
-    if (req_.headers.count("transfer-encoding") != 0) return fail(501, "Transfer-Encoding bodies are not served");
+    if (req_.headers.count("transfer-encoding") != 0)
+      return fail(501, "Transfer-Encoding bodies are not served");
     body_length_ = 0;
     if (auto it = req_.headers.find("content-length"); it != req_.headers.end()) {
       const std::string& v = it->second;
       std::size_t n = 0;
       auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-      if (v.empty() || ec != std::errc() || p != v.data() + v.size()) return fail(400, "bad Content-Length");
+      if (v.empty() || ec != std::errc() || p != v.data() + v.size())
+        return fail(400, "bad Content-Length");
       if (n > kMaxBody) return fail(413, "the body is over " + std::to_string(kMaxBody) + " bytes");
       body_length_ = n;
     }
-    const std::string connection = lower(req_.headers.count("connection") ? req_.headers["connection"] : "");
+    const std::string connection =
+        lower(req_.headers.count("connection") ? req_.headers["connection"] : "");
     req_.keep_alive = version == "HTTP/1.1" ? connection.find("close") == std::string::npos
                                             : connection.find("keep-alive") != std::string::npos;
     head_end_ = end + 4;

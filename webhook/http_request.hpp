@@ -12,8 +12,8 @@ namespace chl::webhook {
 
 struct HttpRequest {
   std::string method;
-  std::string target;  // e.g. "/mutate?timeout=10s"
-  std::string path;    // the target without its query
+  std::string target;                          // e.g. "/mutate?timeout=10s"
+  std::string path;                            // the target without its query
   std::map<std::string, std::string> headers;  // lower-cased names
   std::string body;
   bool keep_alive = true;

@@ -19,9 +19,13 @@ const json* member(const json& obj, std::string_view key) {
 }
 
 // The same through a chain: at(at(&pod, "spec"), "containers"); nullptr as soon as one is missing.
-const json* at(const json* j, std::string_view key) { return j == nullptr ? nullptr : member(*j, key); }
+const json* at(const json* j, std::string_view key) {
+  return j == nullptr ? nullptr : member(*j, key);
+}
 
-bool string_is(const json* j, std::string_view want) { return j != nullptr && j->is_string() && j->get_ref<const std::string&>() == want; }
+bool string_is(const json* j, std::string_view want) {
+  return j != nullptr && j->is_string() && j->get_ref<const std::string&>() == want;
+}
 
 // A list field: absent is empty, present must be an array. nullopt: present and not an array.
 std::optional<const json*> list_field(const json& obj, std::string_view key) {
@@ -74,7 +78,8 @@ const char* const kProbes[] = {"readinessProbe", "livenessProbe", "startupProbe"
 }  // namespace
 
 bool is_selected(const json& labels) {
-  return member(labels, kSelectorLabel) != nullptr && string_is(member(labels, kAppLabel), kAppValue);
+  return member(labels, kSelectorLabel) != nullptr &&
+         string_is(member(labels, kAppLabel), kAppValue);
 }
 
 json bundle_init_container(const PatchConfig& config) {
@@ -87,7 +92,8 @@ json bundle_init_container(const PatchConfig& config) {
       {"image", config.bundle_image},
       {"imagePullPolicy", "IfNotPresent"},
       {"command", string_array({"/bin/cp", "-R", kBundleSource, std::string(kBundleDir) + "/"})},
-      {"volumeMounts", json::array({{{"name", std::string(kBundleName)}, {"mountPath", std::string(kBundleDir)}}})},
+      {"volumeMounts",
+       json::array({{{"name", std::string(kBundleName)}, {"mountPath", std::string(kBundleDir)}}})},
       {"resources", {{"requests", resources}, {"limits", resources}}},
       {"securityContext",
        {{"runAsUser", 107},
@@ -106,7 +112,8 @@ PodDecision decide_pod(const json& pod, const PatchConfig& config) {
   if (!containers || !inits || !volumes)
     return refuse("spec.containers, spec.initContainers and spec.volumes must be lists");
   const long ci = find_named(*containers, kComputeName);
-  if (ci < 0) return refuse("the pod has no container named 'compute' (not a KubeVirt launcher pod)");
+  if (ci < 0)
+    return refuse("the pod has no container named 'compute' (not a KubeVirt launcher pod)");
   const auto c = static_cast<std::size_t>(ci);
   const json& compute = (**containers)[c];
   const json* command = member(compute, "command");
@@ -118,10 +125,12 @@ PodDecision decide_pod(const json& pod, const PatchConfig& config) {
     const json& init = (**inits)[static_cast<std::size_t>(ii)];
     const json* init_command = member(init, "command");
     if (init_command == nullptr || *init_command != bundle_init_container(config)["command"])
-      return refuse("the init container name 'ch-launcher-bundle' is already taken by something else");
+      return refuse(
+          "the init container name 'ch-launcher-bundle' is already taken by something else");
     if (command == nullptr || *command != bundle_command)
       return refuse("the pod has the bundle's init container but its compute command is " +
-                    (command == nullptr ? std::string("absent") : text(*command)) + " (changed after our patch?)");
+                    (command == nullptr ? std::string("absent") : text(*command)) +
+                    " (changed after our patch?)");
     PodDecision d;
     d.verdict = Verdict::already_patched;
     return d;
@@ -129,7 +138,8 @@ PodDecision decide_pod(const json& pod, const PatchConfig& config) {
   if (find_named(*containers, kBundleName) >= 0)
     return refuse("the container name 'ch-launcher-bundle' is already taken by something else");
   if (command == nullptr || *command != kubevirt_command)
-    return refuse("the compute container's command is " + (command == nullptr ? std::string("absent") : text(*command)) +
+    return refuse("the compute container's command is " +
+                  (command == nullptr ? std::string("absent") : text(*command)) +
                   ", not [\"/usr/bin/virt-launcher-monitor\"] as virt-controller writes it");
   if (find_named(*volumes, kBundleName) >= 0)
     return refuse("the volume name 'ch-launcher-bundle' is already taken by something else");
@@ -166,8 +176,9 @@ PodDecision decide_pod(const json& pod, const PatchConfig& config) {
         if (ec != std::errc() || end != text.data() + text.size()) port = -1;
       }
       if (port < 0 || port > kDhcpPort)
-        return refuse("the pod's sysctl net.ipv4.ip_unprivileged_port_start is set to a value above 67: the "
-                      "launcher's DHCP server could not bind port 67");
+        return refuse(
+            "the pod's sysctl net.ipv4.ip_unprivileged_port_start is set to a value above 67: the "
+            "launcher's DHCP server could not bind port 67");
       sysctl_set = true;
     }
   }
@@ -175,22 +186,31 @@ PodDecision decide_pod(const json& pod, const PatchConfig& config) {
   PodDecision d;
   d.verdict = Verdict::patch;
   json& ops = d.patch;
-  append(ops, "/spec/volumes", *volumes, {{"name", std::string(kBundleName)}, {"emptyDir", json::object()}});
+  append(ops, "/spec/volumes", *volumes,
+         {{"name", std::string(kBundleName)}, {"emptyDir", json::object()}});
   append(ops, "/spec/initContainers", *inits, bundle_init_container(config));
   const std::string cpath = pointer("/spec/containers", c);
   ops.push_back({{"op", "replace"}, {"path", cpath + "/command"}, {"value", bundle_command}});
   append(ops, cpath + "/volumeMounts", *mounts,
-         {{"name", std::string(kBundleName)}, {"mountPath", std::string(kBundleDir)}, {"readOnly", true}});
-  if (!env_set) append(ops, cpath + "/env", *env, {{"name", std::string(kVmmEnv)}, {"value", std::string(kVmmValue)}});
+         {{"name", std::string(kBundleName)},
+          {"mountPath", std::string(kBundleDir)},
+          {"readOnly", true}});
+  if (!env_set)
+    append(ops, cpath + "/env", *env,
+           {{"name", std::string(kVmmEnv)}, {"value", std::string(kVmmValue)}});
   for (const char* probe : kProbes) {
     const json* cmd = at(at(at(&compute, probe), "exec"), "command");
     if (cmd != nullptr && cmd->is_array() && !cmd->empty() && string_is(&(*cmd)[0], kKubeVirtProbe))
-      ops.push_back({{"op", "replace"}, {"path", cpath + "/" + probe + "/exec/command/0"}, {"value", std::string(kBundleProbe)}});
+      ops.push_back({{"op", "replace"},
+                     {"path", cpath + "/" + probe + "/exec/command/0"},
+                     {"value", std::string(kBundleProbe)}});
   }
   if (!sysctl_set) {
     const json sysctl = {{"name", std::string(kPortSysctl)}, {"value", std::to_string(kDhcpPort)}};
     if (security == nullptr || security->is_null())
-      ops.push_back({{"op", "add"}, {"path", "/spec/securityContext"}, {"value", {{"sysctls", json::array({sysctl})}}}});
+      ops.push_back({{"op", "add"},
+                     {"path", "/spec/securityContext"},
+                     {"value", {{"sysctls", json::array({sysctl})}}}});
     else
       append(ops, "/spec/securityContext/sysctls", sysctls, sysctl);
   }

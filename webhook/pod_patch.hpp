@@ -4,17 +4,17 @@
 // that makes it run our launcher bundle while the compute container's image stays exactly as
 // virt-controller wrote it (virt-controller reads that image back: lifecycle.go:288-295, :846).
 // Pure functions of the pod's JSON: no I/O, fuzzed (fuzz/fuzz_webhook.cpp).
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 namespace chl::webhook {
 
 // The names both ends of the contract use (the bundle's init container and image layout).
 inline constexpr std::string_view kSelectorLabel = "ch-launcher/hypervisor";
 inline constexpr std::string_view kSelectorValue = "cloud-hypervisor";
-inline constexpr std::string_view kAppLabel = "kubevirt.io";  // virt-controller: template.go podLabels
+inline constexpr std::string_view kAppLabel =
+    "kubevirt.io";  // virt-controller: template.go podLabels
 inline constexpr std::string_view kAppValue = "virt-launcher";
 inline constexpr std::string_view kBundleName = "ch-launcher-bundle";  // volume and init container
 inline constexpr std::string_view kBundleDir = "/opt/ch-launcher";

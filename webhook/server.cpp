@@ -1,11 +1,10 @@
 #include "webhook/server.hpp"
 
-#include <charconv>
-#include <list>
-
 #include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
+#include <charconv>
+#include <list>
 
 #include "common/log.hpp"
 #include "webhook/admission.hpp"
@@ -34,27 +33,41 @@ namespace {
 
 const char* reason(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 413: return "Payload Too Large";
-    case 415: return "Unsupported Media Type";
-    case 431: return "Request Header Fields Too Large";
-    case 501: return "Not Implemented";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Error";
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 413:
+      return "Payload Too Large";
+    case 415:
+      return "Unsupported Media Type";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 501:
+      return "Not Implemented";
+    case 505:
+      return "HTTP Version Not Supported";
+    default:
+      return "Error";
   }
 }
 
-std::string response(int status, const std::string& body, bool keep_alive, const char* type = "application/json") {
-  std::string r = "HTTP/1.1 " + std::to_string(status) + " " + reason(status) + "\r\nContent-Type: " + type +
+std::string response(int status, const std::string& body, bool keep_alive,
+                     const char* type = "application/json") {
+  std::string r = "HTTP/1.1 " + std::to_string(status) + " " + reason(status) +
+                  "\r\nContent-Type: " + type +
                   "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
   r += keep_alive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
   return r + body;
 }
 
-std::string error_body(const std::string& why) { return R"({"error":")" + common::log::json_escape(why) + "\"}"; }
+std::string error_body(const std::string& why) {
+  return R"({"error":")" + common::log::json_escape(why) + "\"}";
+}
 
 }  // namespace
 
@@ -62,8 +75,12 @@ std::string error_body(const std::string& why) { return R"({"error":")" + common
 // one write in flight, one timer that closes the peer when the current phase's deadline passes.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(std::shared_ptr<Server::State> server, tcp::socket socket, std::shared_ptr<ssl::context> ctx)
-      : server_(std::move(server)), ctx_(std::move(ctx)), stream_(std::move(socket), *ctx_), timer_(server_->io) {}
+  Connection(std::shared_ptr<Server::State> server, tcp::socket socket,
+             std::shared_ptr<ssl::context> ctx)
+      : server_(std::move(server)),
+        ctx_(std::move(ctx)),
+        stream_(std::move(socket), *ctx_),
+        timer_(server_->io) {}
 
   void start() {
     auto self = shared_from_this();
@@ -104,7 +121,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void next_request() {
     if (closed_) return;
-    if (parser_.state() == RequestParser::State::complete || parser_.state() == RequestParser::State::error) {
+    if (parser_.state() == RequestParser::State::complete ||
+        parser_.state() == RequestParser::State::error) {
       handle();
       return;
     }
@@ -116,20 +134,22 @@ class Connection : public std::enable_shared_from_this<Connection> {
       in_request_ = true;
     }
     auto self = shared_from_this();
-    stream_.async_read_some(asio::buffer(buf_), [self](boost::system::error_code ec, std::size_t n) {
-      if (ec) {
-        self->close();
-        return;
-      }
-      const bool was_idle = self->parser_.idle();
-      self->parser_.feed(std::string_view(self->buf_, n));
-      if (was_idle && !self->parser_.idle() && !self->in_request_) {
-        // The first bytes of a request: its deadline runs from here to the end of the response.
-        self->arm(self->server_->options.request_timeout);
-        self->in_request_ = true;
-      }
-      self->next_request();
-    });
+    stream_.async_read_some(asio::buffer(buf_),
+                            [self](boost::system::error_code ec, std::size_t n) {
+                              if (ec) {
+                                self->close();
+                                return;
+                              }
+                              const bool was_idle = self->parser_.idle();
+                              self->parser_.feed(std::string_view(self->buf_, n));
+                              if (was_idle && !self->parser_.idle() && !self->in_request_) {
+                                // The first bytes of a request: its deadline runs from here to the
+                                // end of the response.
+                                self->arm(self->server_->options.request_timeout);
+                                self->in_request_ = true;
+                              }
+                              self->next_request();
+                            });
   }
 
   void handle() {
@@ -144,7 +164,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     HttpRequest req = parser_.take();
     const bool keep = req.keep_alive;
     if (req.path == "/healthz") {
-      write(response(req.method == "GET" ? 200 : 405, req.method == "GET" ? "ok" : error_body("GET only"), keep, "text/plain"), keep);
+      write(response(req.method == "GET" ? 200 : 405,
+                     req.method == "GET" ? "ok" : error_body("GET only"), keep, "text/plain"),
+            keep);
       return;
     }
     if (req.path != "/mutate") {
@@ -160,9 +182,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
     const AdmissionReply r = admit(req.body, server_->options.patch);
     if (r.outcome == Outcome::malformed || r.outcome == Outcome::refused) {
       if (r.outcome == Outcome::malformed) ++counters.bad_requests;
-      CHL_LOG_WARN("webhook: admission {} uid {} pod {}: {}", outcome_name(r.outcome), r.uid, r.pod, r.message);
+      CHL_LOG_WARN("webhook: admission {} uid {} pod {}: {}", outcome_name(r.outcome), r.uid, r.pod,
+                   r.message);
     } else if (r.outcome == Outcome::patched) {
-      CHL_LOG_INFO("webhook: admission patched uid {} pod {}: runs Cloud Hypervisor from the launcher bundle", r.uid, r.pod);
+      CHL_LOG_INFO(
+          "webhook: admission patched uid {} pod {}: runs Cloud Hypervisor from the launcher "
+          "bundle",
+          r.uid, r.pod);
     } else {
       CHL_LOG_DEBUG("webhook: admission {} uid {} pod {}", outcome_name(r.outcome), r.uid, r.pod);
     }
@@ -173,15 +199,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
     out_ = std::move(data);
     arm(server_->options.request_timeout);  // a peer that does not read its answer is dropped too
     auto self = shared_from_this();
-    asio::async_write(stream_, asio::buffer(out_), [self, keep_alive](boost::system::error_code ec, std::size_t) {
-      if (ec || !keep_alive) {
-        self->close();
-        return;
-      }
-      self->out_.clear();
-      self->in_request_ = false;
-      self->next_request();
-    });
+    asio::async_write(stream_, asio::buffer(out_),
+                      [self, keep_alive](boost::system::error_code ec, std::size_t) {
+                        if (ec || !keep_alive) {
+                          self->close();
+                          return;
+                        }
+                        self->out_.clear();
+                        self->in_request_ = false;
+                        self->next_request();
+                      });
   }
 
   std::shared_ptr<Server::State> server_;
@@ -204,9 +231,13 @@ common::Status Server::listen(const tcp::endpoint& at) {
   boost::system::error_code ec;
   auto& a = state_->acceptor;
   if (a.open(at.protocol(), ec); ec) return common::fail(ec, "socket");
-  if (a.set_option(tcp::acceptor::reuse_address(true), ec); ec) return common::fail(ec, "SO_REUSEADDR");
-  if (a.bind(at, ec); ec) return common::fail(ec, "binding " + at.address().to_string() + ":" + std::to_string(at.port()));
-  if (a.listen(asio::socket_base::max_listen_connections, ec); ec) return common::fail(ec, "listen");
+  if (a.set_option(tcp::acceptor::reuse_address(true), ec); ec)
+    return common::fail(ec, "SO_REUSEADDR");
+  if (a.bind(at, ec); ec)
+    return common::fail(ec,
+                        "binding " + at.address().to_string() + ":" + std::to_string(at.port()));
+  if (a.listen(asio::socket_base::max_listen_connections, ec); ec)
+    return common::fail(ec, "listen");
   return {};
 }
 
@@ -256,14 +287,17 @@ void Server::accept_next() {
 
 common::Result<tcp::endpoint> parse_listen_address(const std::string& text) {
   const auto colon = text.rfind(':');
-  if (colon == std::string::npos) return common::fail(std::errc::invalid_argument, "'" + text + "' is not HOST:PORT");
+  if (colon == std::string::npos)
+    return common::fail(std::errc::invalid_argument, "'" + text + "' is not HOST:PORT");
   std::string host = text.substr(0, colon);
   const std::string port_text = text.substr(colon + 1);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   if (host.empty()) host = "0.0.0.0";
   unsigned port = 0;
   auto [p, perr] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (port_text.empty() || perr != std::errc() || p != port_text.data() + port_text.size() || port > 65535)
+  if (port_text.empty() || perr != std::errc() || p != port_text.data() + port_text.size() ||
+      port > 65535)
     return common::fail(std::errc::invalid_argument, "'" + port_text + "' is not a port");
   boost::system::error_code ec;
   const auto addr = asio::ip::make_address(host, ec);

@@ -5,13 +5,12 @@
 // the handshake, each request (from its first byte to the end of the response) and the idle
 // time between requests each have a deadline, requests a size limit (http_request.hpp), and the
 // number of connections a cap (beyond it a new connection is closed at once).
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
-
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
 
 #include "common/error.hpp"
 #include "webhook/pod_patch.hpp"
@@ -30,7 +29,7 @@ struct ServerOptions {
 struct ServerCounters {
   std::size_t connections = 0;  // open now
   std::size_t accepted = 0;
-  std::size_t rejected = 0;     // over max_connections
+  std::size_t rejected = 0;  // over max_connections
   std::size_t handshake_failures = 0;
   std::size_t timeouts = 0;
   std::size_t requests = 0;

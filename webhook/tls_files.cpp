@@ -1,9 +1,9 @@
 #include "webhook/tls_files.hpp"
 
+#include <openssl/ssl.h>
+
 #include <fstream>
 #include <sstream>
-
-#include <openssl/ssl.h>
 
 #include "common/log.hpp"
 
@@ -32,7 +32,8 @@ Result<TlsFiles::Pair> TlsFiles::identify() const {
   for (auto [path, id] : {std::pair{&cert_path_, &p.cert}, std::pair{&key_path_, &p.key}}) {
     struct stat st {};
     if (::stat(path->c_str(), &st) != 0) return common::fail_errno("stat " + *path);
-    *id = Identity{st.st_dev, st.st_ino, st.st_size, static_cast<long long>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec};
+    *id = Identity{st.st_dev, st.st_ino, st.st_size,
+                   static_cast<long long>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec};
   }
   return p;
 }
@@ -45,14 +46,20 @@ Result<std::shared_ptr<ssl::context>> TlsFiles::build() const {
   // TLS 1.2 and 1.3 only (the API server's webhook client speaks both).
   if (SSL_CTX_set_min_proto_version(native, TLS1_2_VERSION) != 1)
     return common::fail(std::errc::protocol_error, "setting the minimum TLS version");
-  ctx->set_options(ssl::context::default_workarounds | ssl::context::no_compression | ssl::context::single_dh_use);
+  ctx->set_options(ssl::context::default_workarounds | ssl::context::no_compression |
+                   ssl::context::single_dh_use);
   boost::system::error_code ec;
   ctx->use_certificate_chain(boost::asio::buffer(cert), ec);
-  if (ec) return common::fail(std::errc::invalid_argument, "certificate " + cert_path_ + ": " + ec.message());
+  if (ec)
+    return common::fail(std::errc::invalid_argument,
+                        "certificate " + cert_path_ + ": " + ec.message());
   ctx->use_private_key(boost::asio::buffer(key), ssl::context::pem, ec);
-  if (ec) return common::fail(std::errc::invalid_argument, "private key " + key_path_ + ": " + ec.message());
+  if (ec)
+    return common::fail(std::errc::invalid_argument,
+                        "private key " + key_path_ + ": " + ec.message());
   if (SSL_CTX_check_private_key(native) != 1)
-    return common::fail(std::errc::invalid_argument, "private key " + key_path_ + " does not match certificate " + cert_path_);
+    return common::fail(std::errc::invalid_argument,
+                        "private key " + key_path_ + " does not match certificate " + cert_path_);
   return ctx;
 }
 
@@ -76,13 +83,15 @@ std::shared_ptr<ssl::context> TlsFiles::current() {
   auto ctx = build();
   if (!ctx) {
     last_failed_ = *id;
-    CHL_LOG_WARN("TLS files changed but cannot be loaded: {}; keeping the previous certificate", ctx.error().message());
+    CHL_LOG_WARN("TLS files changed but cannot be loaded: {}; keeping the previous certificate",
+                 ctx.error().message());
     return context_;
   }
   context_ = std::move(*ctx);
   loaded_ = *id;
   ++generation_;
-  CHL_LOG_INFO("TLS files changed: certificate {} reloaded (generation {})", cert_path_, generation_);
+  CHL_LOG_INFO("TLS files changed: certificate {} reloaded (generation {})", cert_path_,
+               generation_);
   return context_;
 }
 

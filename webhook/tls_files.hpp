@@ -8,10 +8,9 @@
 // keeps the last good context and is tried again at the next connection once the files change.
 #include <sys/stat.h>
 
+#include <boost/asio/ssl/context.hpp>
 #include <memory>
 #include <string>
-
-#include <boost/asio/ssl/context.hpp>
 
 #include "common/error.hpp"
 

@@ -2,13 +2,12 @@
 // `ch-launcher/hypervisor: cloud-hypervisor` run on Cloud Hypervisor through ch-launcher's bundle,
 // in an unchanged KubeVirt (docs/deploy.md, "Mixed clusters: Cloud Hypervisor per VMI"). This file
 // only parses flags and runs the server; exceptions are caught here and nowhere else.
+#include <boost/asio/signal_set.hpp>
 #include <csignal>
 #include <cstdio>
 #include <exception>
 #include <map>
 #include <string>
-
-#include <boost/asio/signal_set.hpp>
 
 #include "common/log.hpp"
 #include "webhook/server.hpp"
@@ -18,7 +17,8 @@ namespace {
 const char* const kUsage =
     "usage: chl-webhook --cert FILE --key FILE --bundle-image IMAGE [options]\n"
     "  --listen HOST:PORT        where to serve HTTPS (default 0.0.0.0:8443)\n"
-    "  --cert FILE, --key FILE   PEM serving certificate (chain) and key; re-read when they change\n"
+    "  --cert FILE, --key FILE   PEM serving certificate (chain) and key; re-read when they "
+    "change\n"
     "  --bundle-image IMAGE      the ch-launcher image the init container copies the bundle from\n"
     "  --max-connections N       open connections at most (default 256)\n"
     "  --handshake-timeout S     seconds for a TLS handshake (default 10)\n"
@@ -34,11 +34,15 @@ int usage_error(const std::string& why) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  std::map<std::string, std::string> flags = {{"--listen", "0.0.0.0:8443"},   {"--max-connections", "256"},
-                                               {"--handshake-timeout", "10"},  {"--request-timeout", "10"},
-                                               {"--idle-timeout", "60"},       {"--log-level", "info"},
-                                               {"--cert", ""},                 {"--key", ""},
-                                               {"--bundle-image", ""}};
+  std::map<std::string, std::string> flags = {{"--listen", "0.0.0.0:8443"},
+                                              {"--max-connections", "256"},
+                                              {"--handshake-timeout", "10"},
+                                              {"--request-timeout", "10"},
+                                              {"--idle-timeout", "60"},
+                                              {"--log-level", "info"},
+                                              {"--cert", ""},
+                                              {"--key", ""},
+                                              {"--bundle-image", ""}};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -60,14 +64,16 @@ int main(int argc, char** argv) try {
   for (const char* required : {"--cert", "--key", "--bundle-image"})
     if (flags[required].empty()) return usage_error(std::string(required) + " is required");
   spdlog::level::level_enum level{};
-  if (!chl::common::log::parse_level(flags["--log-level"], level)) return usage_error("unknown --log-level " + flags["--log-level"]);
+  if (!chl::common::log::parse_level(flags["--log-level"], level))
+    return usage_error("unknown --log-level " + flags["--log-level"]);
   chl::common::log::init("chl-webhook", level);
 
   auto seconds = [&](const char* name) -> long {
     const std::string& v = flags[name];
     std::size_t used = 0;
     const long n = std::stol(v, &used);
-    if (used != v.size() || n <= 0) throw std::invalid_argument(std::string(name) + " must be a positive number");
+    if (used != v.size() || n <= 0)
+      throw std::invalid_argument(std::string(name) + " must be a positive number");
     return n;
   };
   chl::webhook::ServerOptions options;
@@ -99,8 +105,8 @@ int main(int argc, char** argv) try {
     io.stop();
   });
   std::signal(SIGPIPE, SIG_IGN);
-  CHL_LOG_INFO("serving admission reviews on {} (port {}), bundle image {}", flags["--listen"], server.port(),
-               options.patch.bundle_image);
+  CHL_LOG_INFO("serving admission reviews on {} (port {}), bundle image {}", flags["--listen"],
+               server.port(), options.patch.bundle_image);
   io.run();
   return 0;
 } catch (const std::exception& e) {

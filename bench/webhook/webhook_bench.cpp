@@ -9,15 +9,14 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <csignal>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/child_process.hpp"
 #include "tests/webhook/tls_client.hpp"
@@ -41,7 +40,9 @@ unsigned short free_port() {
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof a;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    return 0;
   ::close(fd);
   return ntohs(a.sin_port);
 }
@@ -78,26 +79,40 @@ int main(int argc, char** argv) {
   }
   // The review: a golden launcher pod (the guest-agent-ping one: the most to patch), labelled.
   nlohmann::json pod;
-  const std::string golden = std::string(CHL_SOURCE_DIR) + "/../shared/reference/kubevirt-launcher-pods/vmi-probe-guestagentping.json";
+  const std::string golden =
+      std::string(CHL_SOURCE_DIR) +
+      "/../shared/reference/kubevirt-launcher-pods/vmi-probe-guestagentping.json";
   if (std::ifstream(golden)) {
     pod = nlohmann::json::parse(read_all(golden));
   } else {
-    pod = {{"metadata", {{"name", "p"}, {"namespace", "default"}, {"labels", {{"kubevirt.io", "virt-launcher"}}}}},
-           {"spec", {{"containers", {{{"name", "compute"}, {"image", "i"}, {"command", {"/usr/bin/virt-launcher-monitor"}}}}}}}};
+    pod = {
+        {"metadata",
+         {{"name", "p"}, {"namespace", "default"}, {"labels", {{"kubevirt.io", "virt-launcher"}}}}},
+        {"spec",
+         {{"containers",
+           {{{"name", "compute"},
+             {"image", "i"},
+             {"command", {"/usr/bin/virt-launcher-monitor"}}}}}}}};
   }
   pod["metadata"]["labels"]["ch-launcher/hypervisor"] = "cloud-hypervisor";
-  const std::string review =
-      nlohmann::json{{"apiVersion", "admission.k8s.io/v1"},
-                     {"kind", "AdmissionReview"},
-                     {"request",
-                      {{"uid", "bench"}, {"kind", {{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}}, {"operation", "CREATE"},
-                       {"namespace", "default"}, {"object", pod}}}}
-          .dump();
+  const std::string review = nlohmann::json{
+      {"apiVersion", "admission.k8s.io/v1"},
+      {"kind", "AdmissionReview"},
+      {"request",
+       {{"uid", "bench"},
+        {"kind", {{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}},
+        {"operation", "CREATE"},
+        {"namespace", "default"},
+        {"object", pod}}}}.dump();
 
   const unsigned short port = free_port();
   chl::common::SpawnOptions o;
-  o.argv = {binary, "--listen=127.0.0.1:" + std::to_string(port), "--cert=" + dir + "/tls.crt", "--key=" + dir + "/tls.key",
-            "--bundle-image=registry.example/ch-launcher:bench", "--log-level=warning"};
+  o.argv = {binary,
+            "--listen=127.0.0.1:" + std::to_string(port),
+            "--cert=" + dir + "/tls.crt",
+            "--key=" + dir + "/tls.key",
+            "--bundle-image=registry.example/ch-launcher:bench",
+            "--log-level=warning"};
   auto child = chl::common::ChildProcess::spawn(o);
   if (!child) {
     std::fprintf(stderr, "webhook_bench: %s\n", child.error().message().c_str());
@@ -109,7 +124,8 @@ int main(int argc, char** argv) {
   const auto start = Clock::now();
   while (!probe.connect(port)) {
     if (Clock::now() - start > std::chrono::seconds(20)) {
-      std::fprintf(stderr, "webhook_bench: the webhook does not answer: %s\n", probe.error().c_str());
+      std::fprintf(stderr, "webhook_bench: the webhook does not answer: %s\n",
+                   probe.error().c_str());
       return 1;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -120,7 +136,8 @@ int main(int argc, char** argv) {
 
   const auto deadline = Clock::now() + std::chrono::seconds(120);
   auto ok = [](const std::optional<chl::test::webhook::HttpReply>& r) {
-    return r && r->status == 200 && r->body.find("\"patchType\":\"JSONPatch\"") != std::string::npos;
+    return r && r->status == 200 &&
+           r->body.find("\"patchType\":\"JSONPatch\"") != std::string::npos;
   };
   std::vector<double> keep, fresh;
   TlsClient c(ca, host);
@@ -156,17 +173,28 @@ int main(int argc, char** argv) {
   (void)child->wait_for(std::chrono::seconds(10));
   (void)std::system(("rm -rf '" + dir + "'").c_str());
 
-  std::printf("webhook: %zu reviews keep-alive, %zu on new connections; review body %zu bytes\n", keep.size(), fresh.size(),
-              review.size());
-  std::printf("RESULT\twebhook_keepalive_p50\twebhook admission latency p50 (%zu reviews, one keep-alive TLS connection)\t%.0f\t\t\tus\tabs_le\t2000\n",
-              keep.size(), percentile(keep, 0.50));
-  std::printf("RESULT\twebhook_keepalive_p99\twebhook admission latency p99 (%zu reviews, one keep-alive TLS connection)\t%.0f\t\t\tus\tabs_le\t10000\n",
-              keep.size(), percentile(keep, 0.99));
-  std::printf("RESULT\twebhook_newconn_p50\twebhook admission latency p50 (%zu reviews, a new TLS connection each)\t%.0f\t\t\tus\tabs_le\t10000\n",
-              fresh.size(), percentile(fresh, 0.50));
-  std::printf("RESULT\twebhook_newconn_p99\twebhook admission latency p99 (%zu reviews, a new TLS connection each)\t%.0f\t\t\tus\tabs_le\t50000\n",
-              fresh.size(), percentile(fresh, 0.99));
-  std::printf("RESULT\twebhook_idle_rss\twebhook RSS, idle after start\t%.1f\t\t\tMiB\tabs_le\t16\n", static_cast<double>(idle_rss) / 1024.0);
-  std::printf("RESULT\twebhook_storm_rss\twebhook RSS after the storm\t%.1f\t\t\tMiB\tinfo\t\n", static_cast<double>(storm_rss) / 1024.0);
+  std::printf("webhook: %zu reviews keep-alive, %zu on new connections; review body %zu bytes\n",
+              keep.size(), fresh.size(), review.size());
+  std::printf(
+      "RESULT\twebhook_keepalive_p50\twebhook admission latency p50 (%zu reviews, one keep-alive "
+      "TLS connection)\t%.0f\t\t\tus\tabs_le\t2000\n",
+      keep.size(), percentile(keep, 0.50));
+  std::printf(
+      "RESULT\twebhook_keepalive_p99\twebhook admission latency p99 (%zu reviews, one keep-alive "
+      "TLS connection)\t%.0f\t\t\tus\tabs_le\t10000\n",
+      keep.size(), percentile(keep, 0.99));
+  std::printf(
+      "RESULT\twebhook_newconn_p50\twebhook admission latency p50 (%zu reviews, a new TLS "
+      "connection each)\t%.0f\t\t\tus\tabs_le\t10000\n",
+      fresh.size(), percentile(fresh, 0.50));
+  std::printf(
+      "RESULT\twebhook_newconn_p99\twebhook admission latency p99 (%zu reviews, a new TLS "
+      "connection each)\t%.0f\t\t\tus\tabs_le\t50000\n",
+      fresh.size(), percentile(fresh, 0.99));
+  std::printf(
+      "RESULT\twebhook_idle_rss\twebhook RSS, idle after start\t%.1f\t\t\tMiB\tabs_le\t16\n",
+      static_cast<double>(idle_rss) / 1024.0);
+  std::printf("RESULT\twebhook_storm_rss\twebhook RSS after the storm\t%.1f\t\t\tMiB\tinfo\t\n",
+              static_cast<double>(storm_rss) / 1024.0);
   return 0;
 }

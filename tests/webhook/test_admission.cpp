@@ -40,7 +40,8 @@ json patched(const json& pod, json* ops_out = nullptr) {
 TEST_CASE("every golden launcher pod, labelled, is patched as the pod contract says") {
   const auto pods = golden_pods();
   if (pods.empty()) {
-    chl::test::skip("no pods in " + pods_dir().string() + " (the reference is not beside the checkout)");
+    chl::test::skip("no pods in " + pods_dir().string() +
+                    " (the reference is not beside the checkout)");
     return;
   }
   int exec_probes = 0;
@@ -57,7 +58,8 @@ TEST_CASE("every golden launcher pod, labelled, is patched as the pod contract s
     CHECK(after.at("securityContext") == before.at("securityContext"));
     CHECK(after.at("command") == json::array({"/opt/ch-launcher/bin/virt-launcher-monitor"}));
     // The bundle: volume, init container after KubeVirt's own, read-only mount, CHL_VMM.
-    CHECK(out["spec"]["volumes"].back() == json({{"name", "ch-launcher-bundle"}, {"emptyDir", json::object()}}));
+    CHECK(out["spec"]["volumes"].back() ==
+          json({{"name", "ch-launcher-bundle"}, {"emptyDir", json::object()}}));
     const json& inits_before = pod["spec"]["initContainers"];
     const json& inits_after = out["spec"]["initContainers"];
     REQUIRE(inits_after.size() == inits_before.size() + 1);
@@ -65,16 +67,21 @@ TEST_CASE("every golden launcher pod, labelled, is patched as the pod contract s
     const json& init = inits_after.back();
     CHECK(init.at("name") == "ch-launcher-bundle");
     CHECK(init.at("image") == kConfig.bundle_image);
-    CHECK(init.at("command") == json::array({"/bin/cp", "-R", "/usr/lib/ch-launcher/bundle/.", "/opt/ch-launcher/"}));
-    CHECK(init.at("volumeMounts") == json::array({{{"name", "ch-launcher-bundle"}, {"mountPath", "/opt/ch-launcher"}}}));
+    CHECK(init.at("command") ==
+          json::array({"/bin/cp", "-R", "/usr/lib/ch-launcher/bundle/.", "/opt/ch-launcher/"}));
+    CHECK(init.at("volumeMounts") ==
+          json::array({{{"name", "ch-launcher-bundle"}, {"mountPath", "/opt/ch-launcher"}}}));
     // The same securityContext as KubeVirt's own init containers (the pod's guest-console-log).
-    CHECK(init.at("securityContext") == container(inits_before, "guest-console-log").at("securityContext"));
-    CHECK(after.at("volumeMounts").back() ==
-          json({{"name", "ch-launcher-bundle"}, {"mountPath", "/opt/ch-launcher"}, {"readOnly", true}}));
+    CHECK(init.at("securityContext") ==
+          container(inits_before, "guest-console-log").at("securityContext"));
+    CHECK(after.at("volumeMounts").back() == json({{"name", "ch-launcher-bundle"},
+                                                   {"mountPath", "/opt/ch-launcher"},
+                                                   {"readOnly", true}}));
     CHECK(after.at("env").back() == json({{"name", "CHL_VMM"}, {"value", "cloud-hypervisor"}}));
     // Everything else of the compute container is as it was, probes apart.
     json rest_before = before, rest_after = after;
-    for (const char* k : {"command", "volumeMounts", "env", "readinessProbe", "livenessProbe", "startupProbe"}) {
+    for (const char* k :
+         {"command", "volumeMounts", "env", "readinessProbe", "livenessProbe", "startupProbe"}) {
       rest_before.erase(k);
       rest_after.erase(k);
     }
@@ -83,11 +90,13 @@ TEST_CASE("every golden launcher pod, labelled, is patched as the pod contract s
     CHECK(after.at("env").size() == before.at("env").size() + 1);
     // The sysctl, and the pod's own securityContext otherwise unchanged.
     const json& sc = out["spec"]["securityContext"];
-    CHECK(sc.at("sysctls") == json::array({{{"name", "net.ipv4.ip_unprivileged_port_start"}, {"value", "67"}}}));
+    CHECK(sc.at("sysctls") ==
+          json::array({{{"name", "net.ipv4.ip_unprivileged_port_start"}, {"value", "67"}}}));
     json sc_rest = sc;
     sc_rest.erase("sysctls");
     CHECK(sc_rest == pod["spec"]["securityContext"]);
-    // Probes: an exec probe's virt-probe becomes the bundle's, its arguments kept; others unchanged.
+    // Probes: an exec probe's virt-probe becomes the bundle's, its arguments kept; others
+    // unchanged.
     for (const char* probe : {"readinessProbe", "livenessProbe", "startupProbe"}) {
       if (!before.contains(probe)) {
         CHECK(!after.contains(probe));
@@ -137,19 +146,24 @@ TEST_CASE("a patched pod passes again unchanged, and a migration target pod is p
     // template.go:324) with the migration's label and annotation (migration.go:962-963) and the
     // anti-affinity to the source node (createMigrationPodAntiAffinityRule).
     json target = pod;
-    target["metadata"]["labels"]["kubevirt.io/migrationJobUID"] = "8ea1cd48-3c2f-4a34-ae0e-0c6e8a6a7f1a";
-    target["metadata"]["annotations"]["kubevirt.io/migrationJobName"] = "kubevirt-workload-update-abcde";
+    target["metadata"]["labels"]["kubevirt.io/migrationJobUID"] =
+        "8ea1cd48-3c2f-4a34-ae0e-0c6e8a6a7f1a";
+    target["metadata"]["annotations"]["kubevirt.io/migrationJobName"] =
+        "kubevirt-workload-update-abcde";
     target["spec"]["affinity"]["podAntiAffinity"] = {
         {"requiredDuringSchedulingIgnoredDuringExecution",
-         json::array({{{"labelSelector", {{"matchLabels", {{"kubevirt.io/created-by", "c4887da1"}}}}},
-                       {"topologyKey", "kubernetes.io/hostname"}}})}};
+         json::array(
+             {{{"labelSelector", {{"matchLabels", {{"kubevirt.io/created-by", "c4887da1"}}}}},
+               {"topologyKey", "kubernetes.io/hostname"}}})}};
     json target_ops;
     (void)patched(target, &target_ops);
     CHECK(target_ops == ops);
   }
 }
 
-TEST_CASE("pods without the label, or not KubeVirt's launcher, are allowed without a patch and without reading their spec") {
+TEST_CASE(
+    "pods without the label, or not KubeVirt's launcher, are allowed without a patch and without "
+    "reading their spec") {
   const auto pods = golden_pods();
   if (pods.empty()) {
     chl::test::skip("no pods in " + pods_dir().string());
@@ -170,7 +184,8 @@ TEST_CASE("pods without the label, or not KubeVirt's launcher, are allowed witho
     CHECK(admit(review_of(other).dump(), kConfig).outcome == Outcome::unselected);
   }
   // A spec no pod could have: an unselected pod's spec is never looked at.
-  const json odd = {{"metadata", {{"name", "x"}, {"labels", {{"app", "web"}}}}}, {"spec", "not an object"}};
+  const json odd = {{"metadata", {{"name", "x"}, {"labels", {{"app", "web"}}}}},
+                    {"spec", "not an object"}};
   CHECK(admit(review_of(odd).dump(), kConfig).outcome == Outcome::unselected);
   const json no_labels = {{"metadata", {{"name", "x"}}}, {"spec", {{"containers", 5}}}};
   CHECK(admit(review_of(no_labels).dump(), kConfig).outcome == Outcome::unselected);
@@ -203,27 +218,34 @@ TEST_CASE("a selected pod the webhook cannot handle is refused, naming what was 
   {
     json p = pod;
     p["spec"]["containers"][compute_index(p)]["command"] = json::array({"/usr/bin/virt-launcher"});
-    cases.push_back({"another command", p, "CREATE", "the compute container's command is [\"/usr/bin/virt-launcher\"]"});
+    cases.push_back({"another command", p, "CREATE",
+                     "the compute container's command is [\"/usr/bin/virt-launcher\"]"});
   }
   {
     json p = pod;
-    p["spec"]["initContainers"].push_back({{"name", "ch-launcher-bundle"}, {"image", "someone/else"}});
-    cases.push_back({"init container name taken", p, "CREATE", "init container name 'ch-launcher-bundle' is already taken"});
+    p["spec"]["initContainers"].push_back(
+        {{"name", "ch-launcher-bundle"}, {"image", "someone/else"}});
+    cases.push_back({"init container name taken", p, "CREATE",
+                     "init container name 'ch-launcher-bundle' is already taken"});
   }
   {
     json p = pod;
     p["spec"]["volumes"].push_back({{"name", "ch-launcher-bundle"}, {"emptyDir", json::object()}});
-    cases.push_back({"volume name taken", p, "CREATE", "volume name 'ch-launcher-bundle' is already taken"});
+    cases.push_back(
+        {"volume name taken", p, "CREATE", "volume name 'ch-launcher-bundle' is already taken"});
   }
   {
     json p = pod;
     p["metadata"]["labels"]["ch-launcher/hypervisor"] = "cloud-hypervsior";
-    cases.push_back({"a misspelt value", p, "CREATE", "the label ch-launcher/hypervisor is 'cloud-hypervsior'"});
+    cases.push_back({"a misspelt value", p, "CREATE",
+                     "the label ch-launcher/hypervisor is 'cloud-hypervsior'"});
   }
   {
     json p = pod;
-    p["spec"]["securityContext"]["sysctls"] = json::array({{{"name", "net.ipv4.ip_unprivileged_port_start"}, {"value", "1024"}}});
-    cases.push_back({"a sysctl keeping port 67 privileged", p, "CREATE", "ip_unprivileged_port_start is set to a value above 67"});
+    p["spec"]["securityContext"]["sysctls"] =
+        json::array({{{"name", "net.ipv4.ip_unprivileged_port_start"}, {"value", "1024"}}});
+    cases.push_back({"a sysctl keeping port 67 privileged", p, "CREATE",
+                     "ip_unprivileged_port_start is set to a value above 67"});
   }
   cases.push_back({"an UPDATE", pod, "UPDATE", "only a v1 Pod CREATE is served"});
   for (const auto& c : cases) {
@@ -240,7 +262,8 @@ TEST_CASE("a selected pod the webhook cannot handle is refused, naming what was 
   }
   // A sysctl already at 67 or below is kept and not added twice.
   json low = pod;
-  low["spec"]["securityContext"]["sysctls"] = json::array({{{"name", "net.ipv4.ip_unprivileged_port_start"}, {"value", "0"}}});
+  low["spec"]["securityContext"]["sysctls"] =
+      json::array({{{"name", "net.ipv4.ip_unprivileged_port_start"}, {"value", "0"}}});
   const json out = patched(low);
   CHECK(out["spec"]["securityContext"]["sysctls"].size() == 1);
   CHECK(out["spec"]["securityContext"]["sysctls"][0]["value"] == "0");
@@ -248,7 +271,8 @@ TEST_CASE("a selected pod the webhook cannot handle is refused, naming what was 
   json bare = pod;
   bare["spec"].erase("securityContext");
   CHECK(patched(bare)["spec"]["securityContext"] ==
-        json({{"sysctls", json::array({{{"name", "net.ipv4.ip_unprivileged_port_start"}, {"value", "67"}}})}}));
+        json({{"sysctls", json::array({{{"name", "net.ipv4.ip_unprivileged_port_start"},
+                                        {"value", "67"}}})}}));
 }
 
 TEST_CASE("malformed and hostile reviews get a clear refusal, never a crash") {
@@ -262,12 +286,19 @@ TEST_CASE("malformed and hostile reviews get a clear refusal, never a crash") {
       {"empty", "", 400, "not JSON"},
       {"not JSON", "{\"apiVersion\":", 400, "not JSON"},
       {"an array", "[1,2,3]", 400, "not a JSON object"},
-      {"no request", R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"})", 400, "no request object"},
-      {"no uid", R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"object":{}}})", 400, "no uid"},
-      {"a numeric uid", R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":7}})", 400, "no uid"},
-      {"deep nesting", std::string(100000, '[') + std::string(100000, ']'), 400, "nests deeper than 64"},
-      {"v1beta1", R"({"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":{"uid":"u1"}})", 200,
-       "not an admission.k8s.io/v1 AdmissionReview"},
+      {"no request", R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"})", 400,
+       "no request object"},
+      {"no uid",
+       R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"object":{}}})",
+       400, "no uid"},
+      {"a numeric uid",
+       R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":7}})", 400,
+       "no uid"},
+      {"deep nesting", std::string(100000, '[') + std::string(100000, ']'), 400,
+       "nests deeper than 64"},
+      {"v1beta1",
+       R"({"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":{"uid":"u1"}})",
+       200, "not an admission.k8s.io/v1 AdmissionReview"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.what);
@@ -283,12 +314,19 @@ TEST_CASE("malformed and hostile reviews get a clear refusal, never a crash") {
   }
   // Labels of the wrong types, a selected pod whose fields are all the wrong type, bytes that are
   // not UTF-8 in what the message quotes: refused, with a reply that is valid JSON.
-  const std::string sel = R"("labels":{"ch-launcher/hypervisor":"cloud-hypervisor","kubevirt.io":"virt-launcher"})";
+  const std::string sel =
+      R"("labels":{"ch-launcher/hypervisor":"cloud-hypervisor","kubevirt.io":"virt-launcher"})";
   const json hostile_pods[] = {
-      json::parse(R"({"metadata":{"labels":{"ch-launcher/hypervisor":5,"kubevirt.io":"virt-launcher"}}})"),
-      json::parse(R"({"metadata":{)" + sel + R"(},"spec":{"containers":[{"name":"compute","command":[{"a":1}],"env":"x"}]}})"),
-      json::parse(R"({"metadata":{)" + sel + R"(},"spec":{"containers":[{"name":"compute","command":["/usr/bin/virt-launcher-monitor"],"env":"x"}]}})"),
-      json::parse(R"({"metadata":{)" + sel + R"(},"spec":{"containers":[{"name":"compute","command":["/usr/bin/virt-launcher-monitor"]}],"securityContext":3}})"),
+      json::parse(
+          R"({"metadata":{"labels":{"ch-launcher/hypervisor":5,"kubevirt.io":"virt-launcher"}}})"),
+      json::parse(R"({"metadata":{)" + sel +
+                  R"(},"spec":{"containers":[{"name":"compute","command":[{"a":1}],"env":"x"}]}})"),
+      json::parse(
+          R"({"metadata":{)" + sel +
+          R"(},"spec":{"containers":[{"name":"compute","command":["/usr/bin/virt-launcher-monitor"],"env":"x"}]}})"),
+      json::parse(
+          R"({"metadata":{)" + sel +
+          R"(},"spec":{"containers":[{"name":"compute","command":["/usr/bin/virt-launcher-monitor"]}],"securityContext":3}})"),
       json::parse(R"({"metadata":{)" + sel + R"(},"spec":null})"),
       json::parse(R"({"metadata":{)" + sel + R"(},"spec":{"containers":{"name":"compute"}}})"),
   };

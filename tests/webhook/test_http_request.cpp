@@ -15,13 +15,15 @@ namespace {
 
 const std::string kReview = R"({"apiVersion":"admission.k8s.io/v1"})";
 std::string post(const std::string& body, const std::string& extra = "") {
-  return "POST /mutate?timeout=5s HTTP/1.1\r\nHost: chl-webhook.chl-webhook.svc:443\r\nContent-Type: application/json\r\n" + extra +
-         "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  return "POST /mutate?timeout=5s HTTP/1.1\r\nHost: "
+         "chl-webhook.chl-webhook.svc:443\r\nContent-Type: application/json\r\n" +
+         extra + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
 }  // namespace
 
-TEST_CASE("a request split at every byte parses as the whole, and pipelined requests come out in order") {
+TEST_CASE(
+    "a request split at every byte parses as the whole, and pipelined requests come out in order") {
   const std::string two = post(kReview) + "GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n";
   for (std::size_t cut = 0; cut <= two.size(); ++cut) {
     CAPTURE(cut);
@@ -47,7 +49,8 @@ TEST_CASE("a request split at every byte parses as the whole, and pipelined requ
   // Byte by byte.
   RequestParser p;
   const std::string one = post(kReview);
-  for (std::size_t i = 0; i + 1 < one.size(); ++i) CHECK(p.feed(one.substr(i, 1)) == State::need_more);
+  for (std::size_t i = 0; i + 1 < one.size(); ++i)
+    CHECK(p.feed(one.substr(i, 1)) == State::need_more);
   CHECK(p.feed(one.substr(one.size() - 1)) == State::complete);
 }
 
@@ -71,12 +74,19 @@ TEST_CASE("malformed or oversized requests are errors with the status to answer"
       {"a relative target", "GET healthz HTTP/1.1\r\n\r\n", 400, "malformed request line"},
       {"HTTP/2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 400, "malformed request line"},
       {"HTTP/0.9-ish", "GET /x HTTP/3.0\r\n\r\n", 505, "only HTTP/1.0 and HTTP/1.1"},
-      {"a header without colon", "GET / HTTP/1.1\r\nnonsense\r\n\r\n", 400, "malformed header line"},
-      {"a bad length", post("").replace(post("").find("Content-Length: 0"), 17, "Content-Length: -1"), 400, "bad Content-Length"},
-      {"two lengths", "POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", 400, "conflicting Content-Length"},
-      {"chunked", "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 501, "Transfer-Encoding"},
-      {"a huge body", "POST / HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n", 413, "the body is over"},
-      {"a huge head", "GET / HTTP/1.1\r\nX: " + std::string(20000, 'a'), 431, "the request head is over"},
+      {"a header without colon", "GET / HTTP/1.1\r\nnonsense\r\n\r\n", 400,
+       "malformed header line"},
+      {"a bad length",
+       post("").replace(post("").find("Content-Length: 0"), 17, "Content-Length: -1"), 400,
+       "bad Content-Length"},
+      {"two lengths", "POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", 400,
+       "conflicting Content-Length"},
+      {"chunked", "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 501,
+       "Transfer-Encoding"},
+      {"a huge body", "POST / HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n", 413,
+       "the body is over"},
+      {"a huge head", "GET / HTTP/1.1\r\nX: " + std::string(20000, 'a'), 431,
+       "the request head is over"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.what);

@@ -5,10 +5,9 @@
 // while others are served. The certificates come from scripts/webhook-cert.sh.
 #include <doctest/doctest.h>
 
+#include <boost/asio/post.hpp>
 #include <future>
 #include <thread>
-
-#include <boost/asio/post.hpp>
 
 #include "tests/webhook/tls_client.hpp"
 #include "tests/webhook/webhook_support.hpp"
@@ -23,7 +22,8 @@ const std::string kHost = "chl-webhook.chl-webhook.svc";
 
 // scripts/webhook-cert.sh into `dir` (ca.crt, tls.crt, tls.key…); false when openssl is missing.
 bool make_cert(const fs::path& dir) {
-  auto r = chl::test::run_command({"bash", (chl::test::source_dir() / "scripts" / "webhook-cert.sh").string(), dir.string()});
+  auto r = chl::test::run_command(
+      {"bash", (chl::test::source_dir() / "scripts" / "webhook-cert.sh").string(), dir.string()});
   INFO(r.output);
   if (!chl::test::tool("openssl")) return false;
   REQUIRE(r.exit_code == 0);
@@ -63,7 +63,8 @@ struct Running {
       : tls(cert.string(), key.string()), server(io, tls, with_patch(std::move(options))) {
     auto loaded = tls.load();
     REQUIRE_MESSAGE(loaded.has_value(), loaded.error().message());
-    auto l = server.listen(boost::asio::ip::tcp::endpoint(boost::asio::ip::address_v4::loopback(), 0));
+    auto l =
+        server.listen(boost::asio::ip::tcp::endpoint(boost::asio::ip::address_v4::loopback(), 0));
     REQUIRE_MESSAGE(l.has_value(), l.error().message());
     server.start();
     thread = std::thread([this] { io.run(); });
@@ -90,8 +91,15 @@ struct Running {
 std::string golden_review() {
   const auto file = pods_dir() / "vmi-probe-guestagentping.json";
   if (!fs::exists(file))  // the reference is not beside the checkout: a minimal launcher pod
-    return review_of(selected({{"metadata", {{"name", "p"}, {"namespace", "default"}, {"labels", {{"kubevirt.io", "virt-launcher"}}}}},
-                               {"spec", {{"containers", {{{"name", "compute"}, {"image", "i"}, {"command", {"/usr/bin/virt-launcher-monitor"}}}}}}}}))
+    return review_of(selected({{"metadata",
+                                {{"name", "p"},
+                                 {"namespace", "default"},
+                                 {"labels", {{"kubevirt.io", "virt-launcher"}}}}},
+                               {"spec",
+                                {{"containers",
+                                  {{{"name", "compute"},
+                                    {"image", "i"},
+                                    {"command", {"/usr/bin/virt-launcher-monitor"}}}}}}}}))
         .dump();
   return review_of(selected(read_json(file))).dump();
 }
@@ -107,7 +115,9 @@ void check_patched(const std::optional<HttpReply>& reply) {
 
 }  // namespace
 
-TEST_CASE("over TLS the webhook serves verified clients, keep-alive and new connections, and refuses a wrong CA") {
+TEST_CASE(
+    "over TLS the webhook serves verified clients, keep-alive and new connections, and refuses a "
+    "wrong CA") {
   chl::test::TempDir dir("chlhook");
   if (!make_cert(dir / "a")) {
     chl::test::skip("openssl is not installed: cannot make the certificates");
@@ -119,7 +129,8 @@ TEST_CASE("over TLS the webhook serves verified clients, keep-alive and new conn
   TlsClient c((dir / "a" / "ca.crt").string(), kHost);
   REQUIRE_MESSAGE(c.connect(s.port()), c.error());
   CHECK(c.peer_common_name() == kHost);
-  for (int i = 0; i < 3; ++i) check_patched(c.request("POST", "/mutate?timeout=5s", review));  // one connection
+  for (int i = 0; i < 3; ++i)
+    check_patched(c.request("POST", "/mutate?timeout=5s", review));  // one connection
   auto health = c.request("GET", "/healthz", "");
   REQUIRE(health.has_value());
   CHECK(health->status == 200);
@@ -145,7 +156,9 @@ TEST_CASE("over TLS the webhook serves verified clients, keep-alive and new conn
   check_patched(again.request("POST", "/mutate", review));
 }
 
-TEST_CASE("a certificate rotated as kubelet updates a Secret is served to the next connection, without a restart") {
+TEST_CASE(
+    "a certificate rotated as kubelet updates a Secret is served to the next connection, without a "
+    "restart") {
   chl::test::TempDir dir("chlhook");
   if (!make_cert(dir / "a")) {
     chl::test::skip("openssl is not installed: cannot make the certificates");
@@ -182,7 +195,8 @@ TEST_CASE("a certificate rotated as kubelet updates a Secret is served to the ne
   check_patched(still_b.request("POST", "/mutate", review));
 }
 
-TEST_CASE("garbage, half handshakes, slow and excess peers are dropped, and the webhook keeps serving") {
+TEST_CASE(
+    "garbage, half handshakes, slow and excess peers are dropped, and the webhook keeps serving") {
   chl::test::TempDir dir("chlhook");
   if (!make_cert(dir / "a")) {
     chl::test::skip("openssl is not installed: cannot make the certificates");
@@ -209,11 +223,13 @@ TEST_CASE("garbage, half handshakes, slow and excess peers are dropped, and the 
     });
   };
   // Plain HTTP, and random bytes, where a TLS ClientHello should be.
-  for (const std::string& junk : {std::string("POST /mutate HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}"),
-                                 std::string("\x16\x03\x01\x00\x05hello\x00\xff\xfe garbage", 22)}) {
+  for (const std::string& junk :
+       {std::string("POST /mutate HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}"),
+        std::string("\x16\x03\x01\x00\x05hello\x00\xff\xfe garbage", 22)}) {
     const int fd = connect_loopback(s.port());
     REQUIRE(fd >= 0);
-    REQUIRE(::send(fd, junk.data(), junk.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(junk.size()));
+    REQUIRE(::send(fd, junk.data(), junk.size(), MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(junk.size()));
     CHECK(closed(fd));
     ::close(fd);
   }
@@ -263,14 +279,16 @@ TEST_CASE("garbage, half handshakes, slow and excess peers are dropped, and the 
   Running c(dir / "a" / "tls.crt", dir / "a" / "tls.key", capped);
   std::vector<int> hold;
   for (int i = 0; i < 8; ++i) hold.push_back(connect_loopback(c.port()));
-  CHECK(chl::test::wait_until(std::chrono::seconds(10), [&] { return c.counters().connections == 8; }));
+  CHECK(chl::test::wait_until(std::chrono::seconds(10),
+                              [&] { return c.counters().connections == 8; }));
   const int extra = connect_loopback(c.port());
   REQUIRE(extra >= 0);
   CHECK(closed(extra));
   ::close(extra);
   CHECK(c.counters().rejected >= 1);
   for (int fd : hold) ::close(fd);
-  CHECK(chl::test::wait_until(std::chrono::seconds(10), [&] { return c.counters().connections == 0; }));
+  CHECK(chl::test::wait_until(std::chrono::seconds(10),
+                              [&] { return c.counters().connections == 0; }));
   TlsClient after(ca, kHost);
   REQUIRE_MESSAGE(after.connect(c.port()), after.error());
   check_patched(after.request("POST", "/mutate", review));

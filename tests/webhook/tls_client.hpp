@@ -6,6 +6,10 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -13,11 +17,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-
-#include <openssl/err.h>
-#include <openssl/ssl.h>
-#include <openssl/x509.h>
-#include <openssl/x509v3.h>
 
 namespace chl::test::webhook {
 
@@ -49,7 +48,8 @@ struct HttpReply {
 
 class TlsClient {
  public:
-  TlsClient(std::string ca_file, std::string host) : ca_file_(std::move(ca_file)), host_(std::move(host)) {}
+  TlsClient(std::string ca_file, std::string host)
+      : ca_file_(std::move(ca_file)), host_(std::move(host)) {}
   TlsClient(const TlsClient&) = delete;
   TlsClient& operator=(const TlsClient&) = delete;
   ~TlsClient() { disconnect(); }
@@ -59,7 +59,8 @@ class TlsClient {
     disconnect();
     ctx_ = SSL_CTX_new(TLS_client_method());
     if (ctx_ == nullptr) return failed("SSL_CTX_new");
-    if (SSL_CTX_load_verify_locations(ctx_, ca_file_.c_str(), nullptr) != 1) return failed("loading " + ca_file_);
+    if (SSL_CTX_load_verify_locations(ctx_, ca_file_.c_str(), nullptr) != 1)
+      return failed("loading " + ca_file_);
     SSL_CTX_set_verify(ctx_, SSL_VERIFY_PEER, nullptr);
     fd_ = connect_loopback(port);
     if (fd_ < 0) return failed("connect");
@@ -69,7 +70,8 @@ class TlsClient {
     SSL_set1_host(ssl_, host_.c_str());
     if (SSL_connect(ssl_) != 1) {
       const long v = SSL_get_verify_result(ssl_);
-      return failed(std::string("handshake: ") + (v != X509_V_OK ? X509_verify_cert_error_string(v) : "failed"));
+      return failed(std::string("handshake: ") +
+                    (v != X509_V_OK ? X509_verify_cert_error_string(v) : "failed"));
     }
     return true;
   }
@@ -85,15 +87,17 @@ class TlsClient {
   }
 
   bool send_raw(const std::string& bytes) {
-    return ssl_ != nullptr && SSL_write(ssl_, bytes.data(), static_cast<int>(bytes.size())) == static_cast<int>(bytes.size());
+    return ssl_ != nullptr && SSL_write(ssl_, bytes.data(), static_cast<int>(bytes.size())) ==
+                                  static_cast<int>(bytes.size());
   }
 
   // One request (a full HTTP/1.1 message) and its reply; nullopt when the connection ends first.
-  std::optional<HttpReply> request(const std::string& method, const std::string& path, const std::string& body,
-                                   bool keep_alive = true) {
-    std::string req = method + " " + path + " HTTP/1.1\r\nHost: " + host_ +
-                      "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" +
-                      (keep_alive ? "" : "Connection: close\r\n") + "\r\n" + body;
+  std::optional<HttpReply> request(const std::string& method, const std::string& path,
+                                   const std::string& body, bool keep_alive = true) {
+    std::string req =
+        method + " " + path + " HTTP/1.1\r\nHost: " + host_ +
+        "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+        "\r\n" + (keep_alive ? "" : "Connection: close\r\n") + "\r\n" + body;
     if (!send_raw(req)) return std::nullopt;
     return read_reply();
   }
@@ -106,7 +110,8 @@ class TlsClient {
     r.head = in_.substr(0, head_end);
     r.status = std::atoi(r.head.substr(9, 3).c_str());
     std::size_t length = 0;
-    if (auto p = r.head.find("Content-Length: "); p != std::string::npos) length = std::stoul(r.head.substr(p + 16));
+    if (auto p = r.head.find("Content-Length: "); p != std::string::npos)
+      length = std::stoul(r.head.substr(p + 16));
     while (in_.size() < head_end + 4 + length)
       if (!fill()) return std::nullopt;
     r.body = in_.substr(head_end + 4, length);

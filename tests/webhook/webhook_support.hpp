@@ -3,13 +3,13 @@
 // (../shared/reference/kubevirt-launcher-pods/, KubeVirt d923fdb), an AdmissionReview around a
 // pod as the API server sends it, and the reply's patch decoded and applied (RFC 6902 through
 // nlohmann::json::patch).
+#include <doctest/doctest.h>
+
 #include <algorithm>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <doctest/doctest.h>
-#include <nlohmann/json.hpp>
 
 #include "tests/support/test_support.hpp"
 #include "webhook/admission.hpp"
@@ -34,7 +34,9 @@ inline std::vector<std::filesystem::path> golden_pods() {
   return out;
 }
 
-inline json read_json(const std::filesystem::path& p) { return json::parse(chl::test::read_file(p)); }
+inline json read_json(const std::filesystem::path& p) {
+  return json::parse(chl::test::read_file(p));
+}
 
 inline json selected(json pod) {
   pod["metadata"]["labels"]["ch-launcher/hypervisor"] = "cloud-hypervisor";
@@ -42,7 +44,8 @@ inline json selected(json pod) {
 }
 
 // The AdmissionReview the API server sends for a pod CREATE (k8s.io/api/admission/v1 types.go).
-inline json review_of(const json& pod, const std::string& uid = "705ab4f5-6393-11e8-b7cc-42010a800002",
+inline json review_of(const json& pod,
+                      const std::string& uid = "705ab4f5-6393-11e8-b7cc-42010a800002",
                       const std::string& operation = "CREATE") {
   return {{"apiVersion", "admission.k8s.io/v1"},
           {"kind", "AdmissionReview"},
@@ -62,7 +65,8 @@ inline json review_of(const json& pod, const std::string& uid = "705ab4f5-6393-1
 }
 
 inline std::string base64_decode(const std::string& in) {
-  static const std::string alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  static const std::string alphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::string out;
   unsigned v = 0;
   int bits = 0;
