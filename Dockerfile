@@ -24,12 +24,13 @@ COPY . .
 # Release at -O2, the optimization CI's build and the benchmarks use (-O3 trips GCC 12's false
 # -Wrestrict in libstdc++ under -Werror). Warnings are CI's to fail on, not a user's build.
 RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" -DCHL_BUILD_TESTS=OFF \
- && cmake --build /build -j"$(nproc)" --target ch-launcher virt-probe \
+ && cmake --build /build -j"$(nproc)" --target ch-launcher virt-probe chl-webhook \
  && mkdir -p /out/usr/bin /out/usr/lib/ch-launcher \
  && strip --strip-unneeded -o /out/usr/bin/ch-launcher /build/bin/ch-launcher \
  && strip --strip-unneeded -o /out/usr/lib/ch-launcher/libchl-network.so /build/bin/libchl-network.so \
  && strip --strip-unneeded -o /out/usr/lib/ch-launcher/libchl-kubevirt.so /build/bin/libchl-kubevirt.so \
  && strip --strip-unneeded -o /out/usr/bin/virt-probe /build/bin/virt-probe \
+ && strip --strip-unneeded -o /out/usr/bin/chl-webhook /build/bin/chl-webhook \
  && setcap cap_net_bind_service=+ep /out/usr/bin/ch-launcher \
  && ln -s ch-launcher /out/usr/bin/virt-launcher \
  && ln -s ch-launcher /out/usr/bin/virt-launcher-monitor
@@ -74,8 +75,8 @@ RUN mkdir -p /out/usr/bin \
 
 # ---- runtime ----------------------------------------------------------------------------------
 FROM ${BASE}
-# Exactly the shared libraries ch-launcher, its modules and virt-probe link (tests/deploy checks this list
-# against ldd on the build machine; the image lane runs ldd inside the image). The pod-networking
+# Exactly the shared libraries ch-launcher, its modules, virt-probe and chl-webhook (the mixed
+# clusters' admission webhook: libssl3) link (tests/deploy checks this list against ldd on the build machine; the image lane runs ldd inside the image). The pod-networking
 # module libchl-network.so (libnl, libnftables…) is loaded only for a VMI with interfaces,
 # libchl-kubevirt.so (libnghttp2, libprotobuf-lite) only in virt-launcher mode. The qemu-kvm
 # module libchl-libvirt.so is not in this image: it has no libvirtd.
@@ -83,7 +84,7 @@ FROM ${BASE}
 RUN apt-get update \
  && apt-get install -y -t bookworm --no-install-recommends \
       libc6 libdeflate0 libfmt9 libgcc-s1 libgmp10 libjansson4 libmnl0 libnftables1 libnftnl11 \
-      libnettle8 libnghttp2-14 libnl-3-200 libnl-route-3-200 libprotobuf-lite32 libseccomp2 libspdlog1.10 libstdc++6 \
+      libnettle8 libnghttp2-14 libnl-3-200 libnl-route-3-200 libprotobuf-lite32 libseccomp2 libspdlog1.10 libssl3 libstdc++6 \
       libxtables12 libyaml-cpp0.7 libzstd1 zlib1g \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log
 # END runtime-libraries

@@ -42,7 +42,7 @@ fi
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD" -j "$(nproc)" --target ch-launcher vmm-double pvh_guest console_bridge_bench \
   vmm_api_bench migration_bench events_bench cloud_init_bench vmi_bench qcow2_convert_bench network_bench kubevirt_bench bench_virt_launcher bench_guest_agent \
-  bench_mass_start bench_access_credentials bench_migration_qemu \
+  bench_mass_start bench_access_credentials bench_migration_qemu webhook_bench \
   test_image >/dev/null
 
 r() { [ "$QUICK" = 1 ] && echo "$1" || echo "$2"; }
@@ -97,6 +97,7 @@ bench "access credentials: Secret change to keys applied" "$B/kubevirt/bench_acc
 CHL_BENCH_N=$(r 50 200) bench "guest agent on the libvirt path (QEMU TCG, real qemu-ga in the Linux guest): GuestPing/GetGuestInfo latency" "$B/kubevirt/bench_guest_agent_qemu"
 bench "mass start: 1, 5, 20 virt-launcher-mode pods Synced at once (VMM double)" "$B/kubevirt/bench_mass_start" \
   $( [ "$QUICK" = 0 ] && echo --steady-after 380 ) "$BUILD/bin/ch-launcher" "$BUILD/tests/vmm_double/vmm-double" "$BUILD/guests/pvh-guest.elf" 1 5 20
+bench "admission webhook: request storm over TLS (loopback), RSS idle" "$B/webhook/webhook_bench" "$BUILD/bin/chl-webhook" --n "$(r 200 1000)"
 bench "pod networking" "$B/network/network_bench" --rounds "$(r 5 20)" --seconds "$(r 2 5)"
 bench "pod networking, real guest" bash "$ROOT/bench/network/e2e_qemu.sh" "$BUILD"
 bench "container image: size, cold build, RSS in the pod" bash "$ROOT/bench/image/bench_image.sh" "$BUILD" $( [ "$QUICK" = 1 ] && echo --warm )

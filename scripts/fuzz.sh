@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 SECS=${1:-60}
 BUILD_DIR=${BUILD_DIR:-build-fuzz}
 JOBS=${JOBS:-$(nproc)}
-TARGETS=${TARGETS:-fuzz_vmi fuzz_events fuzz_qcow2 fuzz_http fuzz_cloud_init}
+TARGETS=${TARGETS:-fuzz_vmi fuzz_events fuzz_qcow2 fuzz_http fuzz_cloud_init fuzz_webhook}
 # clang and its fuzzer runtime are needed only here, so they are installed here (not by setup.sh,
 # which CI runs on every fresh machine). When they cannot be had, the script says why and exits 77
 # (scripts/test.sh reports the fuzz lane as skipped).
@@ -75,7 +75,7 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 max_len_of() {  # images need room; text inputs stay small
   case $1 in
     fuzz_qcow2) echo 65536 ;;
-    fuzz_vmi | fuzz_http) echo 16384 ;;
+    fuzz_vmi | fuzz_http | fuzz_webhook) echo 16384 ;;
     *) echo 8192 ;;
   esac
 }

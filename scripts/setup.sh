@@ -15,6 +15,7 @@ BUILD_PACKAGES=(
   libnl-route-3-dev libnftables-dev  # network/: pod networking
   nettle-dev  # network/plan.cpp: SHA-256 of KubeVirt's hashed Multus interface names
   libnghttp2-dev libprotobuf-dev protobuf-compiler  # kubevirt/: KubeVirt's launcher protocol (HTTP/2 + protobuf-lite)
+  libssl-dev  # webhook/: chl-webhook's HTTPS (OpenSSL under Boost.Asio's ssl::stream)
 )
 # What the tests, the demo and the benchmarks need besides.
 TEST_PACKAGES=(
@@ -33,6 +34,8 @@ TEST_PACKAGES=(
   mmdebstrap  # the image lane's base (scripts/image.sh); its Docker engine: scripts/docker-engine.sh
   qemu-guest-agent  # a real qemu-ga on the host (unix-listen, dangerous RPCs blocked): tests/guest_agent
   libgrpc++-dev protobuf-compiler-grpc  # tests/kubevirt, bench/kubevirt: the real gRPC our transport is checked against
+  openssl  # scripts/webhook-cert.sh: the webhook's CA and serving certificate (tests/webhook, bench/webhook)
+  python3-kubernetes python3-yaml  # scripts/check-k8s-manifests.py: deploy/webhook against Kubernetes' schema (tests/webhook)
 )
 case "${1:-}" in
   --build) PACKAGES=("${BUILD_PACKAGES[@]}") ;;

@@ -65,18 +65,21 @@ TEST_CASE("the image installs exactly the Debian packages of the libraries ch-la
   // And virt-probe (/usr/bin/virt-probe, KubeVirt's exec-probe binary).
   const auto virt_probe = network_module.parent_path() / "virt-probe";
   REQUIRE_MESSAGE(std::filesystem::exists(virt_probe), virt_probe);
+  // And chl-webhook (/usr/bin/chl-webhook, the admission webhook of mixed clusters: libssl3).
+  const auto webhook = network_module.parent_path() / "chl-webhook";
+  REQUIRE_MESSAGE(std::filesystem::exists(webhook), webhook);
   auto r = run_command({"bash", "-c",
                         "set -o pipefail; for f in \"$@\"; do ldd \"$f\"; done | awk '$2 == \"=>\" && $3 ~ /^\\// {print $3}' | "
                         "sort -u | while read -r lib; do dpkg -S \"$(readlink -f \"$lib\")\" 2>/dev/null || dpkg -S \"$lib\"; done | "
                         "cut -d: -f1 | sort -u",
                         "ldd-packages", chl::test::launcher_binary(), network_module.string(),
-                        kubevirt_module.string(), virt_probe.string()});
+                        kubevirt_module.string(), virt_probe.string(), webhook.string()});
   REQUIRE_MESSAGE(r.exit_code == 0, r.output);
   auto linked = words(r.output);
   REQUIRE_FALSE(linked.empty());
   CHECK(linked.count("libc6") == 1);
   auto listed = dockerfile_runtime_packages(chl::test::read_file(chl::test::source_dir() / "Dockerfile"));
-  CHECK_MESSAGE(listed == linked, "Dockerfile lists: " << joined(listed) << "\nch-launcher, libchl-network.so, libchl-kubevirt.so and virt-probe link: " << joined(linked));
+  CHECK_MESSAGE(listed == linked, "Dockerfile lists: " << joined(listed) << "\nch-launcher, libchl-network.so, libchl-kubevirt.so, virt-probe and chl-webhook link: " << joined(linked));
 }
 
 TEST_CASE("the Dockerfile passes the lint, and the lint catches what it is for") {

@@ -180,12 +180,13 @@ TEST_CASE("the image: the launcher, its modules and KubeVirt's entry points, eve
   }
   auto r = docker({"run", "--rm", "--entrypoint", "/bin/sh", *image, "-c",
                    "id -u; id -g; readlink /usr/bin/virt-launcher /usr/bin/virt-launcher-monitor; "
-                   "for f in /usr/bin/ch-launcher /usr/bin/virt-probe /usr/lib/ch-launcher/*.so; do echo \"== $f\"; ldd \"$f\"; done"});
+                   "for f in /usr/bin/ch-launcher /usr/bin/virt-probe /usr/bin/chl-webhook /usr/lib/ch-launcher/*.so; do echo \"== $f\"; ldd \"$f\"; done"});
   REQUIRE_MESSAGE(r.exit_code == 0, r.output);
   CHECK_MESSAGE(r.output.rfind("107\n107\nch-launcher\nch-launcher\n", 0) == 0, r.output);
   CHECK_MESSAGE(r.output.find("== /usr/lib/ch-launcher/libchl-network.so") != std::string::npos, r.output);
   CHECK_MESSAGE(r.output.find("== /usr/lib/ch-launcher/libchl-kubevirt.so") != std::string::npos, r.output);
   CHECK_MESSAGE(r.output.find("== /usr/bin/virt-probe") != std::string::npos, r.output);
+  CHECK_MESSAGE(r.output.find("== /usr/bin/chl-webhook") != std::string::npos, r.output);  // deploy/webhook's binary
   CHECK_MESSAGE(r.output.find("not found") == std::string::npos, r.output);
   // The image was built without a VMM (none in image/vmm/, none pinned): the placeholder says so.
   r = docker({"run", "--rm", "--entrypoint", "/usr/bin/cloud-hypervisor", *image, "--version"});
