@@ -5,7 +5,8 @@
 // How: the VMM is started with the emulator CPUs as its affinity (vmm_process.cpp), so every
 // thread it starts inherits them — the vmm, http-server, signal, serial and event-monitor
 // threads, and the virtio worker threads spawned later when the guest activates a device or a
-// device is hot-plugged (they are spawned from the vmm thread: virtio-devices/src/thread_helper.rs);
+// device is hot-plugged (they are spawned from the vmm thread's control loop: vmm/src/lib.rs:820
+// EpollDispatch::ActivateVirtioDevices -> device_manager.rs activate_virtio_devices);
 // each vCPU thread then moves itself onto its CPU from cpus.affinity (CH v52 vmm/src/cpu.rs
 // start_vcpu: sched_setaffinity(0, …) first thing in the thread named "vcpu<N>"). After boot
 // and after a hotplug the driver re-reads every thread (/proc/<pid>/task/*/status) and puts a
