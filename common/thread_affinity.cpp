@@ -94,7 +94,9 @@ Result<std::vector<ThreadAffinity>> read_thread_affinities(pid_t pid, const fs::
   const fs::path dir = proc / std::to_string(pid) / "task";
   std::error_code ec;
   fs::directory_iterator it(dir, ec);
-  if (ec) return fail(ec, "listing the threads of process " + std::to_string(pid) + " (" + dir.string() + ")");
+  if (ec)
+    return fail(
+        ec, "listing the threads of process " + std::to_string(pid) + " (" + dir.string() + ")");
   std::vector<ThreadAffinity> out;
   std::string bad;
   for (; it != fs::directory_iterator(); it.increment(ec)) {
@@ -111,16 +113,19 @@ Result<std::vector<ThreadAffinity>> read_thread_affinities(pid_t pid, const fs::
 }
 
 Status set_thread_affinity(pid_t tid, std::span<const std::uint32_t> cpus) {
-  if (cpus.empty()) return fail(std::errc::invalid_argument, "pinning thread " + std::to_string(tid) + ": no CPUs");
+  if (cpus.empty())
+    return fail(std::errc::invalid_argument, "pinning thread " + std::to_string(tid) + ": no CPUs");
   cpu_set_t set;
   CPU_ZERO(&set);
   for (std::uint32_t c : cpus) {
     if (c >= CPU_SETSIZE)
-      return fail(std::errc::invalid_argument, "pinning thread " + std::to_string(tid) + ": CPU " + std::to_string(c) + " is beyond CPU_SETSIZE");
+      return fail(std::errc::invalid_argument, "pinning thread " + std::to_string(tid) + ": CPU " +
+                                                   std::to_string(c) + " is beyond CPU_SETSIZE");
     CPU_SET(c, &set);
   }
   if (::sched_setaffinity(tid, sizeof set, &set) != 0)
-    return fail_errno("pinning thread " + std::to_string(tid) + " to CPUs " + format_cpu_list(cpus));
+    return fail_errno("pinning thread " + std::to_string(tid) + " to CPUs " +
+                      format_cpu_list(cpus));
   return {};
 }
 

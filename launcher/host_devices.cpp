@@ -13,7 +13,8 @@ bool is_pci_address(std::string_view a) {
   static constexpr std::string_view kShape = "xxxx:xx:xx.x";
   if (a.size() != kShape.size()) return false;
   for (std::size_t i = 0; i < a.size(); ++i) {
-    if (kShape[i] == 'x' ? !std::isxdigit(static_cast<unsigned char>(a[i])) : a[i] != kShape[i]) return false;
+    if (kShape[i] == 'x' ? !std::isxdigit(static_cast<unsigned char>(a[i])) : a[i] != kShape[i])
+      return false;
   }
   return true;
 }
@@ -52,7 +53,8 @@ class AddressPool {
     auto it = by_resource_.find(resource);
     if (it == by_resource_.end() || it->second.empty()) return {};
     const std::string a = it->second.front();
-    for (auto& [_, list] : by_resource_) list.erase(std::remove(list.begin(), list.end(), a), list.end());
+    for (auto& [_, list] : by_resource_)
+      list.erase(std::remove(list.begin(), list.end(), a), list.end());
     return a;
   }
 
@@ -66,8 +68,10 @@ std::string resource_env_var(std::string_view prefix, std::string_view resource)
   std::string out(prefix);
   out += '_';
   for (char c : resource) {
-    if (c == '/' || c == '.') out += '_';
-    else out += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    if (c == '/' || c == '.')
+      out += '_';
+    else
+      out += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   }
   return out;
 }
@@ -100,8 +104,9 @@ tl::expected<std::vector<PlannedHostDevice>, vmi::Violations> plan_host_devices(
         const std::string var = resource_env_var(is_mdev ? kMdevResourcePrefix : kPciResourcePrefix,
                                                  devs[i]->device_name);
         if (is_mdev ? !is_uuid(a) : !is_pci_address(a)) {
-          problems.push_back({path, var + " gives \"" + a + "\", which is not " +
-                                        (is_mdev ? "a mediated device UUID" : "a PCI address (0000:81:00.1)")});
+          problems.push_back(
+              {path, var + " gives \"" + a + "\", which is not " +
+                         (is_mdev ? "a mediated device UUID" : "a PCI address (0000:81:00.1)")});
           placed[i] = true;
           continue;
         }
@@ -121,11 +126,12 @@ tl::expected<std::vector<PlannedHostDevice>, vmi::Violations> plan_host_devices(
     take(mdev, true);
     for (std::size_t i = 0; i < devs.size(); ++i) {
       if (placed[i]) continue;
-      problems.push_back({list + "[" + std::to_string(i) + "]",
-                          "no device of resource \"" + devs[i]->device_name + "\" left for \"" + devs[i]->name +
-                              "\": " + resource_env_var(kPciResourcePrefix, devs[i]->device_name) + " and " +
-                              resource_env_var(kMdevResourcePrefix, devs[i]->device_name) +
-                              " (set by KubeVirt's device plugin) list no more addresses"});
+      problems.push_back(
+          {list + "[" + std::to_string(i) + "]",
+           "no device of resource \"" + devs[i]->device_name + "\" left for \"" + devs[i]->name +
+               "\": " + resource_env_var(kPciResourcePrefix, devs[i]->device_name) + " and " +
+               resource_env_var(kMdevResourcePrefix, devs[i]->device_name) +
+               " (set by KubeVirt's device plugin) list no more addresses"});
     }
   }
   if (!problems.empty()) return tl::unexpected(std::move(problems));
@@ -139,8 +145,11 @@ std::map<std::string, std::string> device_plugin_env(char** envp) {
     const std::size_t eq = kv.find('=');
     if (eq == std::string_view::npos) continue;
     const std::string_view name = kv.substr(0, eq);
-    auto starts = [&](std::string_view p) { return name.size() > p.size() + 1 && name.substr(0, p.size()) == p && name[p.size()] == '_'; };
-    if (starts(kPciResourcePrefix) || starts(kMdevResourcePrefix)) out.emplace(name, kv.substr(eq + 1));
+    auto starts = [&](std::string_view p) {
+      return name.size() > p.size() + 1 && name.substr(0, p.size()) == p && name[p.size()] == '_';
+    };
+    if (starts(kPciResourcePrefix) || starts(kMdevResourcePrefix))
+      out.emplace(name, kv.substr(eq + 1));
   }
   return out;
 }

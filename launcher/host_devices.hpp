@@ -16,21 +16,21 @@
 #include <map>
 #include <string>
 #include <string_view>
-#include <vector>
-
 #include <tl/expected.hpp>
+#include <vector>
 
 #include "vmi/vmi.hpp"
 
 namespace chl::launcher {
 
-inline constexpr std::string_view kPciResourcePrefix = "PCI_RESOURCE";        // v1.PCIResourcePrefix
-inline constexpr std::string_view kMdevResourcePrefix = "MDEV_PCI_RESOURCE";  // v1.MDevResourcePrefix
+inline constexpr std::string_view kPciResourcePrefix = "PCI_RESOURCE";  // v1.PCIResourcePrefix
+inline constexpr std::string_view kMdevResourcePrefix =
+    "MDEV_PCI_RESOURCE";  // v1.MDevResourcePrefix
 
 struct PlannedHostDevice {
-  std::string name;        // hostDevices[].name / gpus[].name
-  std::string alias;       // KubeVirt's alias: "hostdevice-<name>" or "gpu-<name>"; CH's device id
-  std::string resource;    // deviceName
+  std::string name;      // hostDevices[].name / gpus[].name
+  std::string alias;     // KubeVirt's alias: "hostdevice-<name>" or "gpu-<name>"; CH's device id
+  std::string resource;  // deviceName
   bool gpu = false;
   bool mdev = false;       // a mediated device (its UUID) rather than a PCI function
   std::string address;     // "0000:81:00.1", or the mdev UUID

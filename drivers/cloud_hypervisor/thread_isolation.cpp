@@ -9,7 +9,8 @@ using nlohmann::json;
 
 std::optional<std::uint32_t> vcpu_index(std::string_view name) {
   constexpr std::string_view kPrefix = "vcpu";
-  if (name.size() <= kPrefix.size() || name.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
+  if (name.size() <= kPrefix.size() || name.substr(0, kPrefix.size()) != kPrefix)
+    return std::nullopt;
   const std::string_view digits = name.substr(kPrefix.size());
   std::uint32_t n = 0;
   auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
@@ -17,7 +18,8 @@ std::optional<std::uint32_t> vcpu_index(std::string_view name) {
   return n;
 }
 
-json isolation_report(const std::vector<common::ThreadAffinity>& threads, std::span<const std::uint32_t> pinning,
+json isolation_report(const std::vector<common::ThreadAffinity>& threads,
+                      std::span<const std::uint32_t> pinning,
                       std::span<const std::uint32_t> emulator) {
   const std::vector<std::uint32_t> want_other(emulator.begin(), emulator.end());
   json list = json::array();
@@ -25,11 +27,13 @@ json isolation_report(const std::vector<common::ThreadAffinity>& threads, std::s
   for (const auto& t : threads) {
     const auto vcpu = vcpu_index(t.name);
     const std::string cpus = common::format_cpu_list(t.cpus);
-    list.push_back({{"tid", t.tid}, {"name", t.name}, {"role", vcpu ? "vcpu" : "other"}, {"cpus", cpus}});
+    list.push_back(
+        {{"tid", t.tid}, {"name", t.name}, {"role", vcpu ? "vcpu" : "other"}, {"cpus", cpus}});
     const std::string who = "thread " + std::to_string(t.tid) + " (" + t.name + ")";
     if (vcpu) {
       if (*vcpu >= pinning.size()) {
-        problems.push_back(who + " is a vCPU without a dedicated CPU (hot-plugged?), on CPUs " + cpus);
+        problems.push_back(who + " is a vCPU without a dedicated CPU (hot-plugged?), on CPUs " +
+                           cpus);
       } else if (t.cpus != std::vector<std::uint32_t>{pinning[*vcpu]}) {
         problems.push_back(who + " runs on CPUs " + cpus + ", not on its dedicated CPU " +
                            std::to_string(pinning[*vcpu]));
@@ -66,7 +70,8 @@ common::Result<std::size_t> pin_non_vcpu_threads(pid_t pid, std::span<const std:
     auto st = common::set_thread_affinity(t.tid, emulator);
     if (!st) {
       if (st.error().code == std::errc::no_such_process) continue;  // it ended meanwhile
-      return tl::unexpected(st.error().wrap("keeping the VMM's non-vCPU threads on the emulator CPUs"));
+      return tl::unexpected(
+          st.error().wrap("keeping the VMM's non-vCPU threads on the emulator CPUs"));
     }
     ++moved;
   }

@@ -45,8 +45,9 @@ bool VcpuThreads::start(const nlohmann::json& cpus) {
         if (::sched_setaffinity(0, sizeof set, &set) != 0) {
           const int err = errno;
           // CH's error! line (io::Error's Display: "<strerror> (os error N)").
-          std::fprintf(stderr, "Failed scheduling the vCPU %llu on the expected CPU set: %s (os error %d)\n",
-                       static_cast<unsigned long long>(id), std::strerror(err), err);
+          std::fprintf(
+              stderr, "Failed scheduling the vCPU %llu on the expected CPU set: %s (os error %d)\n",
+              static_cast<unsigned long long>(id), std::strerror(err), err);
           std::lock_guard lock(mu_);
           ++settled_;
           failed_ = true;

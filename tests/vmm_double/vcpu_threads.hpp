@@ -12,10 +12,9 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace chl::vmm_double {
 
