@@ -66,6 +66,18 @@ void print_status(const json& j) {
     const auto& v = j["vmm"];
     std::printf("  vmm:       pid %s, %s\n", v.contains("pid") ? v["pid"].dump().c_str() : "-",
                 v.value("version", "").c_str());
+    if (v.contains("cpu_isolation") && v["cpu_isolation"].is_object()) {
+      // isolateEmulatorThread: read from /proc when asked (drivers/cloud_hypervisor/thread_isolation.hpp).
+      const auto& iso = v["cpu_isolation"];
+      std::string vcpus;
+      for (const auto& c : iso.value("vcpu_cpus", json::array())) vcpus += (vcpus.empty() ? "" : ",") + c.dump();
+      std::printf("  cpus:      vCPUs on %s, every other VMM thread on %s: %s\n", vcpus.c_str(),
+                  iso.value("emulator_cpus", "?").c_str(),
+                  iso.value("isolated", false) ? "isolated" : "NOT isolated");
+      for (const auto& pr : iso.value("problems", json::array()))
+        std::printf("             %s\n", pr.get<std::string>().c_str());
+      if (iso.contains("error")) std::printf("             %s\n", iso.value("error", "").c_str());
+    }
   }
   if (j.contains("console")) {
     const auto& c = j["console"];

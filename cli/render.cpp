@@ -1,5 +1,7 @@
 // `ch-launcher render`: the exact vm.create body (cloud-hypervisor) or libvirt domain XML
 // (qemu-kvm) for a VMI (nothing started, nothing written).
+#include <unistd.h>
+
 #include <cstdio>
 
 #include "drivers/libvirt/accel_probe.hpp"
@@ -38,6 +40,7 @@ int run(const std::vector<std::string>& argv) {
   }
   auto checked = chl::cli::checked_vmi_or_print(*vmi, args.get_or("--hypervisor", "cloud-hypervisor"));
   if (!checked) return 2;
+  in.device_env = chl::launcher::device_plugin_env(environ);
   if (!in.cpu_set && checked->vmi.spec.domain.cpu.dedicated_cpu_placement) {
     if (auto cs = chl::launcher::read_cgroup_cpu_set()) in.cpu_set = std::move(*cs);
   }

@@ -6,6 +6,7 @@
 #include "drivers/libvirt/accel_probe.hpp"
 #include "cli/run_launcher.hpp"
 #include "common/log.hpp"
+#include "launcher/plan.hpp"
 
 namespace chl::cli {
 namespace {
@@ -16,7 +17,8 @@ const char* kUsage =
     "                       [--firmware-dir DIR] [--console-take-over] [--log-level LEVEL] [--log-file PATH]\n"
     "                       [--vmm-verbose N] [--vmm-seccomp true|false] [--accel auto|kvm|tcg]\n"
     "                       [--restore SNAPSHOT-DIR] [--seccomp enforce|log|off] [--api-timeout SECONDS]\n"
-    "                       [--allow-host-network] [--virtiofs-dir DIR] [--virtiofs-wait SECONDS]\n\n"
+    "                       [--allow-host-network] [--virtiofs-dir DIR] [--virtiofs-wait SECONDS]\n"
+    "                       [--cpu-set LIST]\n\n"
     "Run the VMI until it ends. SIGTERM/SIGINT press the ACPI power button and force the VM off after\n"
     "the grace period (default: the VMI's terminationGracePeriodSeconds, else 30).\n"
     "qemu-kvm (spec.hypervisor or --hypervisor) runs QEMU through libvirt (qemu:///system; a libvirtd is started\n"
@@ -30,12 +32,13 @@ const char* kUsage =
     "`ip netns exec`) it is refused unless --allow-host-network: it would rewire the host.\n"
     "Filesystems (virtiofs) connect to <--virtiofs-dir>/<name>.sock (default /var/run/kubevirt/virtiofs-containers,\n"
     "KubeVirt's), served by a virtiofsd the launcher does not start; it waits --virtiofs-wait (default 60) for each.\n"
+    "--cpu-set (e.g. 2-5): the pod's CPUs for dedicatedCpuPlacement (default: the cgroup's cpuset.cpus.effective).\n"
     "Exit codes: 0 guest shut down cleanly, 1 could not start, 2 bad input, 3 crashed, 4 forced off.";
 
 int run(const std::vector<std::string>& argv) {
   Args a({"--vmi", "--state-dir", "--volume", "--vmm-binary", "--hypervisor", "--grace-period", "--firmware-dir",
           "--log-level", "--log-file", "--vmm-verbose", "--vmm-seccomp", "--accel", "--restore", "--seccomp",
-          "--api-timeout", "--virtiofs-dir", "--virtiofs-wait"},
+          "--api-timeout", "--virtiofs-dir", "--virtiofs-wait", "--cpu-set"},
          {"--pod-layout", "--console-take-over", "--allow-host-network"});
   if (!a.parse(argv)) return usage_error("run", a.error());
   if (!a.positionals().empty()) return usage_error("run", "unexpected argument " + a.positionals()[0]);
@@ -97,6 +100,10 @@ int run(const std::vector<std::string>& argv) {
     }
   }
   if (auto d = a.get("--virtiofs-dir")) o.virtiofs_dir = std::filesystem::absolute(*d).string();
+  if (auto cs = a.get("--cpu-set")) {
+    o.cpu_set = launcher::parse_cpu_list(*cs);
+    if (!o.cpu_set || o.cpu_set->empty()) return usage_error("run", "--cpu-set takes a CPU list such as 2-5 or 0,2, got '" + *cs + "'");
+  }
   if (auto w = a.get("--virtiofs-wait")) {
     try {
       std::size_t used = 0;

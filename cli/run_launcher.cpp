@@ -1,5 +1,8 @@
 #include "cli/run_launcher.hpp"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -152,7 +155,10 @@ int run_launcher(const launcher::LaunchOptions& opts, const LaunchHooks& hooks) 
   in.private_dir = opts.private_dir;
   in.virtiofs_dir = opts.virtiofs_dir;
   in.state_dir = dir.string();
-  in.cpu_set = pod_cpu_set();
+  in.cpu_set = opts.cpu_set ? opts.cpu_set : pod_cpu_set();
+  in.device_env = launcher::device_plugin_env(environ);
+  if (rlimit ml{}; ::getrlimit(RLIMIT_MEMLOCK, &ml) == 0 && ml.rlim_cur != RLIM_INFINITY)
+    in.memlock_limit = static_cast<std::uint64_t>(ml.rlim_cur);
   auto plan = launcher::plan_launch(vmi, *checked->caps, in);
   if (!plan) return print_violations(plan.error());
   for (auto& d : plan->disks)
@@ -296,6 +302,7 @@ int run_launcher(const launcher::LaunchOptions& opts, const LaunchHooks& hooks) 
     co.seccomp = opts.vmm_seccomp;
     co.verbosity = opts.vmm_verbosity;
     co.on_vmm_started = record_vmm;
+    co.emulator_cpus = plan->cpus.emulator_cpus;
     // A live migration holds CH's API for as long as it runs: bounded by CH's own timeout_s
     // (KubeVirt's CompletionTimeoutPerGiB), not by the HTTP client.
     co.client.migration_timeout = std::chrono::hours(24 * 7);

@@ -1,6 +1,7 @@
 #include "common/child_process.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -30,6 +31,9 @@ void close_all_but(const std::vector<int>& keep, int from) {
   }
   ::syscall(SYS_close_range, next, ~0U, 0);
 }
+
+// Marks the errno the child reports when sched_setaffinity, not execve, failed.
+constexpr int kAffinityFailed = 1 << 24;
 
 [[noreturn]] void child_fail(int report_fd, int err) {
   (void)!::write(report_fd, &err, sizeof err);
@@ -110,6 +114,15 @@ Result<ChildProcess> ChildProcess::spawn(const SpawnOptions& opts) {
   std::sort(keep.begin(), keep.end());
   keep.erase(std::unique(keep.begin(), keep.end()), keep.end());
 
+  cpu_set_t affinity;
+  CPU_ZERO(&affinity);
+  for (std::uint32_t c : opts.cpu_affinity) {
+    if (c >= CPU_SETSIZE)
+      return fail(std::errc::invalid_argument, "spawn: CPU " + std::to_string(c) + " is beyond CPU_SETSIZE");
+    CPU_SET(c, &affinity);
+  }
+  const bool set_affinity = !opts.cpu_affinity.empty();
+
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) return fail_errno("spawn: fork");
@@ -121,6 +134,8 @@ Result<ChildProcess> ChildProcess::spawn(const SpawnOptions& opts) {
       if (::getppid() != parent) ::_exit(127);
     }
     if (opts.new_session && ::setsid() < 0) child_fail(report_fd, errno);
+    if (set_affinity && ::sched_setaffinity(0, sizeof affinity, &affinity) != 0)
+      child_fail(report_fd, errno | kAffinityFailed);
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -143,6 +158,12 @@ Result<ChildProcess> ChildProcess::spawn(const SpawnOptions& opts) {
     int st = 0;
     retry_eintr([&] { return ::waitpid(pid, &st, 0); });
     child.pid_ = -1;
+    if (child_errno & kAffinityFailed) {
+      std::string cpus;
+      for (std::uint32_t c : opts.cpu_affinity) cpus += (cpus.empty() ? "" : ",") + std::to_string(c);
+      return fail_errno(child_errno & ~kAffinityFailed,
+                        "spawn: " + opts.argv[0] + ": setting its CPU affinity to " + cpus);
+    }
     return fail_errno(child_errno, "spawn: executing " + opts.argv[0]);
   }
   child.pidfd_.reset(sys_pidfd_open(pid));

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
@@ -34,6 +35,9 @@ struct SpawnOptions {
   int stderr_fd = -1;  // -1: /dev/null
   bool new_session = true;
   bool die_with_parent = true;  // PR_SET_PDEATHSIG(SIGKILL)
+  // The CPUs the child (and every thread it starts, which inherit it) may run on, set before
+  // exec; empty = the parent's.
+  std::vector<std::uint32_t> cpu_affinity;
 };
 
 class ChildProcess {

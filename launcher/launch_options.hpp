@@ -52,6 +52,9 @@ struct LaunchOptions {
   // Where the virtiofs containers' sockets are (KubeVirt's share dir + /virtiofs-containers), and
   // how long to wait for each (plan.hpp, prepare.hpp).
   std::string virtiofs_dir = "/var/run/kubevirt/virtiofs-containers";
+  // The pod's CPU set for dedicatedCpuPlacement (`--cpu-set`); nullopt = read from
+  // /sys/fs/cgroup/cpuset.cpus.effective.
+  std::optional<std::vector<std::uint32_t>> cpu_set;
   int virtiofs_wait_ms = 60000;
   // Override where the command socket and virt-serial0 are (virt-launcher mode: launcher-sock
   // is KubeVirt's gRPC server, so ours moves into the state directory).

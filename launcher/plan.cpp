@@ -6,6 +6,7 @@
 #include <fstream>
 #include <set>
 
+#include "common/thread_affinity.hpp"
 #include "vmi/validator.hpp"
 
 namespace chl::launcher {
@@ -45,6 +46,7 @@ class Planner {
     plan_disks();
     plan_filesystems();
     plan_nics();
+    plan_vfio();
     check_device_ids();
     const vmi::Devices& dev = vmi_.spec.domain.devices;
     plan_.serial_console = dev.autoattach_serial_console.value_or(true);
@@ -97,13 +99,54 @@ class Planner {
     // The boot vCPUs are pinned one to one; hotplug headroom (maxSockets, which KubeVirt's
     // defaulting puts on every VMI) is not: as in KubeVirt, the pod holds CPUs for the vCPUs
     // that run, and a CPU hotplug with dedicated CPUs needs a new pod.
-    const std::size_t need = p.boot_vcpus + (c.isolate_emulator_thread ? 1u : 0u);
+    // isolateEmulatorThread: the CPU(s) after the vCPUs' hold every other thread, as KubeVirt's
+    // converter picks them (pkg/virt-launcher/virtwrap/converter/vcpu/vcpu.go
+    // FormatEmulatorThreadPin: the next free CPU of the pool; a second one with the
+    // alpha.kubevirt.io/EmulatorThreadCompleteToEvenParity annotation and an even vCPU count),
+    // the CPUs virt-controller added to the pod for them (renderresources.go, +1 or +2).
+    std::size_t emulator = 0;
+    if (c.isolate_emulator_thread) {
+      emulator = 1;
+      if (vmi_.metadata.annotations.count("alpha.kubevirt.io/EmulatorThreadCompleteToEvenParity") &&
+          p.boot_vcpus % 2 == 0)
+        emulator = 2;
+    }
+    const std::size_t need = p.boot_vcpus + emulator;
     if (in_.cpu_set->size() < need) {
-      add(path, "needs " + std::to_string(need) + " dedicated CPUs but the pod's CPU set has " +
-                    std::to_string(in_.cpu_set->size()));
+      add(path, "needs " + std::to_string(need) + " dedicated CPUs" +
+                    (emulator ? " (" + std::to_string(p.boot_vcpus) + " vCPUs and " +
+                                    std::to_string(emulator) + " for isolateEmulatorThread)"
+                              : std::string()) +
+                    " but the pod's CPU set has " + std::to_string(in_.cpu_set->size()));
       return;
     }
     p.pinning.assign(in_.cpu_set->begin(), in_.cpu_set->begin() + p.boot_vcpus);
+    p.emulator_cpus.assign(in_.cpu_set->begin() + p.boot_vcpus,
+                           in_.cpu_set->begin() + static_cast<std::ptrdiff_t>(need));
+  }
+
+  // hostDevices and gpus from KubeVirt's device plugins (host_devices.hpp). VFIO maps all guest
+  // memory for DMA, so the memory-lock limit must cover it: KubeVirt's virt-handler raises it only
+  // for QEMU (pkg/hypervisor/kvm/runtime.go AdjustResources), so a pod whose container runtime
+  // keeps a small default is refused here, before anything starts.
+  void plan_vfio() {
+    // The QEMU path's host devices are libvirt's business (its domain XML), not planned here.
+    if (vmi_.spec.domain.devices.host_devices.empty() || caps_.name != "cloud-hypervisor") return;
+    auto devs = plan_host_devices(vmi_, in_.device_env);
+    if (!devs) {
+      for (auto& v : devs.error()) add(std::move(v.path), std::move(v.message));
+      return;
+    }
+    plan_.host_devices = std::move(*devs);
+    if (plan_.host_devices.empty()) return;
+    const auto need = static_cast<std::uint64_t>(plan_.memory.size + plan_.memory.hotplug_size);
+    if (in_.memlock_limit && *in_.memlock_limit < need) {
+      const bool gpu = plan_.host_devices.front().gpu;
+      add(gpu ? "spec.domain.devices.gpus" : "spec.domain.devices.hostDevices",
+          "VFIO locks all guest memory (" + std::to_string(need >> 20) + " MiB) but the launcher's memory-lock limit "
+          "(RLIMIT_MEMLOCK) is " + std::to_string(*in_.memlock_limit >> 10) + " KiB; KubeVirt's virt-handler raises it "
+          "only for a QEMU process: raise the container runtime's default (e.g. LimitMEMLOCK=infinity for containerd)");
+    }
   }
 
   void plan_memory() {
@@ -501,38 +544,7 @@ std::string generated_mac(const vmi::Vmi& vmi, const std::string& interface_name
 }
 
 std::optional<std::vector<std::uint32_t>> parse_cpu_list(std::string_view text) {
-  std::vector<std::uint32_t> out;
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
-  if (text.empty()) return out;
-  std::size_t pos = 0;
-  auto number = [&](std::uint32_t& v) {
-    std::size_t start = pos;
-    std::uint64_t acc = 0;
-    while (pos < text.size() && text[pos] >= '0' && text[pos] <= '9') {
-      acc = acc * 10 + static_cast<std::uint64_t>(text[pos++] - '0');
-      if (acc > 65535) return false;
-    }
-    v = static_cast<std::uint32_t>(acc);
-    return pos > start;
-  };
-  while (pos < text.size()) {
-    std::uint32_t a = 0, b = 0;
-    if (!number(a)) return std::nullopt;
-    b = a;
-    if (pos < text.size() && text[pos] == '-') {
-      ++pos;
-      if (!number(b) || b < a) return std::nullopt;
-    }
-    for (std::uint32_t c = a; c <= b; ++c) out.push_back(c);
-    if (pos < text.size()) {
-      if (text[pos] != ',') return std::nullopt;
-      ++pos;
-      if (pos == text.size()) return std::nullopt;
-    }
-  }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
+  return common::parse_cpu_list(text);
 }
 
 common::Result<std::vector<std::uint32_t>> read_cgroup_cpu_set(const std::string& path) {

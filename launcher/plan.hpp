@@ -15,6 +15,7 @@
 #include <tl/expected.hpp>
 #include <vector>
 
+#include "launcher/host_devices.hpp"
 #include "vmi/hypervisor_capabilities.hpp"
 #include "vmi/vmi.hpp"
 #include "common/error.hpp"
@@ -50,6 +51,11 @@ struct PlanInputs {
   std::optional<std::vector<std::uint32_t>> cpu_set;
   // A firmware file to use as is; "" = found by the firmware preparer into the state dir.
   std::string firmware_path;
+  // KubeVirt's device-plugin variables (PCI_RESOURCE_*, MDEV_PCI_RESOURCE_*: host_devices.hpp).
+  std::map<std::string, std::string> device_env;
+  // The launcher's RLIMIT_MEMLOCK (bytes; nullopt = unlimited or not known): VFIO locks all guest
+  // memory, and KubeVirt's virt-handler raises the limit only for QEMU.
+  std::optional<std::uint64_t> memlock_limit;
 };
 
 enum class PreparationKind {
@@ -132,6 +138,9 @@ struct PlannedCpus {
   std::uint32_t max_vcpus = 1;
   vmi::CpuTopology topology;                // packages = max sockets
   std::vector<std::uint32_t> pinning;  // vCPU i -> host CPU pinning[i]; empty = not pinned
+  // isolateEmulatorThread: the host CPUs of every thread that is not a vCPU (the VMM's, its
+  // devices', the launcher's); empty = not isolated.
+  std::vector<std::uint32_t> emulator_cpus;
   bool kvm_hyperv = false;
 };
 
@@ -164,6 +173,7 @@ struct LaunchPlan {
   std::vector<PlannedDisk> disks;  // boot order first, then spec order
   std::vector<PlannedNic> nics;
   std::vector<PlannedFilesystem> filesystems;
+  std::vector<PlannedHostDevice> host_devices;  // VFIO: hostDevices, then gpus
   bool serial_console = true;
   bool rng = false;
   bool pvpanic = true;

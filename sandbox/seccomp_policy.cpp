@@ -38,6 +38,8 @@ constexpr SyscallRule kAllow[] = {
     {"rseq", ArgCheck::None, "new threads (glibc registers restartable sequences)"},
     {"sched_yield", ArgCheck::None, "spin-then-sleep locks"},
     {"sched_getaffinity", ArgCheck::None, "std::thread::hardware_concurrency"},
+    {"sched_setaffinity", ArgCheck::None,
+     "isolateEmulatorThread: the VMM's non-vCPU threads kept on the emulator CPUs after boot and hotplug"},
     {"gettid", ArgCheck::None, "logging"},
     {"getpid", ArgCheck::None, "logging, temporary file names"},
     {"getuid", ArgCheck::None, "state directory checks"},

@@ -43,7 +43,8 @@ constexpr std::array<FeatureSupport, static_cast<std::size_t>(F::kCount)> kChFea
     {F::BindingMasquerade, true, "tap device behind NAT on the pod interface"},
     {F::BindingSriov, false,
      "SR-IOV needs VFIO passthrough of the pod's virtual function, which ch-launcher does not do "
-     "for cloud-hypervisor yet; use bridge or masquerade"},
+     "for cloud-hypervisor yet (and KubeVirt's virt-handler raises the memory-lock limit VFIO "
+     "needs only for a QEMU process); use bridge or masquerade"},
     {F::BindingSlirp, false, "slirp user networking exists only in QEMU; use masquerade"},
     {F::BindingPasst, false,
      "passt needs vhost-user networking, which ch-launcher does not set up for cloud-hypervisor "
@@ -66,9 +67,17 @@ constexpr std::array<FeatureSupport, static_cast<std::size_t>(F::kCount)> kChFea
      "downward metrics need a virtio-serial port, which cloud-hypervisor lacks"},
     {F::VirtioTransitional, false,
      "cloud-hypervisor has only modern (virtio 1.0) devices; remove useVirtioTransitional"},
-    {F::HostDevices, false,
-     "ch-launcher does not pass VFIO host devices to cloud-hypervisor yet; remove hostDevices"},
-    {F::Gpus, false, "ch-launcher does not pass VFIO GPUs to cloud-hypervisor yet; remove gpus"},
+    // VFIO needs the guest's memory locked: KubeVirt's virt-handler raises RLIMIT_MEMLOCK only on
+    // a "qemu-system"/"qemu-kvm" child or a "virtqemud" process (pkg/hypervisor/kvm/runtime.go
+    // AdjustResources, pkg/hypervisor/common/qemu.go), never on cloud-hypervisor: the launcher
+    // checks its own limit at start (launcher/plan.cpp plan_vfio).
+    {F::HostDevices, true,
+     "VFIO devices by sysfs path from KubeVirt's device-plugin variables (PCI_RESOURCE_*, "
+     "MDEV_PCI_RESOURCE_*); needs /dev/vfio and a pod memory-lock limit covering guest memory, "
+     "checked at start"},
+    {F::Gpus, true,
+     "VFIO (PCI or mediated) as host devices; no display on a vGPU; needs /dev/vfio and a pod "
+     "memory-lock limit covering guest memory, checked at start"},
     {F::Virtiofs, true,
      "fs devices on KubeVirt's virtiofs containers' sockets (no DAX: CH v52 has no cache window); "
      "guest memory becomes shared"},
@@ -83,14 +92,21 @@ constexpr std::array<FeatureSupport, static_cast<std::size_t>(F::kCount)> kChFea
      "cpu.features"},
     {F::CpuHotplug, true, "max_vcpus above boot_vcpus"},
     {F::DedicatedCpus, true, "vCPU threads pinned one to one onto the pod's CPU set"},
-    {F::IsolateEmulatorThread, false,
-     "ch-launcher does not pin cloud-hypervisor's non-vCPU threads yet; remove "
-     "isolateEmulatorThread"},
+    {F::IsolateEmulatorThread, true,
+     "every cloud-hypervisor thread but the vCPUs (and the launcher's own) on the pod's extra "
+     "CPU: the VMM starts with that affinity, so the threads it starts later inherit it; vCPUs "
+     "one to one through cpus.affinity"},
     {F::NumaPassthrough, false,
      "ch-launcher does not map guest NUMA nodes for cloud-hypervisor yet; remove "
      "numa.guestMappingPassthrough"},
+    // virt-handler makes vCPUs SCHED_FIFO only for QEMU: threads "CPU N/KVM" of a "qemu-system"
+    // or "qemu-kvm" child (pkg/hypervisor/kvm/realtime.go, runtime.go GetQEMUProcess); CH's are
+    // "vcpuN" (vmm/src/cpu.rs) and the non-root pod has no CAP_SYS_NICE (rendercontainer.go
+    // requiredCapabilities) for the launcher to do it instead.
     {F::Realtime, false,
-     "ch-launcher does not tune cloud-hypervisor for realtime; remove realtime"},
+     "KubeVirt's virt-handler makes only QEMU's vCPU threads SCHED_FIFO (cloud-hypervisor's "
+     "\"vcpuN\" threads are never found), and the non-root launcher pod lacks CAP_SYS_NICE to do "
+     "it itself; remove realtime"},
     {F::Hugepages, true, "memory backed by hugetlbfs pages of the given size"},
     {F::MemoryHotplug, true, "ACPI memory hotplug up to maxGuest"},
     {F::BiosBoot, true,

@@ -181,6 +181,13 @@ void parse_devices(Reader& r, const YAML::Node& n, const std::string& p, Devices
       h.claim_name = r.str(hds[i], "claimName", ip).value_or("");
       h.request_name = r.str(hds[i], "requestName", ip).value_or("");
       h.gpu = std::string_view(key) == "gpus";
+      bool has_options = false;
+      YAML::Node opts = r.object(hds[i], "virtualGPUOptions", ip, has_options);
+      if (has_options) {
+        bool has_display = false;
+        YAML::Node d = r.object(opts, "display", ip + ".virtualGPUOptions", has_display);
+        if (has_display) h.vgpu_display = r.boolean(d, "enabled", ip + ".virtualGPUOptions.display").value_or(true);
+      }
       dev.host_devices.push_back(std::move(h));
     }
   }

@@ -183,6 +183,12 @@ void Checker::check_devices() {
       add(hp + ".claimName", kDraNotSupported);
     } else {
       require(h.gpu ? Feature::Gpus : Feature::HostDevices, hp);
+      // KubeVirt gives a vGPU a display (and ramfb) when asked, and the first mediated GPU one
+      // by default (hostdevice/gpu/hostdev.go DefaultDisplayOn); a hypervisor without graphics
+      // cannot: an explicit display is refused, the default one is left out (docs/vmi-support.md).
+      if (h.gpu && h.vgpu_display.value_or(false) && !caps_.supports(Feature::Graphics))
+        add(hp + ".virtualGPUOptions.display",
+            std::string(caps_.name) + " has no display for a vGPU; set virtualGPUOptions.display.enabled: false");
       if (h.device_name.empty())
         add(hp + ".deviceName", "required (or claimName and requestName for a DRA device, which is not supported yet)");
     }

@@ -189,6 +189,9 @@ struct HostDevice {
   std::string name;
   std::string device_name;
   bool gpu = false;  // from devices.gpus
+  // gpus[].virtualGPUOptions.display.enabled (true when display is given without it); nullopt
+  // when no display is asked for.
+  std::optional<bool> vgpu_display;
   // Dynamic Resource Allocation: the device comes from spec.resourceClaims[claimName] (its
   // request requestName) instead of a device plugin's deviceName.
   std::string claim_name;

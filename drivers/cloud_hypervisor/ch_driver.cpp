@@ -5,9 +5,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <thread>
+
 #include "common/log.hpp"
 #include "common/proc_stat.hpp"
 #include "common/syscall.hpp"
+#include "common/thread_affinity.hpp"
+#include "drivers/cloud_hypervisor/thread_isolation.hpp"
 #include "vmm_api/error.hpp"
 
 namespace chl::cloud_hypervisor {
@@ -48,8 +52,18 @@ Status CloudHypervisorDriver::launch(EventSink sink, ExitHandler on_exit) {
   so.log_file = opts_.state_dir / "vmm.log";
   so.seccomp = opts_.seccomp;
   so.verbosity = opts_.verbosity;
+  so.cpu_affinity = opts_.emulator_cpus;
   CHL_TRY(auto vmm, start_vmm(so));
   vmm_.emplace(std::move(vmm));
+  if (!opts_.emulator_cpus.empty()) {
+    // The launcher is one of the non-vCPU threads too (KubeVirt moves virt-launcher's threads
+    // into its housekeeping cpuset with QEMU's: pkg/hypervisor/kvm/runtime.go
+    // configureHousekeepingCgroup); threads it starts later inherit the set.
+    CHL_TRY(auto moved, common::wrap(pin_non_vcpu_threads(::getpid(), opts_.emulator_cpus),
+                                     "isolateEmulatorThread: the launcher's own threads"));
+    CHL_LOG_INFO("isolateEmulatorThread: the VMM and {} launcher threads on CPUs {}", moved,
+                 common::format_cpu_list(opts_.emulator_cpus));
+  }
   if (opts_.on_vmm_started) opts_.on_vmm_started(vmm_->child.pid());
   event_copy_.reset(::open((opts_.state_dir / "events.log").c_str(),
                            O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
@@ -186,6 +200,12 @@ json CloudHypervisorDriver::vmm_identity() const {
   }
   json j = {{"binary", opts_.vmm_binary}, {"version", version}};
   if (vmm_) j["pid"] = vmm_->child.pid();
+  if (vmm_ && !opts_.emulator_cpus.empty() && vmm_->child.running()) {
+    // Read now, from /proc: where every VMM thread may run, against where it should.
+    auto threads = common::read_thread_affinities(vmm_->child.pid());
+    j["cpu_isolation"] = threads ? isolation_report(*threads, vcpu_cpus(), opts_.emulator_cpus)
+                                 : json{{"error", threads.error().message()}, {"isolated", false}};
+  }
   return j;
 }
 
@@ -202,8 +222,47 @@ Result<std::optional<std::string>> CloudHypervisorDriver::create_and_boot() {
     (void)added;
   }
   CHL_TRY_VOID(common::wrap(client_.vm_boot(), "booting the VM"));
+  CHL_TRY_VOID(keep_threads_isolated("boot"));
   learn_version();
   return pty;
+}
+
+std::vector<std::uint32_t> CloudHypervisorDriver::vcpu_cpus() const {
+  std::vector<std::uint32_t> out;
+  if (!config_.cpus || !config_.cpus->affinity) return out;
+  for (const auto& a : *config_.cpus->affinity) {
+    if (a.host_cpus.size() != 1) continue;
+    if (out.size() <= a.vcpu) out.resize(a.vcpu + 1, 0);
+    out[a.vcpu] = a.host_cpus[0];
+  }
+  return out;
+}
+
+Status CloudHypervisorDriver::keep_threads_isolated(std::string_view after) {
+  if (opts_.emulator_cpus.empty() || !vmm_) return {};
+  const std::string what = "isolateEmulatorThread after " + std::string(after);
+  CHL_TRY(auto moved, common::wrap(pin_non_vcpu_threads(vmm_->child.pid(), opts_.emulator_cpus), what));
+  if (moved) {
+    CHL_LOG_INFO("isolateEmulatorThread: {} VMM threads put back on CPUs {} after {}", moved,
+                 common::format_cpu_list(opts_.emulator_cpus), after);
+  }
+  // Then every thread where it should be (on the API worker, never the event loop): the vCPU
+  // threads move themselves as they start, so they are given a moment; one that cannot (a CPU
+  // outside the pod's set) has ended, and the VM is not claimed to run as asked.
+  json report;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  for (;;) {
+    auto threads = common::read_thread_affinities(vmm_->child.pid());
+    report = threads ? isolation_report(*threads, vcpu_cpus(), opts_.emulator_cpus)
+                     : json{{"isolated", false}, {"problems", {threads.error().message()}}};
+    if (report.value("isolated", false)) return {};
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::string problems;
+  for (const auto& p : report.value("problems", json::array()))
+    problems += (problems.empty() ? "" : "; ") + p.get<std::string>();
+  return fail(std::errc::operation_canceled, what + ": the VMM's threads are not where they must be: " + problems);
 }
 
 void CloudHypervisorDriver::learn_version() {
@@ -297,6 +356,8 @@ Result<json> CloudHypervisorDriver::add_disk(const json& disk) {
   auto parsed = vmm_api::from_json_value<vmm_api::DiskConfig>(disk, "disk");
   if (!parsed) return tl::unexpected(parsed.error());
   CHL_TRY(auto added, client_.vm_add_disk(*parsed));
+  if (auto st = keep_threads_isolated("adding disk " + parsed->id.value_or("?")); !st)
+    CHL_LOG_ERROR("{}", st.error().message());
   if (!added) return json::object();
   return json(*added);
 }

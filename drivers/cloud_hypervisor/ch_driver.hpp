@@ -33,6 +33,10 @@ struct ChDriverOptions {
     std::vector<int> fds;
   };
   std::vector<NetAttachment> nets;
+  // isolateEmulatorThread (launcher::PlannedCpus::emulator_cpus; thread_isolation.hpp): the VMM
+  // starts on these CPUs, so every thread it starts inherits them, and the launcher's own threads
+  // join them; the vCPUs pin themselves through cpus.affinity. Empty = not isolated.
+  std::vector<std::uint32_t> emulator_cpus;
   // The event monitor closing while the VMM lives leaves the launcher blind: after this long
   // (time for a VMM that is exiting to be seen dead), the VMM is ended and the domain reported
   // Shutoff/Failed (libvirt's qemuProcessHandleMonitorEOF).
@@ -84,6 +88,11 @@ class CloudHypervisorDriver final : public launcher::Driver {
   [[nodiscard]] bool vmm_dead() const;  // exited (reaped or a zombie not reaped yet)
   void learn_version();  // vmm.ping after boot or restore, on the API worker
   void deliver(const std::vector<events::DomainEvent>& evs);
+  // isolateEmulatorThread: put the VMM's non-vCPU threads back on the emulator CPUs (after boot,
+  // after a hotplug); a no-op when not isolated.
+  common::Status keep_threads_isolated(std::string_view after);
+  // vCPU i's dedicated CPU, from cpus.affinity.
+  [[nodiscard]] std::vector<std::uint32_t> vcpu_cpus() const;
 
   boost::asio::io_context& io_;
   ChDriverOptions opts_;

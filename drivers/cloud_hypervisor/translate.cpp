@@ -44,6 +44,19 @@ vmm_api::VmConfig to_ch_vm_config(const launcher::LaunchPlan& plan) {
   }
   c.memory = std::move(mem);
 
+  if (!plan.host_devices.empty()) {
+    // VFIO devices by sysfs path (CH v52 vmm/src/vm_config.rs DeviceConfig: path, id), named
+    // with KubeVirt's alias.
+    std::vector<vmm_api::DeviceConfig> devs;
+    for (const auto& h : plan.host_devices) {
+      vmm_api::DeviceConfig d;
+      d.path = h.sysfs_path;
+      d.id = h.alias;
+      devs.push_back(std::move(d));
+    }
+    c.devices = std::move(devs);
+  }
+
   if (!plan.disks.empty()) {
     std::vector<vmm_api::DiskConfig> disks;
     for (const auto& d : plan.disks) {

@@ -49,6 +49,7 @@ Result<VmmProcess> start_vmm(const VmmStartOptions& opts) {
   so.stderr_fd = log.get();
   so.new_session = true;
   so.die_with_parent = true;
+  so.cpu_affinity = opts.cpu_affinity;
   CHL_TRY(vmm.child, common::wrap(common::ChildProcess::spawn(so), "starting " + opts.binary));
   vmm.events = std::move(ev_read);
   CHL_LOG_INFO("started VMM {} pid {} (api fd={}, event-monitor fd={})", opts.binary, vmm.child.pid(),

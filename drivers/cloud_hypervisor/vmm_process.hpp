@@ -19,6 +19,7 @@ struct VmmStartOptions {
   std::filesystem::path log_file;        // the VMM's stdout+stderr
   bool seccomp = true;                   // `--seccomp true`
   int verbosity = 0;                     // number of -v
+  std::vector<std::uint32_t> cpu_affinity;  // the VMM's CPUs from exec on; empty = the launcher's
 };
 
 struct VmmProcess {

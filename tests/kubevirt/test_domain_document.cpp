@@ -208,3 +208,22 @@ TEST_CASE("domain document: disk target names as libvirt makes them") {
   CHECK(chl::kubevirt::disk_target_name("vd", 26) == "vdaa");
   CHECK(chl::kubevirt::disk_target_name("sd", 27) == "sdab");
 }
+
+TEST_CASE("isolateEmulatorThread: the domain never carries CPUTune") {
+  // virt-handler's housekeeping (KubeVirt pkg/hypervisor/kvm/runtime.go:178-237) moves every
+  // thread of the pod whose name lacks "CPU " and "KVM" onto the domain's CPUTune.EmulatorPin
+  // CPUs — Cloud Hypervisor's vCPU threads ("vcpuN") included. Without CPUTune it stops at
+  // creating its cgroup, and the launcher's own placement stands (docs/vmi-support.md, "Where
+  // virt-handler assumes QEMU").
+  auto parsed = chl::vmi::parse_vmi(R"({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+    "metadata": {"name": "iso", "namespace": "default", "uid": "11111111-2222-4333-8444-555555555555"},
+    "spec": {"domain": {"cpu": {"cores": 2, "dedicatedCpuPlacement": true, "isolateEmulatorThread": true},
+                        "resources": {"requests": {"memory": "64Mi"}}, "devices": {}}}})");
+  REQUIRE(parsed.vmi.spec.domain.cpu.isolate_emulator_thread);
+  DomainDocument d = document_of(parsed.vmi, "cloud-hypervisor");
+  d.state = chl::events::DomainState::Running;
+  d.reason = chl::events::StateReason::Booted;
+  const json doc = chl::kubevirt::to_domain_json(d);
+  CHECK((!doc["Spec"].contains("CPUTune") || doc["Spec"]["CPUTune"].is_null()));
+  CHECK(doc["Spec"]["Type"] == "kvm");  // not "qemu": no SoftwareEmulation condition (vm.go:753)
+}

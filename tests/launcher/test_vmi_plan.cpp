@@ -239,6 +239,65 @@ TEST_CASE("dedicated CPUs: pinned one to one onto the CPU set, which must be lar
   CHECK(none.error()[0].message.find("--cpu-set") != std::string::npos);
 }
 
+TEST_CASE("isolateEmulatorThread: the CPU after the vCPUs' holds every other thread, two with even parity") {
+  CheckedVmi c = load("dedicated-cpus.yaml");  // 4 vCPUs
+  c.vmi.spec.domain.cpu.isolate_emulator_thread = true;
+  PlanInputs in;
+  in.volume_paths["containerdisk"] = "/i";
+  // KubeVirt's pod has the vCPUs' CPUs plus one (renderresources.go); the converter pins the
+  // emulator to the next free one (vcpu.go FormatEmulatorThreadPin).
+  in.cpu_set = parse_cpu_list("2,4-6,9");
+  LaunchPlan p = plan_of(c, in);
+  CHECK(p.cpus.pinning == std::vector<std::uint32_t>{2, 4, 5, 6});
+  CHECK(p.cpus.emulator_cpus == std::vector<std::uint32_t>{9});
+  // alpha.kubevirt.io/EmulatorThreadCompleteToEvenParity with an even vCPU count: two CPUs.
+  c.vmi.metadata.annotations["alpha.kubevirt.io/EmulatorThreadCompleteToEvenParity"] = "";
+  in.cpu_set = parse_cpu_list("2,4-6,9-10");
+  CHECK(plan_of(c, in).cpus.emulator_cpus == std::vector<std::uint32_t>{9, 10});
+  in.cpu_set = parse_cpu_list("2,4-6,9");
+  auto small = plan_launch(c.vmi, *c.caps, in);
+  REQUIRE(!small.has_value());
+  CHECK(small.error()[0].path == "spec.domain.cpu.dedicatedCpuPlacement");
+  CHECK(small.error()[0].message ==
+        "needs 6 dedicated CPUs (4 vCPUs and 2 for isolateEmulatorThread) but the pod's CPU set has 5");
+  // Without isolateEmulatorThread nothing is reserved.
+  c.vmi.spec.domain.cpu.isolate_emulator_thread = false;
+  CHECK(plan_of(c, in).cpus.emulator_cpus.empty());
+}
+
+TEST_CASE("host devices and GPUs: VFIO devices by sysfs path with KubeVirt's aliases, memlock checked") {
+  CheckedVmi c = load("dedicated-cpus.yaml");  // 4Gi of guest memory
+  c.vmi.spec.domain.devices.host_devices.push_back({"nic", "intel.com/qat", false, {}, "", ""});
+  c.vmi.spec.domain.devices.host_devices.push_back({"gpu1", "nvidia.com/GP102GL", true, {}, "", ""});
+  PlanInputs in;
+  in.volume_paths["containerdisk"] = "/i";
+  in.cpu_set = parse_cpu_list("0-3");
+  in.device_env = {{"PCI_RESOURCE_INTEL_COM_QAT", "0000:3d:01.0"}, {"PCI_RESOURCE_NVIDIA_COM_GP102GL", "0000:81:00.0"}};
+  LaunchPlan p = plan_of(c, in);
+  REQUIRE(p.host_devices.size() == 2);
+  const auto cfg = to_ch_vm_config(p);
+  REQUIRE(cfg.devices);
+  REQUIRE(cfg.devices->size() == 2);
+  CHECK((*cfg.devices)[0].path == "/sys/bus/pci/devices/0000:3d:01.0/");
+  CHECK((*cfg.devices)[0].id == "hostdevice-nic");
+  CHECK((*cfg.devices)[1].path == "/sys/bus/pci/devices/0000:81:00.0/");
+  CHECK((*cfg.devices)[1].id == "gpu-gpu1");
+  // A memory-lock limit below guest memory: refused before anything starts, naming the field.
+  in.memlock_limit = std::uint64_t{8} << 20;
+  auto low = plan_launch(c.vmi, *c.caps, in);
+  REQUIRE_FALSE(low);
+  CHECK(low.error()[0].path == "spec.domain.devices.hostDevices");
+  CHECK(low.error()[0].message.find("RLIMIT_MEMLOCK) is 8192 KiB") != std::string::npos);
+  in.memlock_limit = std::uint64_t{64} << 30;  // above guest memory with its hotplug headroom
+  CHECK(plan_launch(c.vmi, *c.caps, in).has_value());
+  // No address for a device: refused naming it and KubeVirt's variable.
+  in.device_env.erase("PCI_RESOURCE_NVIDIA_COM_GP102GL");
+  auto missing = plan_launch(c.vmi, *c.caps, in);
+  REQUIRE_FALSE(missing);
+  CHECK(missing.error()[0].path == "spec.domain.devices.gpus[0]");
+  CHECK(missing.error()[0].message.find("PCI_RESOURCE_NVIDIA_COM_GP102GL") != std::string::npos);
+}
+
 TEST_CASE("kernel boot paths resolve inside the kernel-boot directory, symlinks included") {
   chl::test::TempDir dir("chl-kb");
   std::filesystem::create_directories(dir.path() / "root/boot");

@@ -442,18 +442,12 @@ TEST_CASE("cloud-hypervisor refuses what it cannot serve, qemu-kvm serves it") {
        "spec.domain.devices.watchdog", "no i6300esb watchdog"},
       {"tpm", [](YAML::Node& n) { n["spec"]["domain"]["devices"]["tpm"] = YAML::Load("{}"); },
        "spec.domain.devices.tpm", "swtpm"},
-      {"host devices",
+      {"vgpu display",
        [](YAML::Node& n) {
-         n["spec"]["domain"]["devices"]["hostDevices"] =
-             YAML::Load("[{name: dev1, deviceName: vendor.com/dev}]");
+         n["spec"]["domain"]["devices"]["gpus"] = YAML::Load(
+             "[{name: gpu1, deviceName: nvidia.com/GRID_T4-1Q, virtualGPUOptions: {display: {}}}]");
        },
-       "spec.domain.devices.hostDevices[0]", "VFIO host devices"},
-      {"gpus",
-       [](YAML::Node& n) {
-         n["spec"]["domain"]["devices"]["gpus"] =
-             YAML::Load("[{name: gpu1, deviceName: nvidia.com/GP102GL}]");
-       },
-       "spec.domain.devices.gpus[0]", "VFIO GPUs"},
+       "spec.domain.devices.gpus[0].virtualGPUOptions.display", "no display for a vGPU"},
       {"sriov",
        [](YAML::Node& n) {
          n["spec"]["domain"]["devices"]["interfaces"][0] = YAML::Load("{name: default, sriov: {}}");
@@ -473,12 +467,14 @@ TEST_CASE("cloud-hypervisor refuses what it cannot serve, qemu-kvm serves it") {
          n["spec"]["domain"]["devices"]["disks"][0]["disk"]["pciAddress"] = "0000:00:05.0";
        },
        "spec.domain.devices.disks[0].disk.pciAddress", "assigns PCI addresses itself"},
-      {"isolated emulator thread",
+      // virt-handler's realtime setup finds only QEMU's "CPU N/KVM" threads
+      // (pkg/hypervisor/kvm/realtime.go): the refusal names the field and that reason.
+      {"realtime",
        [](YAML::Node& n) {
          n["spec"]["domain"]["cpu"] =
-             YAML::Load("{dedicatedCpuPlacement: true, isolateEmulatorThread: true}");
+             YAML::Load("{dedicatedCpuPlacement: true, realtime: {mask: \"0\"}}");
        },
-       "spec.domain.cpu.isolateEmulatorThread", "non-vCPU threads"},
+       "spec.domain.cpu.realtime", "only QEMU's vCPU threads SCHED_FIFO"},
       {"launch security",
        [](YAML::Node& n) { n["spec"]["domain"]["launchSecurity"] = YAML::Load("{sev: {}}"); },
        "spec.domain.launchSecurity", "confidential"},
@@ -522,6 +518,32 @@ TEST_CASE("cloud-hypervisor accepts what it serves") {
       }),
       "cloud-hypervisor");
   CHECK_MESSAGE(r.has_value(), dump(r ? Violations{} : r.error()));
+}
+
+TEST_CASE("cloud-hypervisor takes host devices and GPUs from device plugins, a vGPU without display") {
+  auto r = check_vmi(vmi_with([](YAML::Node& n) {
+                       n["spec"]["domain"]["devices"]["hostDevices"] =
+                           YAML::Load("[{name: dev1, deviceName: vendor.com/dev}]");
+                       n["spec"]["domain"]["devices"]["gpus"] = YAML::Load(
+                           "[{name: gpu1, deviceName: nvidia.com/GRID_T4-1Q,"
+                           " virtualGPUOptions: {display: {enabled: false}}}]");
+                     }),
+                     "cloud-hypervisor");
+  CHECK_MESSAGE(r.has_value(), dump(r ? Violations{} : r.error()));
+}
+
+TEST_CASE("cloud-hypervisor takes an isolated emulator thread with dedicated CPUs, not without") {
+  auto with = check_vmi(vmi_with([](YAML::Node& n) {
+                          n["spec"]["domain"]["cpu"] = YAML::Load(
+                              "{cores: 2, dedicatedCpuPlacement: true, isolateEmulatorThread: true}");
+                        }),
+                        "cloud-hypervisor");
+  CHECK_MESSAGE(with.has_value(), dump(with ? Violations{} : with.error()));
+  auto without = problems(vmi_with([](YAML::Node& n) {
+    n["spec"]["domain"]["cpu"] = YAML::Load("{isolateEmulatorThread: true}");
+  }));
+  CHECK(has(without, "spec.domain.cpu.isolateEmulatorThread",
+            "requires dedicatedCpuPlacement: true"));
 }
 
 TEST_CASE("references between interfaces, networks and bindings are checked") {

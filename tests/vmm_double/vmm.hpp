@@ -21,6 +21,7 @@
 #include "tests/vmm_double/hybrid_vsock.hpp"
 #include "tests/vmm_double/serial_port.hpp"
 #include "tests/vmm_double/tap_device.hpp"
+#include "tests/vmm_double/vcpu_threads.hpp"
 #include "tests/vmm_double/vhost_user.hpp"
 
 namespace chl::vmm_double {
@@ -150,6 +151,7 @@ class Vmm final : private MigrationVm {
   common::UniqueFd log_fd_;
 
   std::optional<Json> config_;  // CH: vm_config
+  VcpuThreads vcpus_;           // CH: CpuManager's vCPU threads, "vcpu<N>" (vcpu_threads.hpp)
   bool vm_ = false;             // CH: vm.is_some()
   VmState state_ = VmState::Created;
   std::optional<SerialPort> serial_;

@@ -1,0 +1,85 @@
+// Host devices through KubeVirt's device-plugin variables, end to end: `ch-launcher run` with a
+// hostDevices entry and PCI_RESOURCE_<resource> in its environment, against the VMM double or a
+// real cloud-hypervisor (CLOUD_HYPERVISOR_BIN). Our machines have no VFIO (/dev/vfio): the test
+// checks that nothing is claimed passed through — the memory-lock refusal, and Cloud Hypervisor's
+// own error chain reaching the launcher's failure.
+#include <stdlib.h>
+#include <sys/resource.h>
+
+#include <fstream>
+#include <regex>
+
+#include "tests/support/launcher_harness.hpp"
+
+using chl::test::LauncherRun;
+
+namespace {
+
+void write_vfio_vmi(LauncherRun& r) {
+  r.write_vmi("console=ttyS0");
+  std::string text = chl::test::read_file(r.vmi_file());
+  text = std::regex_replace(text, std::regex("    devices:\n"),
+                            "    devices:\n      hostDevices:\n      - {name: dev1, deviceName: vendor.com/dev}\n");
+  chl::test::write_file(r.vmi_file(), text);
+}
+
+// The device plugin's variable, for the launcher this test starts (it inherits our environment).
+struct DevicePluginEnv {
+  DevicePluginEnv() { ::setenv("PCI_RESOURCE_VENDOR_COM_DEV", "0000:00:00.0", 1); }
+  ~DevicePluginEnv() { ::unsetenv("PCI_RESOURCE_VENDOR_COM_DEV"); }
+};
+
+}  // namespace
+
+TEST_CASE("run: a host device with a memory-lock limit below guest memory is refused before anything starts") {
+  const auto prlimit = chl::test::tool("prlimit");
+  if (!prlimit) {
+    chl::test::skip("prlimit (util-linux) is not installed");
+    return;
+  }
+  DevicePluginEnv env;
+  LauncherRun r;
+  write_vfio_vmi(r);
+  r.wrapper = {*prlimit, "--memlock=1048576:1048576", "--"};  // 1 MiB, below the 64 MiB guest
+  r.start();
+  auto exit = r.wait_exit();
+  REQUIRE(exit);
+  CHECK(exit->code == 2);
+  CHECK_MESSAGE(r.output().find("spec.domain.devices.hostDevices: VFIO locks all guest memory (64 MiB)") !=
+                    std::string::npos,
+                r.output());
+  CHECK_FALSE(std::filesystem::exists(r.state_dir() / "vmm.log"));  // no VMM was started
+}
+
+TEST_CASE("run: without VFIO on the machine, Cloud Hypervisor's own error chain is the launcher's failure") {
+  if (std::filesystem::exists("/dev/vfio/vfio")) {
+    chl::test::skip("this machine has /dev/vfio/vfio: what CH does with 0000:00:00.0 depends on its IOMMU groups");
+    return;
+  }
+  DevicePluginEnv env;
+  LauncherRun r;
+  write_vfio_vmi(r);
+  // A 4 MiB guest fits the default 8 MiB memory-lock limit (raising it needs CAP_SYS_RESOURCE,
+  // which our test machines do not give even root): the plan passes, Cloud Hypervisor answers.
+  std::string text = chl::test::read_file(r.vmi_file());
+  text = std::regex_replace(text, std::regex("guest: 64Mi"), "guest: 4Mi");
+  chl::test::write_file(r.vmi_file(), text);
+  rlimit ml{};
+  REQUIRE(::getrlimit(RLIMIT_MEMLOCK, &ml) == 0);
+  if (ml.rlim_cur != RLIM_INFINITY && ml.rlim_cur < (std::uint64_t{4} << 20)) {
+    chl::test::skip("the memory-lock limit (" + std::to_string(ml.rlim_cur) + " bytes) is below even a 4 MiB guest");
+    return;
+  }
+  r.start();
+  auto exit = r.wait_exit();
+  REQUIRE(exit);
+  CHECK(exit->code == 1);
+  // CH v52 at vm.boot (as read from the real binary on a machine without VFIO):
+  // ["Error from API","The VM could not boot","Error from device manager",
+  //  "Cannot create a VFIO device","failed to open /dev/vfio/vfio container: …", …]
+  const std::string out = r.output();
+  CHECK_MESSAGE(out.find("booting the VM") != std::string::npos, out);
+  CHECK(out.find("Cannot create a VFIO device") != std::string::npos);
+  CHECK(out.find("failed to open /dev/vfio/vfio container: No such file or directory (os error 2)") !=
+        std::string::npos);
+}
