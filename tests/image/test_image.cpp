@@ -434,8 +434,8 @@ TEST_CASE("the image as KubeVirt's pod: phase 1 by the test, Info, Sync, ADDED t
     for (const auto& n : notify->received())
       if (!n.k8s && n.json["Status"].value("Status", "") == "Shutoff") reason = n.json["Status"].value("Reason", "");
     CHECK_MESSAGE(reason == "Shutdown", "the domain ended " << reason << ", not by the guest's poweroff: the PVH guest must see "
-                                            << (real_vmm ? "the real CH's ACPI power button (its GED, found through hvm_start_info.rsdp_paddr at offset 32)"
-                                                         : "the double's power button (its note)")
+                                            << std::string(real_vmm ? "the real CH's ACPI power button (its GED, found through hvm_start_info.rsdp_paddr at offset 32)"
+                                                                     : "the double's power button (its note)")
                                             << "\n" << pod.logs());
   }
   REQUIRE(call([&](auto& c) { return cmd->DeleteVirtualMachine(&c, vmi, &r); }).ok());
