@@ -36,7 +36,9 @@ RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-
  && ln -s ch-launcher /out/usr/bin/virt-launcher-monitor
 
 # ---- vmm: Cloud Hypervisor and its firmware ---------------------------------------------------
-# From the build context when image/vmm/ holds them (cloud-hypervisor, hypervisor-fw, CLOUDHV.fd);
+# From the build context when image/vmm/ holds them (cloud-hypervisor, hypervisor-fw, CLOUDHV.fd;
+# scripts/image.sh puts CLOUD_HYPERVISOR_BIN or ../shared/bin/cloud-hypervisor there for its build),
+# checked to run in the base (it must link only what the runtime stage has: glibc, libgcc_s);
 # else downloaded at the pinned release when its sums are pinned (scripts/pin-ch-release.sh, on a
 # machine that reaches github.com); else a placeholder that says so, and the launcher says at
 # start that this image has no real VMM.
@@ -52,8 +54,10 @@ COPY image/vmm/ /context/
 WORKDIR /out/usr/share/cloud-hypervisor
 RUN mkdir -p /out/usr/bin \
  && if [ -f /context/cloud-hypervisor ]; then \
-      echo "vmm: cloud-hypervisor from the build context (image/vmm/)"; \
-      install -m 0755 /context/cloud-hypervisor /out/usr/bin/cloud-hypervisor; \
+      install -m 0755 /context/cloud-hypervisor /out/usr/bin/cloud-hypervisor \
+        && version=$(/out/usr/bin/cloud-hypervisor --version) \
+        || { echo "vmm: image/vmm/cloud-hypervisor does not run in the base (it may link only glibc and libgcc_s)" >&2; exit 1; }; \
+      echo "vmm: $version from the build context (image/vmm/)"; \
       for fw in hypervisor-fw CLOUDHV.fd; do \
         if [ -f "/context/$fw" ]; then install -m 0644 "/context/$fw" "$fw"; fi; \
       done; \

@@ -12,6 +12,11 @@
 #   CHL_IMAGE_BASE   the imported base's tag (chl-base:bookworm)
 #   CHL_DEBIAN_MIRROR  the base's Debian mirror (the first one apt uses here)
 #   CHL_IMAGE_OUT    where the archive goes (build/image): ch-launcher-image.tar, from `docker save`
+#   CLOUD_HYPERVISOR_BIN  the Cloud Hypervisor the image carries. When image/vmm/ holds none, this
+#                    one (else ../shared/bin/cloud-hypervisor from the project's root, as CI has it) is
+#                    put there for the build and taken away after; with none, the Dockerfile's
+#                    pinned release or its placeholder (image/vmm/README.md). CHL_IMAGE_VMM=none
+#                    builds without one even so.
 # Prints one line per step with its time, and the image's sizes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -61,9 +66,33 @@ if [ "$rebase" = 1 ] || ! docker image inspect "$BASE" >/dev/null 2>&1; then
   say "base $BASE made with mmdebstrap from $mirror in $((SECONDS - start)) s"
 fi
 
+# The VMM: image/vmm/cloud-hypervisor when a builder put one there; else the real CH we have,
+# copied in for this build only (image/vmm/ is .gitignored: the binary is never committed).
+vmm_copied=0
+if [ ! -e image/vmm/cloud-hypervisor ] && [ "${CHL_IMAGE_VMM:-}" != none ]; then
+  real_ch=${CLOUD_HYPERVISOR_BIN:-}
+  if [ -z "$real_ch" ] && [ -x ../shared/bin/cloud-hypervisor ]; then real_ch=../shared/bin/cloud-hypervisor; fi
+  if [ -n "$real_ch" ]; then
+    [ -x "$real_ch" ] || { echo "image: CLOUD_HYPERVISOR_BIN=$real_ch is not an executable" >&2; exit 1; }
+    trap 'rm -f image/vmm/cloud-hypervisor' EXIT
+    cp "$real_ch" image/vmm/cloud-hypervisor
+    vmm_copied=1
+    say "vmm: $real_ch ($("$real_ch" --version 2>&1 | head -n 1)) into image/vmm/ for this build"
+  fi
+fi
+if [ "${CHL_IMAGE_VMM:-}" = none ] && [ -e image/vmm/cloud-hypervisor ]; then
+  echo "image: CHL_IMAGE_VMM=none but image/vmm/cloud-hypervisor is there (a builder's own): move it away first" >&2
+  exit 1
+fi
+
 start=$SECONDS
 docker build "${no_cache[@]}" --network host --build-arg "BASE=$BASE" -t "$IMAGE" . </dev/null
 say "built $IMAGE from the Dockerfile (BASE=$BASE) in $((SECONDS - start)) s"
+if [ "$vmm_copied" = 1 ]; then
+  rm -f image/vmm/cloud-hypervisor
+  trap - EXIT
+fi
+say "vmm in $IMAGE: $(docker run --rm --entrypoint /usr/bin/cloud-hypervisor "$IMAGE" --version 2>&1 | head -n 1 || true)"
 
 mkdir -p "$OUT"
 docker save -o "$OUT/ch-launcher-image.tar.part" "$IMAGE"

@@ -92,10 +92,12 @@ for lane in $LANES; do
       # The container image built from the Dockerfile (scripts/image.sh: an mmdebstrap base, no
       # registry) and run as KubeVirt's pod (tests/image). Starts a Docker engine when none
       # answers (installing Debian's docker.io when there is no dockerd) and stops only that one.
+      # The image carries the real Cloud Hypervisor when there is one (the one found above, else
+      # ../shared/bin/cloud-hypervisor: scripts/image.sh), and its pod boots the PVH guest on it.
       echo "=== lane image (the container image, built by docker and run as KubeVirt's pod) ==="
       start=$SECONDS
       if bash "$ROOT/scripts/docker-engine.sh" start </dev/null; then
-        if CHL_IMAGE_OUT="$PWD/image" bash "$ROOT/scripts/image.sh" </dev/null; then
+        if CLOUD_HYPERVISOR_BIN=$REAL_CH CHL_IMAGE_OUT="$PWD/image" bash "$ROOT/scripts/image.sh" </dev/null; then
           CHL_IMAGE=${CHL_IMAGE:-ch-launcher:dev} run_lane image -L '^image$'
         else
           echo "=== lane image: FAILED after $((SECONDS - start)) s (the image did not build) ==="

@@ -289,25 +289,25 @@ int main(int argc, char** argv) {
         "×N)\t%.0f\tms\tfaster_ge\t%d\n",
         k, r.n, r.n, plural(r.n), on, r.first_to_last_running_ms, kRealSyncMs, r.n >= 20 ? 5 : 10);
     std::printf(
-        "RESULT\t%smass_pss_%d\tmass start, %d pod%s: launchers' PSS summed, VMs running (the "
+        "RESULT\t%smass_pss_%d\tmass start, %d pod%s (%s): launchers' PSS summed, VMs running (the "
         "VMMs apart)\t%.1f\treal virt-launcher pod processes' RSS "
         "×%d\t%.0f\tMiB\tfaster_ge\t10\n",
-        k, r.n, r.n, plural(r.n), r.launchers_pss_kib / 1024.0, r.n, kRealPodRssMiB * r.n);
+        k, r.n, r.n, plural(r.n), on, r.launchers_pss_kib / 1024.0, r.n, kRealPodRssMiB * r.n);
     std::printf(
-        "RESULT\t%smass_idle_cpu_%d\tmass start, %d pod%s: idle CPU of all launchers (%% of one "
+        "RESULT\t%smass_idle_cpu_%d\tmass start, %d pod%s (%s): idle CPU of all launchers (%% of one "
         "CPU)\t%.2f\t\t\t%%\tabs_le\t%.1f\n",
-        k, r.n, r.n, plural(r.n), r.idle.launchers_cpu_pct, 0.1 * r.n);
+        k, r.n, r.n, plural(r.n), on, r.idle.launchers_cpu_pct, 0.1 * r.n);
     std::printf(
-        "RESULT\t%smass_idle_cs_%d\tmass start, %d pod%s: voluntary context switches/s of all "
+        "RESULT\t%smass_idle_cs_%d\tmass start, %d pod%s (%s): voluntary context switches/s of all "
         "launchers, idle (first minutes: the guest agent is looked "
         "for)\t%.2f\t\t\t/s\tabs_le\t%.1f\n",
-        k, r.n, r.n, plural(r.n), r.idle.launchers_vcs_per_s, 0.5 * r.n);
+        k, r.n, r.n, plural(r.n), on, r.idle.launchers_vcs_per_s, 0.5 * r.n);
     if (r.steady)
       std::printf(
-          "RESULT\t%smass_steady_cs_%d\tmass start, %d pod%s: voluntary context switches/s of all "
+          "RESULT\t%smass_steady_cs_%d\tmass start, %d pod%s (%s): voluntary context switches/s of all "
           "launchers, idle after %lld s (no agent: one attempt a "
           "minute)\t%.2f\t\t\t/s\tabs_le\t%.2f\n",
-          k, r.n, r.n, plural(r.n), static_cast<long long>(steady_after.count()),
+          k, r.n, r.n, plural(r.n), on, static_cast<long long>(steady_after.count()),
           r.steady->launchers_vcs_per_s, 0.05 * r.n);
   }
   const Round& big = rounds.back();

@@ -85,8 +85,8 @@ std::string Pod::start() {
       "-v", (dir_.path() / "ephemeral-disks").string() + ":/var/run/kubevirt-ephemeral-disks",
       "-v", (dir_.path() / "libvirt-runtime").string() + ":/var/run/libvirt",
       "-v", (dir_.path() / "container-disks").string() + ":/var/run/kubevirt/container-disks",
-      "-v", (dir_.path() / "hotplug-disks").string() + ":/var/run/kubevirt/hotplug-disks",
-      "-v", vmm_binary() + ":/usr/bin/cloud-hypervisor:ro"};
+      "-v", (dir_.path() / "hotplug-disks").string() + ":/var/run/kubevirt/hotplug-disks"};
+  if (!options_.vmm_over.empty()) run.insert(run.end(), {"-v", options_.vmm_over + ":/usr/bin/cloud-hypervisor:ro"});
   if (options_.share_dir) {
     run.insert(run.end(), {"-v", share().string() + ":/var/run/kubevirt", "-v",
                            sockets().string() + ":/var/run/kubevirt/sockets"});

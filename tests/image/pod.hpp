@@ -9,7 +9,8 @@
 //   - /dev/kvm and /dev/net/tun, owned by 107 as the device plugins' nodes are under
 //     device_ownership_from_security_context (the nodes here are made in the pod's directory);
 //   - the command line template.go writes, flags we ignore included.
-// The VMM double (or CLOUD_HYPERVISOR_BIN) is mounted over the image's /usr/bin/cloud-hypervisor.
+// The VMM is the image's own /usr/bin/cloud-hypervisor (the real Cloud Hypervisor the image lane
+// builds in), unless PodOptions::vmm_over names one to mount over it.
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -33,6 +34,7 @@ struct PodOptions {
   bool tun = true;
   bool share_dir = true;          // the "public" volume (/var/run/kubevirt) mounted
   std::string hypervisor = "kvm";  // what an unchanged KubeVirt writes (its default HypervisorConfiguration)
+  std::string vmm_over;           // a host file mounted over /usr/bin/cloud-hypervisor; "": the image's own
 };
 
 class Pod {

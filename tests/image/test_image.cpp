@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -81,6 +82,64 @@ bool has_state(const chl::test::TestNotifyServer& server, const std::string& sta
   return false;
 }
 
+// The image's /usr/bin/cloud-hypervisor: its version line ("cloud-hypervisor v52.0.0") when it is
+// a real Cloud Hypervisor (the image lane builds one in: scripts/image.sh), "" when it is the
+// placeholder a builder without one gets (image/vmm/README.md).
+std::string image_vmm_version(const std::string& image) {
+  static std::map<std::string, std::string> known;
+  if (auto it = known.find(image); it != known.end()) return it->second;
+  auto r = docker({"run", "--rm", "--entrypoint", "/usr/bin/cloud-hypervisor", image, "--version"});
+  std::string version;
+  if (r.exit_code == 0 && r.output.rfind("cloud-hypervisor v", 0) == 0 && r.output.find("double") == std::string::npos)
+    version = r.output.substr(0, r.output.find('\n'));
+  return known[image] = version;
+}
+
+// The pod for the VMI: the image's own VMM. Only an image without one (the placeholder) gets the
+// VMM double (or $CLOUD_HYPERVISOR_BIN) mounted over it, said as a skipped part: no guest runs then.
+PodOptions pod_options(const std::string& image) {
+  PodOptions po;
+  po.vmi_uid = kUid;
+  if (image_vmm_version(image).empty()) {
+    po.vmm_over = chl::test::vmm_binary();
+    chl::test::skip_part("the image carries the placeholder, not Cloud Hypervisor (built without one: image/vmm/README.md); the pod runs " +
+                         po.vmm_over + " mounted over it");
+  }
+  return po;
+}
+
+// "path uid:gid mode" of each node: the machine's own, which no test changes.
+std::string node_owners(const std::vector<std::string>& paths) {
+  std::string out;
+  for (const auto& p : paths) {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) != 0) {
+      out += p + " missing\n";
+      continue;
+    }
+    out += p + " " + std::to_string(st.st_uid) + ":" + std::to_string(st.st_gid) + " " + std::to_string(st.st_mode & 07777) + "\n";
+  }
+  return out;
+}
+
+// The VMM the launcher `pid` started: the descendant running /usr/bin/cloud-hypervisor. -1 if none.
+int vmm_of(int pid) {
+  std::vector<int> todo{pid};
+  while (!todo.empty()) {
+    const int p = todo.back();
+    todo.pop_back();
+    std::error_code ec;
+    for (const auto& t : fs::directory_iterator("/proc/" + std::to_string(p) + "/task", ec)) {
+      std::istringstream children(chl::test::read_file(t.path() / "children"));
+      for (int c; children >> c;) {
+        if (chl::test::read_file("/proc/" + std::to_string(c) + "/comm").rfind("cloud-hyperviso", 0) == 0) return c;
+        todo.push_back(c);
+      }
+    }
+  }
+  return -1;
+}
+
 // What the container's pod directories need before the launcher starts: the kernel-boot
 // artifacts and a real (qcow2) container disk, as KubeVirt's init containers leave them.
 void fill_container_disks(const Pod& pod) {
@@ -147,7 +206,6 @@ std::string wire_phase1(Pod& pod) {
 // A pod without something the VMI needs (`po`): phase 1 wired when `phase1`, Sync must answer
 // success:false, the launcher keep serving (GetDomain), docker stop end it with 0. Sync's message.
 std::string refused_sync(const std::string& image, PodOptions po, const std::string& vmi_text, bool phase1) {
-  po.vmi_uid = kUid;
   Pod pod(image, po);
   fill_container_disks(pod);
   auto notify = notify_server(pod);
@@ -171,7 +229,7 @@ std::string refused_sync(const std::string& image, PodOptions po, const std::str
 
 }  // namespace
 
-TEST_CASE("the image: the launcher, its modules and KubeVirt's entry points, every library resolved inside it, user 107, the VMM placeholder") {
+TEST_CASE("the image: the launcher, its modules and KubeVirt's entry points, every library resolved inside it, user 107, its VMM (the real Cloud Hypervisor, or the placeholder)") {
   std::string why;
   auto image = chl::test::image::image_under_test(why);
   if (!image) {
@@ -188,19 +246,33 @@ TEST_CASE("the image: the launcher, its modules and KubeVirt's entry points, eve
   CHECK_MESSAGE(r.output.find("== /usr/bin/virt-probe") != std::string::npos, r.output);
   CHECK_MESSAGE(r.output.find("== /usr/bin/chl-webhook") != std::string::npos, r.output);  // deploy/webhook's binary
   CHECK_MESSAGE(r.output.find("not found") == std::string::npos, r.output);
-  // The image was built without a VMM (none in image/vmm/, none pinned): the placeholder says so.
+  // The VMM: the real Cloud Hypervisor the lane put in image/vmm/ (it runs there as 107, linking
+  // only what the image has), or, for an image built without one, the placeholder that says so.
+  const std::string vmm = image_vmm_version(*image);
   r = docker({"run", "--rm", "--entrypoint", "/usr/bin/cloud-hypervisor", *image, "--version"});
-  CHECK(r.exit_code == 127);
-  CHECK_MESSAGE(r.output.find("placeholder") != std::string::npos, r.output);
+  if (!vmm.empty()) {
+    MESSAGE("the image carries " << vmm);
+    CHECK(r.exit_code == 0);
+  } else {
+    MESSAGE("the image carries the placeholder (built without Cloud Hypervisor)");
+    CHECK(r.exit_code == 127);
+    CHECK_MESSAGE(r.output.find("placeholder") != std::string::npos, r.output);
+  }
+  // The launcher's answer to a placeholder, checked with the image's own when it has one, else
+  // with the builder's placeholder (the project's file) mounted over the real VMM.
+  std::vector<std::string> placeholder;
+  if (!vmm.empty())
+    placeholder = {"-v", (chl::test::source_dir() / "image" / "vmm" / "placeholder-vmm.sh").string() + ":/usr/bin/cloud-hypervisor:ro"};
   // The launcher's file capability (cap_net_bind_service, as KubeVirt's virt-launcher-monitor
   // has): with the pod's NET_BIND_SERVICE in the bounding set it is the launcher's effective set
   // (here without no_new_privs: Docker puts no capability in a non-root process's permitted set,
   // which no_new_privs then keeps the file's from raising; containerd does).
   {
     const std::string name = "chl-cap-" + std::to_string(::getpid());
-    r = docker({"run", "-d", "--name", name, "--user", "107:107", "--cap-drop", "ALL", "--cap-add",
-                "NET_BIND_SERVICE", "--entrypoint", "/usr/bin/virt-launcher-monitor", *image,
-                "--kubevirt-share-dir", "/tmp/share"});
+    std::vector<std::string> run = {"run", "-d", "--name", name, "--user", "107:107", "--cap-drop", "ALL", "--cap-add", "NET_BIND_SERVICE"};
+    run.insert(run.end(), placeholder.begin(), placeholder.end());
+    run.insert(run.end(), {"--entrypoint", "/usr/bin/virt-launcher-monitor", *image, "--kubevirt-share-dir", "/tmp/share"});
+    r = docker(run);
     REQUIRE_MESSAGE(r.exit_code == 0, r.output);
     std::string status;
     chl::test::wait_until(10s, [&] {
@@ -209,7 +281,7 @@ TEST_CASE("the image: the launcher, its modules and KubeVirt's entry points, eve
       return status.find("CapEff") != std::string::npos;
     });
     CHECK_MESSAGE(hex_field(status, "CapEff") == "0000000000000400", status);
-    // Nothing mounted over the placeholder: the launcher says at start that there is no VMM.
+    // A placeholder as /usr/bin/cloud-hypervisor: the launcher says at start that there is no VMM.
     const std::string logs = docker({"logs", name}).output;
     CHECK_MESSAGE(logs.find("/usr/bin/cloud-hypervisor is ch-launcher's placeholder, not Cloud Hypervisor: this image has no real VMM") !=
                       std::string::npos,
@@ -230,8 +302,12 @@ TEST_CASE("the image: the launcher, its modules and KubeVirt's entry points, eve
 TEST_CASE("the image as KubeVirt's pod: phase 1 by the test, Info, Sync, ADDED then Running, console, pause, stats, then SIGTERM, Shutdown and DeleteDomain give the final event, exit 0, nothing left") {
   auto image = image_with_guest();
   if (!image) return;  // said why
-  PodOptions po;
-  po.vmi_uid = kUid;
+  const PodOptions po = pod_options(*image);
+  // The image's own Cloud Hypervisor boots the PVH guest for real; only an image without one runs
+  // the double (or CLOUD_HYPERVISOR_BIN) mounted over its placeholder.
+  const bool real_vmm = po.vmm_over.empty() || chl::test::using_real_vmm();
+  // The machine's own device nodes, which the pod's must leave as they are.
+  const auto host_nodes = node_owners({"/dev/kvm", "/dev/net/tun"});
   Pod pod(*image, po);
   fill_container_disks(pod);
   auto notify = notify_server(pod);
@@ -277,6 +353,20 @@ TEST_CASE("the image as KubeVirt's pod: phase 1 by the test, Info, Sync, ADDED t
   CHECK((std::stoull(hex_field(status, "CapEff"), nullptr, 16) & ~0x400ULL) == 0);
   CHECK(hex_field(status, "NoNewPrivs") == "1");
   MESSAGE("launcher RSS in the container, VM running, pod network: " << hex_field(status, "VmRSS"));
+  // The VMM: the launcher's child, run as the launcher is (107, no capability, no_new_privs),
+  // opening the pod's device nodes, which the runtime made for the pod owned by 107 (as
+  // containerd's and CRI-O's device_ownership_from_security_context do).
+  {
+    const int vmm_pid = vmm_of(pid);
+    REQUIRE_MESSAGE(vmm_pid > 0, pod.logs());
+    const std::string vs = chl::test::read_file("/proc/" + std::to_string(vmm_pid) + "/status");
+    CHECK(hex_field(vs, "Uid").rfind("107\t", 0) == 0);
+    CHECK(hex_field(vs, "CapEff") == "0000000000000000");
+    CHECK(hex_field(vs, "NoNewPrivs") == "1");
+    MESSAGE("VMM (" << (real_vmm ? image_vmm_version(*image) : po.vmm_over) << ") RSS in the container: " << hex_field(vs, "VmRSS"));
+    auto nodes = docker({"exec", pod.name(), "stat", "-c", "%n %u:%g", "/dev/kvm", "/dev/net/tun"});
+    CHECK_MESSAGE(nodes.output == "/dev/kvm 107:107\n/dev/net/tun 107:107\n", nodes.output);
+  }
 
   v1::EmptyRequest empty;
   v1::DomainResponse dom;
@@ -320,9 +410,10 @@ TEST_CASE("the image as KubeVirt's pod: phase 1 by the test, Info, Sync, ADDED t
   CHECK_MESSAGE(converted, "no converted container disk under " << pod.ephemeral());
 
   // The kubelet stops the pod: SIGTERM. The launcher marks the domain for graceful shutdown
-  // (MarkedForGracefulShutdown), virt-handler shuts it down (the power button; the guest powers
-  // off, or is killed if it has not within 20 s) and deletes it once off; virt-handler hears the
-  // final event (MODIFIED with deletionTimestamp, never DELETED), the container exits 0.
+  // (MarkedForGracefulShutdown), virt-handler shuts it down (CH's ACPI power button: the PVH
+  // guest finds CH's GED and powers off; virt-handler would kill it after the grace period, which
+  // this guest must not need) and deletes it once off; virt-handler hears the final event
+  // (MODIFIED with deletionTimestamp, never DELETED), the container exits 0.
   const std::string changes = pod.diff();
   (void)docker({"kill", "--signal", "TERM", pod.name()});
   REQUIRE_MESSAGE(chl::test::wait_until(10s, [&] {
@@ -332,9 +423,21 @@ TEST_CASE("the image as KubeVirt's pod: phase 1 by the test, Info, Sync, ADDED t
   }), pod.logs());
   REQUIRE(call([&](auto& c) { return cmd->ShutdownVirtualMachine(&c, vmi, &r); }).ok());
   CHECK_MESSAGE(r.success(), r.message());
-  if (!chl::test::wait_until(20s, [&] { return has_state(*notify, "Shutoff"); })) {
+  // The guest powers off by itself: Shutoff with reason Shutdown. Without that (a guest that does
+  // not see the button) the domain ends Destroyed when the pod's grace period runs out, or here by
+  // virt-handler's Kill; either fails the check below, which names the cause.
+  if (!chl::test::wait_until(30s, [&] { return has_state(*notify, "Shutoff"); })) {
     REQUIRE(call([&](auto& c) { return cmd->KillVirtualMachine(&c, vmi, &r); }).ok());
     REQUIRE(chl::test::wait_until(20s, [&] { return has_state(*notify, "Shutoff"); }));
+  }
+  {
+    std::string reason;
+    for (const auto& n : notify->received())
+      if (!n.k8s && n.json["Status"].value("Status", "") == "Shutoff") reason = n.json["Status"].value("Reason", "");
+    CHECK_MESSAGE(reason == "Shutdown", "the domain ended " << reason << ", not by the guest's poweroff: the PVH guest must see "
+                                            << std::string(real_vmm ? "the real CH's ACPI power button (its GED, found through hvm_start_info.rsdp_paddr at offset 32)"
+                                                                     : "the double's power button (its note)")
+                                            << "\n" << pod.logs());
   }
   REQUIRE(call([&](auto& c) { return cmd->DeleteVirtualMachine(&c, vmi, &r); }).ok());
   CHECK_MESSAGE(r.success(), r.message());
@@ -353,9 +456,10 @@ TEST_CASE("the image as KubeVirt's pod: phase 1 by the test, Info, Sync, ADDED t
   // mount points themselves at most), nothing left running or mounted on the host.
   std::istringstream lines(changes);
   for (std::string l; std::getline(lines, l);) {
+    const bool vmm_mount = !po.vmm_over.empty() && (l.find("/usr/bin/cloud-hypervisor") != std::string::npos ||
+                                                    l == "C /usr" || l == "C /usr/bin");
     const bool mount_point = l.find("/run/kubevirt") != std::string::npos || l.find("/run/libvirt") != std::string::npos ||
-                             l.find("/dev") != std::string::npos || l == "C /run" || l == "C /var" ||
-                             l.find("/usr/bin/cloud-hypervisor") != std::string::npos || l == "C /usr" || l == "C /usr/bin";
+                             l.find("/dev") != std::string::npos || l == "C /run" || l == "C /var" || vmm_mount;
     CHECK_MESSAGE(mount_point, "written outside the pod's volumes: " << l);
   }
   CHECK(docker({"ps", "-q", "--filter", "name=" + pod.name()}).output.empty());
@@ -363,14 +467,14 @@ TEST_CASE("the image as KubeVirt's pod: phase 1 by the test, Info, Sync, ADDED t
   const std::string mounts = chl::test::read_file("/proc/self/mountinfo");
   CHECK_MESSAGE(mounts.find(pod.root().string()) == std::string::npos, mounts);
   CHECK_FALSE(fs::exists(pod.sockets() / "launcher-sock"));
+  CHECK(node_owners({"/dev/kvm", "/dev/net/tun"}) == host_nodes);
 }
 
 TEST_CASE("the image in a pod missing what KubeVirt gives it: a clear message and exit code, never a crash") {
   auto image = image_with_guest();
   if (!image) return;  // said why
   SUBCASE("no share dir volume: the command socket cannot be made on the read-only root, exit 1 naming it") {
-    PodOptions po;
-    po.vmi_uid = kUid;
+    PodOptions po = pod_options(*image);
     po.share_dir = false;
     Pod pod(*image, po);
     REQUIRE(pod.start() == "");
@@ -381,13 +485,13 @@ TEST_CASE("the image in a pod missing what KubeVirt gives it: a clear message an
     CHECK_MESSAGE(logs.find("Read-only file system") != std::string::npos, logs);
   }
   SUBCASE("no /dev/net/tun: Sync with a pod interface answers success:false naming it, the launcher keeps serving") {
-    PodOptions po;
+    PodOptions po = pod_options(*image);
     po.tun = false;
     const std::string why = refused_sync(*image, po, vmi_json(), true);
     CHECK_MESSAGE(why.find("/dev/net/tun") != std::string::npos, why);
   }
   SUBCASE("no /dev/kvm: Sync answers success:false naming it, the launcher keeps serving, docker stop exits 0") {
-    PodOptions po;
+    PodOptions po = pod_options(*image);
     po.kvm = false;
     auto j = nlohmann::json::parse(vmi_json());
     j["spec"]["domain"]["devices"].erase("interfaces");
