@@ -239,6 +239,17 @@ TEST_CASE(
   auto sent = s.send();
   s.receiver.join();
   REQUIRE_FALSE(sent);
+  if (chl::test::real_vmm_cannot_save_vcpu_state() &&
+      sent.error().message().find("GetNestedState") != std::string::npos) {
+    // The source fails taking its vCPUs' state, before it sends the State the target would make
+    // the NIC from: the source runs on; the target's own failure cannot be reached here.
+    auto info = s.src.api().vm_info();
+    REQUIRE(info);
+    CHECK(info->state == VmState::Running);
+    chl::test::skip_part("the target failing on the NIC's fds (it comes after the vCPU state): " +
+                         *chl::test::real_vmm_cannot_save_vcpu_state());
+    return;
+  }
   // The receive "succeeds" (CH v52 answers 204 after an aborted receive) with no VM made.
   CHECK_FALSE(s.dst.api().vm_info());
   if (!chl::test::using_real_vmm())
