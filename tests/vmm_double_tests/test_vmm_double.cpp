@@ -590,7 +590,7 @@ TEST_CASE("SIGINT while running: vm/shutdown / vm/deleted / vmm/shutdown and exi
 }
 
 TEST_CASE(
-    "serial PTY exists from vm.create - the guest echoes and powers off on a `poweroff` line; the "
+    "serial PTY exists from vm.create - the guest echoes and powers off on a `poweroff` line, the "
     "VMM exits 0, its event stream may end before vm/deleted vmm/shutdown") {
   Vmm vmm;
   auto kernel = guest_kernel(vmm.dir());
