@@ -72,20 +72,18 @@ real_vmm_summary() {
   [ -f "$log" ] || return 0
   version=$("$1" --version 2>/dev/null | head -n 1 || true)
   awk -v vmm="$1" -v version="${version:-version unknown}" '
-    /^[0-9]+\/[0-9]+ Testing: / { name = $0; sub(/^[0-9]+\/[0-9]+ Testing: /, "", name); total++; why = ""; delete seen; next }
+    /^[0-9]+\/[0-9]+ Testing: / { name = $0; sub(/^[0-9]+\/[0-9]+ Testing: /, "", name); total++; why = ""; haspart = 0; delete seen; next }
     /^SKIPPED: / && name != "" && why == "" { why = substr($0, 10) }
-    /^SKIPPED PART: / && name != "" { part = substr($0, 15); if (!(part in seen)) { seen[part] = 1; parts[part]++; partial[name] = 1 } }
+    /^SKIPPED PART: / && name != "" { part = substr($0, 15); haspart = 1; if (!(part in seen)) { seen[part] = 1; parts[part]++ } }
     /^Test (Passed|Failed|Not Run)/ && name != "" {
       if ($0 ~ /^Test Not Run/) notrun++
       else if (why != "") { skipped++; reasons[why]++ }
-      else { ran++; if ($0 ~ /^Test Failed/) failed++ }
+      else { ran++; if (haspart) np++; if ($0 ~ /^Test Failed/) failed++ }
       name = ""
     }
     END {
       printf "=== lane real-ch: %d of %d tests ran against the real VMM (%s: %s), %d of them failed; %d skipped", ran, total, vmm, version, failed, skipped
       if (notrun) printf ", %d not run", notrun
-      np = 0
-      for (t in partial) np++
       if (np) printf "; %d of those ran with a part skipped", np
       printf "\n"
       for (r in reasons) printf "      %3d skipped: %s\n", reasons[r], r
