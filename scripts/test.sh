@@ -13,10 +13,15 @@ JOBS=${JOBS:-$(nproc)}
 cmake -S . -B "$BUILD_DIR" -DCHL_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build "$BUILD_DIR" -j "$JOBS"
 
-# The real Cloud Hypervisor, when there is one: CLOUD_HYPERVISOR_BIN, else cloud-hypervisor on PATH.
+# The real Cloud Hypervisor, when there is one: CLOUD_HYPERVISOR_BIN, else cloud-hypervisor on PATH,
+# else ../shared/bin/cloud-hypervisor beside the project's root (CI clones the repository with
+# shared/ beside it; ../shared/bin/README.md).
 REAL_CH=${CLOUD_HYPERVISOR_BIN:-}
 if [ -z "$REAL_CH" ] && command -v cloud-hypervisor >/dev/null 2>&1; then
   REAL_CH=$(command -v cloud-hypervisor)
+fi
+if [ -z "$REAL_CH" ] && [ -x "$PWD/../shared/bin/cloud-hypervisor" ]; then
+  REAL_CH=$(cd "$PWD/../shared/bin" && pwd)/cloud-hypervisor
 fi
 
 # CI lanes, in order (ctest labels set in tests/CMakeLists.txt). LANES="unit vmm" runs a subset.
@@ -59,26 +64,30 @@ failure_digest() {
     }' "$log"
 }
 # real_vmm_summary VMM: after a ctest run against a real VMM, how many of its tests ran against it
-# and how many skipped, with each skip reason (a test printing "SKIPPED: <reason>" skipped as a
-# whole; "SKIPPED PART:" only drops a part). Read from ctest's log of the run.
+# and how many skipped, with each skip reason and how many tests gave it (a test printing
+# "SKIPPED: <reason>" skipped as a whole; "SKIPPED PART: <reason>" ran but dropped a part: counted
+# as run, its reasons listed too). Read from ctest's log of the run.
 real_vmm_summary() {
   local log=Testing/Temporary/LastTest.log version
   [ -f "$log" ] || return 0
   version=$("$1" --version 2>/dev/null | head -n 1 || true)
   awk -v vmm="$1" -v version="${version:-version unknown}" '
-    /^[0-9]+\/[0-9]+ Testing: / { name = $0; sub(/^[0-9]+\/[0-9]+ Testing: /, "", name); total++; why = ""; next }
+    /^[0-9]+\/[0-9]+ Testing: / { name = $0; sub(/^[0-9]+\/[0-9]+ Testing: /, "", name); total++; why = ""; haspart = 0; delete seen; next }
     /^SKIPPED: / && name != "" && why == "" { why = substr($0, 10) }
+    /^SKIPPED PART: / && name != "" { part = substr($0, 15); haspart = 1; if (!(part in seen)) { seen[part] = 1; parts[part]++ } }
     /^Test (Passed|Failed|Not Run)/ && name != "" {
       if ($0 ~ /^Test Not Run/) notrun++
       else if (why != "") { skipped++; reasons[why]++ }
-      else { ran++; if ($0 ~ /^Test Failed/) failed++ }
+      else { ran++; if (haspart) np++; if ($0 ~ /^Test Failed/) failed++ }
       name = ""
     }
     END {
       printf "=== lane real-ch: %d of %d tests ran against the real VMM (%s: %s), %d of them failed; %d skipped", ran, total, vmm, version, failed, skipped
       if (notrun) printf ", %d not run", notrun
+      if (np) printf "; %d of those ran with a part skipped", np
       printf "\n"
       for (r in reasons) printf "      %3d skipped: %s\n", reasons[r], r
+      for (r in parts) printf "      %3d skipped a part: %s\n", parts[r], r
     }' "$log"
 }
 

@@ -4,7 +4,8 @@
  * Booted by Cloud Hypervisor (direct kernel boot) or QEMU (-kernel) through the PVH entry:
  * the ELF note XEN_ELFNOTE_PHYS32_ENTRY (type 18, name "Xen") gives the 32-bit entry point,
  * entered in 32-bit protected mode, paging off, flat segments, %ebx = physical address of
- * struct hvm_start_info (magic 0x336ec578 at 0, cmdline_paddr, a 64-bit field, at 24).
+ * struct hvm_start_info (magic 0x336ec578 at 0, cmdline_paddr, a 64-bit field, at 24,
+ * rsdp_paddr, 64-bit, at 32: Xen's public/arch-x86/hvm/start_info.h).
  *
  * On COM1 (0x3f8) it prints a banner and its command line, then echoes every character it
  * reads (polling the line status register), prints "heartbeat N" about every 5 s (TSC, its
@@ -335,9 +336,9 @@ pwrbtn_setup:
         jz      40f
         cmpl    $HVM_MAGIC, (%ebx)
         jne     40f
-        cmpl    $0, 20(%ebx)            /* rsdp_paddr (64-bit at 16) below 4 GiB */
+        cmpl    $0, 36(%ebx)            /* rsdp_paddr (64-bit at 32) below 4 GiB */
         jne     40f
-        movl    16(%ebx), %esi
+        movl    32(%ebx), %esi
         testl   %esi, %esi
         jnz     55f
         /* No rsdp_paddr (QEMU's PVH option ROM leaves it 0): the BIOS area, as an OS does. */

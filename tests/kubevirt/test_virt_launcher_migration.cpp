@@ -15,6 +15,7 @@
 #include "tests/kubevirt/migration_proxy.hpp"
 #include "tests/kubevirt/migration_reads.hpp"
 #include "tests/kubevirt/virt_launcher_harness.hpp"
+#include "tests/support/real_vmm_limits.hpp"
 #include "vmm_api/client.hpp"
 
 namespace {
@@ -174,6 +175,32 @@ void cancel_held_migration(TwoPods& p) {
       chl::test::wait_until(30s, [&] { return abort_status(domain(*p.src_cmd)) == "Succeeded"; }));
 }
 
+// On a real CH that cannot save vCPU state on this machine (tests/support/real_vmm_limits.hpp:
+// proven by the VMM alone, no launcher), a migration MigrateVirtualMachine started fails at its
+// end, when CH takes the vCPUs' state: the source's migration metadata ends Failed with CH's
+// chain (GetNestedState) and an EndTimestamp, and the VM runs on in the source in `state`. Checks
+// that, says which part of the test cannot run and why, and returns true; false on the double
+// or where CH can migrate (the test goes on).
+bool migration_refused_here(TwoPods& p, const std::string& part, const std::string& state = "Running") {
+  const auto& why = chl::test::real_vmm_cannot_save_vcpu_state();
+  if (!why) return false;
+  REQUIRE_MESSAGE(chl::test::wait_until(120s,
+                                        [&] {
+                                          const auto m = migration_of(domain(*p.src_cmd));
+                                          return m.is_object() && m["Failed"] == true;
+                                        }),
+                  p.src.output());
+  const auto d = domain(*p.src_cmd);
+  const auto m = migration_of(d);
+  CHECK_MESSAGE(m["FailureReason"].get<std::string>().find("GetNestedState") != std::string::npos,
+                m.dump());
+  CHECK_FALSE(m["EndTimestamp"].is_null());
+  CHECK(d["Status"]["Status"] == state);
+  CHECK_FALSE(has_state(p.src_notify, "MODIFIED Shutoff/Migrated"));
+  chl::test::skip_part(part + ": " + *why);
+  return true;
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -212,6 +239,7 @@ TEST_CASE(
   const auto r = p.migrate();
   CHECK_MESSAGE(r.success(), r.message() << "\n" << p.src.output());
   CHECK(std::chrono::steady_clock::now() - t0 < 5s);  // answers at once, migrates in the background
+  if (migration_refused_here(p, "the migration's completion, the guest going on in the target")) return;
 
   // The target: Running with EndTimestamp, and EndTimestamp never before Running.
   REQUIRE_MESSAGE(chl::test::wait_until(60s,
@@ -370,6 +398,7 @@ TEST_CASE(
   p.prepare_target();
   r = p.migrate();
   REQUIRE_MESSAGE(r.success(), r.message());
+  if (migration_refused_here(p, "the paused VM arriving paused in the target", "Paused")) return;
   REQUIRE_MESSAGE(chl::test::wait_until(60s,
                                         [&] {
                                           for (const auto& d : domains(p.dst_notify))
@@ -494,6 +523,7 @@ TEST_CASE(
   p.prepare_target(migrating_vmi(j.dump()));
   const auto r = p.migrate(migrating_vmi(j.dump()));
   REQUIRE_MESSAGE(r.success(), r.message() << "\n" << p.src.output());
+  if (migration_refused_here(p, "the media on the target after a completed migration")) return;
   REQUIRE_MESSAGE(chl::test::wait_until(
                       60s, [&] { return has_state(p.src_notify, "MODIFIED Shutoff/Migrated"); }),
                   p.src.output() << "\n"
@@ -543,6 +573,7 @@ TEST_CASE(
   p.prepare_target(migrating_vmi(j.dump()));
   const auto r = p.migrate(migrating_vmi(j.dump()));
   REQUIRE_MESSAGE(r.success(), r.message() << "\n" << p.src.output());
+  if (migration_refused_here(p, "the VM with its NIC running in the target")) return;
   REQUIRE_MESSAGE(chl::test::wait_until(60s,
                                         [&] {
                                           for (const auto& d : domains(p.dst_notify))

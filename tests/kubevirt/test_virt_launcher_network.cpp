@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "tests/kubevirt/virt_launcher_harness.hpp"
+#include "tests/support/real_vmm_limits.hpp"
 
 TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a pod network without virt-handler's phase 1 — Sync answers success:false naming it, the wiring module is never loaded, the launcher keeps serving") {
   PodNetns pn;
@@ -263,6 +264,13 @@ RealGuestRun real_guest(const std::string& binding, bool ipv6 = false) {
   if (!guest) {
     chl::test::skip(why);
     return run;
+  }
+  if (!kQemu) {
+    // A real CH that cannot run the Linux guest's kernel here, proven by CH alone.
+    if (const auto& no = chl::test::real_vmm_cannot_run_linux(guest->kernel.string(), guest->initramfs.string())) {
+      chl::test::skip(*no);
+      return run;
+    }
   }
   PodNetns pn;
   if (!pn.up_or_skip()) return run;

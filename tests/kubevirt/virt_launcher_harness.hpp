@@ -398,9 +398,9 @@ struct PodNetns {
   }
   // The same as KubeVirt's non-root launcher: uid/gid 107 with no capability at all (setpriv:
   // an empty bounding set, no_new_privs). The pod as KubeVirt's gives it to that launcher: its
-  // directories owned by 107, /dev/net/tun usable by any uid (the tun device plugin's node; this
-  // machine's is 0600, so a 0666 node is bind-mounted over it in the launcher's mount namespace,
-  // which `ip netns exec` made), and a user record for 107 (the launcher image's qemu:107:
+  // directories owned by 107, /dev/net/tun and /dev/kvm of its own owned by 107 (the device
+  // plugins' nodes; this machine's are root's 0600, so the pod's nodes are bind-mounted over them
+  // in the launcher's mount namespace, which `ip netns exec` made), and a user record for 107 (the launcher image's qemu:107:
   // libvirt's session daemon refuses a uid without one: "Failed to find user record for uid
   // '107'"), bind-mounted over /etc/passwd the same way. "" when started, else why the test
   // must skip.
@@ -414,13 +414,17 @@ struct PodNetns {
     fs::create_directories(pod.priv());
     const fs::path tun = pod.dir.path() / "tun", passwd = pod.dir.path() / "passwd",
                    kvm = pod.dir.path() / "kvm";
-    if (::mknod(tun.c_str(), S_IFCHR | 0666, ::makedev(10, 200)) != 0 || ::chmod(tun.c_str(), 0666) != 0)
+    // The pod's own nodes, as the container runtime gives them to the pod's user (0660, owned by
+    // 107 with the rest of the pod's directory below; the same major:minor as the machine's).
+    struct stat host {};
+    if (::stat("/dev/net/tun", &host) != 0 || ::mknod(tun.c_str(), S_IFCHR | 0660, host.st_rdev) != 0 ||
+        ::chmod(tun.c_str(), 0660) != 0)
       return "cannot make a tun node in " + pod.dir.path().string() + ": " + std::strerror(errno);
     // Cloud Hypervisor opens /dev/kvm itself: the pod's node from KubeVirt's kvm device plugin
-    // (devices.kubevirt.io/kvm) is usable by the pod's user; this machine's may be 0600.
-    const bool with_kvm = !kQemu && ::access("/dev/kvm", F_OK) == 0;
-    if (with_kvm && (::mknod(kvm.c_str(), S_IFCHR | 0666, ::makedev(10, 232)) != 0 ||
-                     ::chmod(kvm.c_str(), 0666) != 0))
+    // (devices.kubevirt.io/kvm) is the pod user's; this machine's is root's 0600.
+    const bool with_kvm = !kQemu && ::stat("/dev/kvm", &host) == 0;
+    if (with_kvm && (::mknod(kvm.c_str(), S_IFCHR | 0660, host.st_rdev) != 0 ||
+                     ::chmod(kvm.c_str(), 0660) != 0))
       return "cannot make a kvm node in " + pod.dir.path().string() + ": " + std::strerror(errno);
     std::string users = chl::test::read_file("/etc/passwd");
     if (users.find(":x:107:") == std::string::npos) users += "qemu:x:107:107:qemu user:" + pod.priv().string() + ":/sbin/nologin\n";

@@ -6,9 +6,9 @@
 //
 // As in test_network_netns.cpp, a veth on k6t-eth0 whose peer (in a "guest" namespace) carries
 // the guest's MAC stands in for the VM behind the tap (the tap's guest end is an fd). The child
-// also sees /dev/net/tun as the pod does (the tun device plugin's node, usable by any uid): this
-// machine's node is 0600, so the child bind-mounts a 0666 node over it in a private mount
-// namespace before dropping its privileges.
+// also sees /dev/net/tun as the pod does (the tun device plugin's node, owned by the pod's user
+// 107): this machine's node is root's 0600, so the child bind-mounts its own node (0660, 107)
+// over it in a private mount namespace before dropping its privileges.
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
@@ -142,8 +142,9 @@ struct Phase2Child {
     // The pod's /dev/net/tun (see the header comment), then uid/gid 107 and no capabilities.
     const std::string tun = (t.dir / "tun").string();
     if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
-        (::mknod(tun.c_str(), S_IFCHR | 0666, ::makedev(10, 200)) != 0 && errno != EEXIST) ||
-        ::chmod(tun.c_str(), 0666) != 0 || ::mount(tun.c_str(), "/dev/net/tun", nullptr, MS_BIND, nullptr) != 0) {
+        (::mknod(tun.c_str(), S_IFCHR | 0660, ::makedev(10, 200)) != 0 && errno != EEXIST) ||
+        ::chown(tun.c_str(), 107, 107) != 0 || ::chmod(tun.c_str(), 0660) != 0 ||
+        ::mount(tun.c_str(), "/dev/net/tun", nullptr, MS_BIND, nullptr) != 0) {
       say("error: /dev/net/tun setup");
       ::_exit(1);
     }

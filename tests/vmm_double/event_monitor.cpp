@@ -21,7 +21,7 @@ void EventMonitor::open(common::UniqueFd fd, bool garbage) {
 
 void EventMonitor::emit(const std::string& source, const std::string& event,
                         const std::map<std::string, std::string>& properties) {
-  if (!fd_.valid()) return;
+  if (!fd_.valid() || stopped_) return;
   const auto elapsed = std::chrono::steady_clock::now() - start_;
   const auto secs = std::chrono::duration_cast<std::chrono::seconds>(elapsed);
   const auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed - secs);

@@ -31,11 +31,14 @@ class EventMonitor {
   void drain(std::chrono::milliseconds budget);
   // Close the fd now (fault injection): what is pending is dropped, later events go nowhere.
   void close();
+  // Accept no more events; what is pending still goes out (CH's exit racing its monitor thread).
+  void stop_accepting() { stopped_ = true; }
 
  private:
   common::UniqueFd fd_;
   std::string buf_;
   bool garbage_ = false;
+  bool stopped_ = false;
   unsigned garbage_count_ = 0;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   static constexpr std::size_t kMaxPending = 1 << 20;

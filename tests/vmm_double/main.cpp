@@ -14,7 +14,7 @@
 //   "vmm-double pretend guest: booted (a test double: no guest code runs)\r\n"
 //   "cmdline: <payload.cmdline>\r\n" "ready\r\n",
 // echoes every byte typed (CR/LF echoed as "\r\n"), and acts on whole input lines:
-//   poweroff -> guest power-off: vm/shutdown, vm/deleted, vmm/shutdown, exit 0, socket removed
+//   poweroff -> guest power-off: vm/shutdown (CH's vm/deleted, vmm/shutdown lost: vmm.cpp), exit 0, socket removed
 //   reboot   -> vm/rebooting, vm/rebooted, a NEW PTY (as CH recreates console devices), banner
 //   panic    -> guest/panic {"event":"panic"} when config.pvpanic is true; the guest halts
 // A cmdline word `poweroff` powers off right after the banner; vm.power-button (204, no event)

@@ -33,6 +33,8 @@
 #include "common/child_process.hpp"
 #include "common/unique_fd.hpp"
 #include "common/unix_socket.hpp"
+#include "tests/support/pod_devices.hpp"
+#include "tests/support/real_vmm_limits.hpp"
 #include "tests/support/test_support.hpp"
 
 using chl::common::ChildProcess;
@@ -337,6 +339,37 @@ std::string serial_path(Vmm& vmm) {
              : "";
 }
 
+// The events of a VMM that ended through CH's vmm_shutdown (vmm.shutdown, SIGTERM/SIGINT, a
+// guest power-off: CH v52 vmm/src/lib.rs control_loop -> vmm_shutdown -> vm_delete): `head`,
+// then `tail`. CH queues the tail for its event-monitor thread, but main() returns as soon as the
+// VMM thread is joined and never joins that thread (cloud-hypervisor/src/main.rs drops
+// start_event_monitor_thread's JoinHandle), so a real CH's stream ends after any prefix of the
+// tail (issue 39: `vm/shutdown` alone after a guest power-off, `vm/deleted` alone after
+// vmm.shutdown, under load). The double writes the whole tail, except after a guest power-off
+// (guest_poweroff_events). The exit status and the socket file say the VMM ended.
+bool ch_exit_events(const std::string& got, const std::string& head, const std::vector<std::string>& tail) {
+  std::string want = head;
+  if (!chl::test::using_real_vmm()) {
+    for (const auto& t : tail) want += " " + t;
+    return got == want;
+  }
+  if (got == want) return true;
+  for (const auto& t : tail) {
+    want += " " + t;
+    if (got == want) return true;
+  }
+  return false;
+}
+
+// After a guest power-off the double writes `vm/shutdown` and loses CH's `vm/deleted` and
+// `vmm/shutdown`, the outcome a real CH gave under load (docs/vmm-double.md), so the launcher is
+// always tested without them; a real CH writes any prefix of the three.
+bool guest_poweroff_events(const std::string& got) {
+  const std::string head = "vmm/starting vm/booting vm/booted";
+  if (!chl::test::using_real_vmm()) return got == head + " vm/shutdown";
+  return ch_exit_events(got, head, {"vm/shutdown", "vm/deleted", "vmm/shutdown"});
+}
+
 #define SKIP_ON_REAL_VMM(why)        \
   if (chl::test::using_real_vmm()) { \
     chl::test::skip(why);            \
@@ -506,7 +539,9 @@ TEST_CASE("api socket fd= and event monitor on a pipe fd= - vmm.shutdown answers
   auto st = vmm.wait_exit();
   REQUIRE(st);
   CHECK(st->success());
-  CHECK(vmm.wait_events({"vmm/starting", "vmm/shutdown"}));
+  CHECK(vmm.events_closed());  // the VMM is gone: everything it wrote is in
+  const auto got = join(names(vmm.events()));
+  CHECK_MESSAGE(ch_exit_events(got, "vmm/starting", {"vmm/shutdown"}), got);
 }
 
 TEST_CASE(
@@ -519,7 +554,8 @@ TEST_CASE(
   REQUIRE(st);
   CHECK(st->success());
   CHECK_FALSE(std::filesystem::exists(vmm.sock()));
-  CHECK(join(names(vmm.events())) == "vmm/starting vm/deleted vmm/shutdown");
+  const auto got = join(names(vmm.events()));
+  CHECK_MESSAGE(ch_exit_events(got, "vmm/starting", {"vm/deleted", "vmm/shutdown"}), got);
 }
 
 TEST_CASE("SIGTERM: shutdown events / exit 0 / socket removed") {
@@ -530,7 +566,8 @@ TEST_CASE("SIGTERM: shutdown events / exit 0 / socket removed") {
   REQUIRE(st);
   CHECK_MESSAGE(st->success(), st->describe());
   CHECK_FALSE(std::filesystem::exists(vmm.sock()));
-  CHECK(join(names(vmm.events())) == "vmm/starting vm/deleted vmm/shutdown");
+  const auto got = join(names(vmm.events()));
+  CHECK_MESSAGE(ch_exit_events(got, "vmm/starting", {"vm/deleted", "vmm/shutdown"}), got);
 }
 
 TEST_CASE("SIGINT while running: vm/shutdown / vm/deleted / vmm/shutdown and exit 0") {
@@ -547,11 +584,14 @@ TEST_CASE("SIGINT while running: vm/shutdown / vm/deleted / vmm/shutdown and exi
   REQUIRE(st);
   CHECK_MESSAGE(st->success(), st->describe());
   CHECK_FALSE(std::filesystem::exists(vmm.sock()));
-  CHECK(join(names(vmm.events())) == "vmm/starting vm/booting vm/booted vm/shutdown vm/deleted vmm/shutdown");
+  const auto got = join(names(vmm.events()));
+  CHECK_MESSAGE(ch_exit_events(got, "vmm/starting vm/booting vm/booted", {"vm/shutdown", "vm/deleted", "vmm/shutdown"}),
+                got);
 }
 
 TEST_CASE(
-    "serial PTY exists from vm.create - the guest echoes and powers off on a `poweroff` line") {
+    "serial PTY exists from vm.create - the guest echoes and powers off on a `poweroff` line, the "
+    "VMM exits 0, its event stream may end before vm/deleted vmm/shutdown") {
   Vmm vmm;
   auto kernel = guest_kernel(vmm.dir());
   if (!kernel) {
@@ -574,8 +614,8 @@ TEST_CASE(
   REQUIRE(st);
   CHECK(st->success());
   CHECK_FALSE(std::filesystem::exists(vmm.sock()));
-  CHECK(join(names(vmm.events())) ==
-        "vmm/starting vm/booting vm/booted vm/shutdown vm/deleted vmm/shutdown");
+  const auto got = join(names(vmm.events()));
+  CHECK_MESSAGE(guest_poweroff_events(got), got);
 }
 
 TEST_CASE("cmdline word poweroff: the guest powers off right after its banner") {
@@ -590,8 +630,9 @@ TEST_CASE("cmdline word poweroff: the guest powers off right after its banner") 
   auto st = vmm.wait_exit();
   REQUIRE(st);
   CHECK(st->success());
-  CHECK(join(names(vmm.events())) ==
-        "vmm/starting vm/booting vm/booted vm/shutdown vm/deleted vmm/shutdown");
+  CHECK_FALSE(std::filesystem::exists(vmm.sock()));
+  const auto got = join(names(vmm.events()));
+  CHECK_MESSAGE(guest_poweroff_events(got), got);
 }
 
 TEST_CASE("power button: 204 without event - the guest powers off unless ignore-acpi (command line or typed)") {
@@ -779,7 +820,10 @@ TEST_CASE("snapshot needs a Paused VM - restore from a missing directory fails l
 }
 
 TEST_CASE("double: snapshot of a Paused VM round-trips through restore") {
-  SKIP_ON_REAL_VMM("memory snapshot fails under nested KVM on these machines (GetNestedState)");
+  if (const auto& why = chl::test::real_vmm_cannot_save_vcpu_state()) {
+    chl::test::skip(*why);
+    return;
+  }
   Vmm vmm;
   auto kernel = guest_kernel(vmm.dir());
   REQUIRE(vmm.put("vm.create", vm_config(*kernel, "console=ttyS0 snap-marker")).status == 204);
@@ -894,12 +938,13 @@ TEST_CASE(
         "needs root (to make a tap) and setpriv (util-linux) to run the VMM as uid 107");
     return;
   }
-  if (chl::test::using_real_vmm() && ::access("/dev/kvm", R_OK | W_OK) == 0) {
-    struct stat kvm {};
-    if (::stat("/dev/kvm", &kvm) != 0 || (kvm.st_mode & 0006) != 0006) {
-      chl::test::skip("a real VMM as uid 107 needs a /dev/kvm any user may open");
-      return;
-    }
+  // The VMM sees the pod's own /dev/kvm and /dev/net/tun, owned by 107, as a container runtime
+  // gives them to a KubeVirt pod (tests/support/pod_devices.hpp); the machine's stay root's.
+  TempDir nodes("chl-nodes");
+  const auto devices = chl::test::pod_device_nodes(nodes.path(), 107, 107);
+  if (!devices.why.empty()) {
+    chl::test::skip(devices.why);
+    return;
   }
   UniqueFd tun(::open("/dev/net/tun", O_RDWR | O_CLOEXEC));
   ifreq ifr{};
@@ -909,9 +954,9 @@ TEST_CASE(
     chl::test::skip("cannot create a tap device here (needs /dev/net/tun and CAP_NET_ADMIN)");
     return;
   }
-  const std::vector<std::string> uid107 = {
-      *setpriv, "--reuid",        "107",  "--regid",       "107", "--clear-groups", "--inh-caps",
-      "-all",   "--bounding-set", "-all", "--no-new-privs"};
+  std::vector<std::string> uid107 = devices.prefix;
+  uid107.insert(uid107.end(), {*setpriv, "--reuid", "107", "--regid", "107", "--clear-groups",
+                               "--inh-caps", "-all", "--bounding-set", "-all", "--no-new-privs"});
   for (const bool with_mtu : {true, false}) {
     CAPTURE(with_mtu);
     Vmm vmm(VmmOptions(), RunAs{uid107, 107});
@@ -1210,10 +1255,17 @@ VmmOptions heartbeat_vmm() {
 }
 const auto kBeat = chl::test::using_real_vmm() ? 12s : 2s;
 
-// A real CH on a nested-KVM machine cannot snapshot vCPUs (the snapshot test above): skip then.
-bool nested_snapshot_failure(const HttpReply& r) {
-  return chl::test::using_real_vmm() && r.status == 500 &&
-         r.body.find("Nested") != std::string::npos;
+// A real CH that cannot save vCPU state on this machine (the probe of
+// tests/support/real_vmm_limits.hpp, and this very call answering CH's GetNestedState): the
+// sender runs on (CH resumes the VM after a failed send); says which part cannot run and why.
+bool nested_snapshot_failure(const HttpReply& r, Vmm& src) {
+  const auto& why = chl::test::real_vmm_cannot_save_vcpu_state();
+  if (!why || r.status != 500 || r.body.find("GetNestedState") == std::string::npos) return false;
+  const auto state = Json::parse(src.get("vm.info").body, nullptr, false).value("state", "");
+  CHECK_MESSAGE((state == "Running" || state == "Paused"), state);
+  chl::test::skip_part("the migration's completion: " + *why +
+                       "; this test's vm.send-migration answered the same: " + r.body);
+  return true;
 }
 
 }  // namespace
@@ -1242,10 +1294,7 @@ TEST_CASE("migration: the receiver runs the sender's VM, its guest continues, th
   const auto sent = http(src.sock(), "PUT", "vm.send-migration",
                          Json{{"destination_url", url}}.dump(), {}, 60s);
   receiver.join();
-  if (nested_snapshot_failure(sent)) {
-    chl::test::skip("vCPU snapshot fails under nested KVM: " + sent.body);
-    return;
-  }
+  if (nested_snapshot_failure(sent, src)) return;
   CHECK_MESSAGE(sent.status == 204, sent.body << src.stderr_text() << dst.stderr_text());
   CHECK_MESSAGE(received.status == 204, received.body);
   (void)before.wait_for("\x01", 200ms);  // collect what the source printed last
@@ -1303,10 +1352,7 @@ TEST_CASE("migration: a paused VM arrives paused (CompletePaused), no pause on t
   const auto sent = http(src.sock(), "PUT", "vm.send-migration",
                          Json{{"destination_url", url}}.dump(), {}, 60s);
   receiver.join();
-  if (nested_snapshot_failure(sent)) {
-    chl::test::skip("vCPU snapshot fails under nested KVM: " + sent.body);
-    return;
-  }
+  if (nested_snapshot_failure(sent, src)) return;
   CHECK_MESSAGE(sent.status == 204, sent.body << src.stderr_text() << dst.stderr_text());
   CHECK_MESSAGE(received.status == 204, received.body);
   CHECK(Json::parse(dst.get("vm.info").body)["state"] == "Paused");
