@@ -116,9 +116,15 @@ bool LauncherHandler::finished(int exit_code) {
   std::string gone = to_domain_json(doc_).dump();
   lock.unlock();
   if (!notify_) return true;
+  // Over the notify connection the launcher has: virt-handler has closed this VMI's notify pipe
+  // by now or does so at any moment (processVmDelete's CloseLauncherClient,
+  // pkg/virt-handler/vm.go:1708), which removes the socket file but keeps serving the connection
+  // (notify_client.cpp). The launcher ends as soon as it is delivered, or cannot be (no
+  // connection left and none to make), else after final_notify_timeout.
   notify_->send_domain_event(std::move(gone), DomainEventType::Modified);
-  if (!notify_->flush(std::chrono::steady_clock::now() + opts_.final_notify_timeout))
-    CHL_LOG_WARN("virt-handler: the final domain notification was not delivered within {} s",
+  if (!notify_->flush_last(std::chrono::steady_clock::now() + opts_.final_notify_timeout))
+    CHL_LOG_WARN("virt-handler: the final domain notification was not delivered (no connection to "
+                 "virt-handler left, or none within {} s)",
                  opts_.final_notify_timeout.count());
   return true;
 }
@@ -137,6 +143,10 @@ Status LauncherHandler::shutdown(std::string_view) {
   if (press) {
     auto r = on_service("shutdown", [](auto& s, auto reply) { s.power_button(std::move(reply)); });
     if (!r) {
+      // The driver already answers success for a VM the hypervisor says is ending (ch_driver.cpp
+      // unless_ending, libvirt_driver.cpp power_button). What is left here: the service refused
+      // because the domain's stop reached it first (its state is no longer Running), or the
+      // service has ended; both already showed in our state, on the service's loop.
       std::lock_guard lock(mu_);
       if (phase_ != Phase::Running || off_or_stopping_locked()) return {};  // it stopped meanwhile
       return tl::unexpected(r.error());

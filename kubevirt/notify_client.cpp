@@ -1,7 +1,6 @@
 #include "kubevirt/notify_client.hpp"
 
 #include <algorithm>
-#include <filesystem>
 
 #include "common/log.hpp"
 #include "kubevirt/h2_client.hpp"
@@ -108,6 +107,18 @@ bool NotifyClient::flush(std::chrono::steady_clock::time_point deadline) {
   }) && !stop_;
 }
 
+bool NotifyClient::flush_last(std::chrono::steady_clock::time_point deadline) {
+  std::uint64_t before = 0;
+  {
+    std::lock_guard lock(mu_);
+    last_words_ = true;
+    before = undelivered_;
+  }
+  const bool done = flush(deadline);
+  std::lock_guard lock(mu_);
+  return done && undelivered_ == before;
+}
+
 NotifyCounters NotifyClient::counters() const {
   std::lock_guard lock(mu_);
   return counters_;
@@ -141,13 +152,21 @@ void NotifyClient::run() {
     const Outcome outcome = deliver(item);
     lock.lock();
     in_flight_seq_ = 0;
-    if (outcome != Outcome::Retry) {
+    const bool give_up = outcome == Outcome::GiveUp || (outcome == Outcome::Unreachable && last_words_);
+    if (outcome == Outcome::Delivered || give_up) {
       if (outcome == Outcome::Delivered) {
         ++(item.domain ? counters_.domain_events_delivered : counters_.k8s_events_delivered);
         if (failing) CHL_LOG_INFO("notify: delivering to {} again", options_.socket_path);
         failing = false;
-      } else if (!item.domain) {
-        ++counters_.k8s_events_dropped;
+      } else {
+        ++undelivered_;
+        if (!item.domain) ++counters_.k8s_events_dropped;
+        if (outcome == Outcome::Unreachable) {
+          ++counters_.unreachable;
+          CHL_LOG_WARN("notify: {} is gone and no connection to it is open: the {} event cannot be "
+                       "delivered",
+                       options_.socket_path, item.domain ? "domain" : "Kubernetes");
+        }
       }
       backoff = options_.initial_backoff;
       done_cv_.notify_all();
@@ -165,13 +184,16 @@ void NotifyClient::run() {
 
 NotifyClient::Outcome NotifyClient::deliver(const Item& item) {
   Channel& ch = *channel_;
-  std::error_code ec;
-  if (!std::filesystem::exists(options_.socket_path, ec)) {
-    ch.drop();  // virt-handler is not there (yet): nothing to dial
-    return Outcome::Retry;
-  }
+  // Over the connection it has, if the server still keeps it open: virt-handler closes the
+  // notify pipe's listener (and so removes the socket file) after DeleteDomain while the
+  // connections it accepted are still served (pkg/virt-handler/notify-server/pipe/pipe.go:
+  // 104-145), and the last event goes over one of them, as KubeVirt's launcher sends it. With no
+  // connection open, call() dials; a dial that fails (no socket yet or any more, or refused) is
+  // Unreachable.
+  bool dial_failed = false;
   // One RPC with its own deadline, cancellable by the destructor.
   auto call = [&](std::string_view path, const auto& request) {
+    const bool had = ch.rpc.connected();
     const auto connects = ch.rpc.connects();
     GrpcReply r = ch.rpc.call(path, request.SerializeAsString(),
                               std::chrono::steady_clock::now() + options_.send_timeout);
@@ -179,6 +201,8 @@ NotifyClient::Outcome NotifyClient::deliver(const Item& item) {
       ch.negotiated = false;
       std::lock_guard lock(mu_);
       ++counters_.connects;
+    } else if (!had && r.code == GrpcCode::Unavailable) {
+      dial_failed = true;
     }
     return r;
   };
@@ -191,7 +215,7 @@ NotifyClient::Outcome NotifyClient::deliver(const Item& item) {
     if (r.code != GrpcCode::Ok && r.code != GrpcCode::Unimplemented) {
       CHL_LOG_DEBUG("notify: version check on {}: {}", options_.socket_path, r.message);
       ch.drop();
-      return Outcome::Retry;
+      return dial_failed ? Outcome::Unreachable : Outcome::Retry;
     }
     const auto& v = versions.supportednotifyversions();
     if (r.code == GrpcCode::Ok && std::find(v.begin(), v.end(), 1U) == v.end()) {
@@ -220,7 +244,7 @@ NotifyClient::Outcome NotifyClient::deliver(const Item& item) {
     if (transient(r.code)) {
       CHL_LOG_DEBUG("notify: {} failed, reconnecting: {}", options_.socket_path, r.message);
       ch.drop();
-      return Outcome::Retry;
+      return dial_failed ? Outcome::Unreachable : Outcome::Retry;
     }
     CHL_LOG_ERROR("notify: {} refused a {} event: {}", options_.socket_path,
                   item.domain ? "domain" : "Kubernetes", r.message);

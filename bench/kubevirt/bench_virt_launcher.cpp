@@ -124,6 +124,9 @@ int main(int argc, char** argv) {
       ::kubevirt::cmd::v1::Response dr;
       (void)cmd->DeleteVirtualMachine(&dctx, req, &dr);
     }
+    // processVmDelete's deferred CloseLauncherClient (pkg/virt-handler/vm.go:1708): the notify
+    // pipe's listener closed, its file gone; the final NoState goes over the open connection.
+    notify.close_pipe();
     auto ended = child.wait_for(60s);
     const bool gone = has("NoState", "NonExistent");
     delete_exit_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - d0).count());

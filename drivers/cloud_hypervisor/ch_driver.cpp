@@ -1,6 +1,7 @@
 #include "drivers/cloud_hypervisor/ch_driver.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -55,6 +56,8 @@ Status CloudHypervisorDriver::launch(EventSink sink, ExitHandler on_exit) {
   so.cpu_affinity = opts_.emulator_cpus;
   CHL_TRY(auto vmm, start_vmm(so));
   vmm_.emplace(std::move(vmm));
+  vmm_pid_ = vmm_->child.pid();
+  vmm_pidfd_ = vmm_->child.pidfd();
   if (!opts_.emulator_cpus.empty()) {
     // The launcher is one of the non-vCPU threads too (KubeVirt moves virt-launcher's threads
     // into its housekeeping cpuset with QEMU's: pkg/hypervisor/kvm/runtime.go
@@ -285,14 +288,57 @@ Status CloudHypervisorDriver::reboot() { return client_.vm_reboot(); }
 // guest takes as a power-off). So the soft reboot without an agent is vm.reboot here
 // (docs/guest-agent.md).
 Status CloudHypervisorDriver::acpi_reboot() { return client_.vm_reboot(); }
-Status CloudHypervisorDriver::power_button() { return client_.vm_power_button(); }
+// The power button of a VM that is already powering off, or gone, has nothing to press: success,
+// as libvirt's driver answers (libvirt_driver.cpp) and KubeVirt's SignalShutdownVMI treats a
+// domain that is not running (pkg/virt-launcher/virtwrap/manager.go:2158-2166, 2176-2192).
+Status CloudHypervisorDriver::power_button() { return unless_ending(client_.vm_power_button(), "vm.power-button"); }
 
 Status CloudHypervisorDriver::force_off() {
-  // Each step is tried even if the previous one failed: the goal is a VMM that is gone.
+  // Each step is tried even if the previous one failed: the goal is a VMM that is gone. One that
+  // is ending on its own already (a guest power-off under way) is that goal too.
   auto vm = client_.vm_shutdown();
   if (!vm) CHL_LOG_WARN("vm.shutdown: {}", vm.error().message());
-  auto vmm = client_.vmm_shutdown();
+  auto vmm = unless_ending(client_.vmm_shutdown(), "vmm.shutdown");
   if (!vmm) return tl::unexpected(vmm.error().wrap("ending the VMM"));
+  return {};
+}
+
+// Cloud Hypervisor v52 while a VM ends (guest power-off, vmm.shutdown, SIGTERM): the control loop
+// runs vmm_shutdown (the VM torn down, then vm/shutdown, vm/deleted, vmm/shutdown) and breaks out
+// (vmm/src/lib.rs:1708-1731), the VMM thread returns and drops its API receiver with whatever
+// request was queued, and the HTTP thread answers until main() has joined the VMM thread and
+// shut it down (cloud-hypervisor/src/main.rs:764-772). A call in that window gets
+//   500 ["Error from API","API response receive error","receiving on a closed channel"]: queued
+//       while the VM was torn down, its answer channel dropped (vmm/src/api/mod.rs:617-620);
+//   500 ["Error from API","API request send error","sending on a closed channel"]: sent after;
+//   500 [...,"VM is not running"] / [...,"VM is not created"]: the VM shut down or deleted while
+//       the VMM lives on (vmm/src/lib.rs:2486-2492, vm.rs:189-199);
+//   no answer: the connection closed under it, refused, or no socket once the VMM has exited.
+// Which one is a matter of microseconds, and the driver's own "VM stopped" event follows a moment
+// later on the io thread. What they share is that the VM no longer runs: so after a failed call
+// the driver asks that, of the process and of the VMM, rather than reading CH's words.
+bool CloudHypervisorDriver::vmm_going() const {
+  if (vmm_pidfd_ < 0) return true;
+  pollfd p{vmm_pidfd_, POLLIN, 0};
+  if (::poll(&p, 1, 0) > 0) return true;  // exited (a pidfd stays readable once reaped)
+  return common::process_exiting(vmm_pid_);  // closing its sockets in do_exit()
+}
+
+bool CloudHypervisorDriver::vm_ending() {
+  if (vmm_going()) return true;
+  auto info = client_.vm_info();
+  if (info) return info->state != vmm_api::VmState::Running && info->state != vmm_api::VmState::Paused;
+  // CH answered but has no VM to report (not created, or its control loop has ended), or nobody
+  // serves its API any more.
+  if (vmm_api::http_status(info.error())) return true;
+  const auto kind = vmm_api::api_errc(info.error());
+  return kind == vmm_api::ApiErrc::socket_missing || kind == vmm_api::ApiErrc::connection_refused ||
+         kind == vmm_api::ApiErrc::connection_closed;
+}
+
+Status CloudHypervisorDriver::unless_ending(Status r, std::string_view what) {
+  if (r || vmm_api::is(r.error(), vmm_api::ApiErrc::timeout) || !vm_ending()) return r;
+  CHL_LOG_INFO("{}: the VM is already ending, nothing to do (the VMM answered: {})", what, r.error().message());
   return {};
 }
 

@@ -86,6 +86,12 @@ class CloudHypervisorDriver final : public launcher::Driver {
   void on_exit();
   void on_event_monitor_closed(const boost::system::error_code& ec);
   [[nodiscard]] bool vmm_dead() const;  // exited (reaped or a zombie not reaped yet)
+  // Worker thread, after a refused or broken API call: whether the VM is ending or gone (the
+  // VMM exiting, or no longer reporting a running VM), and then the call is done: nothing is
+  // left for it to act on. A timeout is no such sign (a hung VMM is not an ending one).
+  [[nodiscard]] bool vmm_going() const;
+  [[nodiscard]] bool vm_ending();
+  common::Status unless_ending(common::Status r, std::string_view what);
   void learn_version();  // vmm.ping after boot or restore, on the API worker
   void deliver(const std::vector<events::DomainEvent>& evs);
   // isolateEmulatorThread: put the VMM's non-vCPU threads back on the emulator CPUs (after boot,
@@ -113,6 +119,10 @@ class CloudHypervisorDriver final : public launcher::Driver {
   mutable std::mutex version_mutex_;
   std::string version_;
   bool killed_by_us_ = false;  // kill_vmm() sent SIGKILL to a live VMM
+  // Set by launch(), read by the worker thread (vmm_going) without touching the ChildProcess
+  // that the io thread reaps.
+  pid_t vmm_pid_ = -1;
+  int vmm_pidfd_ = -1;
 };
 
 }  // namespace chl::cloud_hypervisor

@@ -113,11 +113,9 @@ TEST_CASE("migration relay: abort() cuts both ends at once, a paced or blocked c
   Ends e(o);
   std::thread w([&] { (void)send_all(e.vmm.get(), pattern(8 << 20)); });
   REQUIRE(chl::test::wait_until(5s, [&] { return e.relay->bytes_sent() > 0; }));
-  const auto t0 = std::chrono::steady_clock::now();
   e.relay->abort();
-  w.join();  // the VMM's send fails: its connection is shut down
-  CHECK(std::chrono::steady_clock::now() - t0 < 5s);
-  // The proxy side sees the end of the stream, short of the 8 MiB.
+  w.join();  // the VMM's send fails: its connection is shut down (it would take 8 s at 1 MiB/s)
+  // The proxy side sees the end of the stream, short of the 8 MiB: cut, not run to its end.
   char buf[1 << 16];
   std::size_t total = 0;
   ssize_t n;

@@ -1,8 +1,12 @@
 #pragma once
 // A notify server of our own for the tests: what virt-handler serves behind
-// domain-notify-pipe.sock (kubevirt.notify.v1.Notify and kubevirt.notify.info.NotifyInfo), on a
-// Unix socket, recording every request in order. It can hold its answers (a virt-handler that
-// stopped answering) and refuse Kubernetes events (virt-handler's "VMI not found").
+// domain-notify-pipe.sock (kubevirt.notify.v1.Notify and kubevirt.notify.info.NotifyInfo),
+// recording every request in order. As in KubeVirt, the launcher's socket is a pipe: a listener
+// at `socket` whose accepted connections are each proxied to the gRPC server on a socket of its
+// own (virt-handler's domain-notify.sock; pkg/virt-handler/notify-server/pipe/pipe.go:53-165),
+// so that close_pipe() does what processVmDelete does: the listener closed and its file removed,
+// while connections already accepted are still served. It can hold its answers (a virt-handler
+// that stopped answering) and refuse Kubernetes events (virt-handler's "VMI not found").
 // Every domain event is decoded as Go's encoding/json decodes it into api.Domain and read as
 // virt-handler reads it (go_domain.hpp): a document that does not decode is answered
 // success:false and dropped, as KubeVirt's notify-server/server.go:54-94 does; every decode error,
@@ -35,8 +39,19 @@ class TestNotifyServer {
   TestNotifyServer(const TestNotifyServer&) = delete;
   TestNotifyServer& operator=(const TestNotifyServer&) = delete;
 
-  // Stop serving (answers held are released first) and remove the socket.
+  // Stop serving (answers held are released first), end every connection and remove the socket:
+  // virt-handler gone.
   void stop();
+  // What virt-handler's processVmDelete does (its deferred CloseLauncherClient, vm.go:1708 ->
+  // cache/maps.go:41-53 -> pipe.go:138-145): the pipe's listener closed, which removes the socket
+  // file (Go's UnixListener.Close unlinks what net.ListenUnix bound, safepath.go:437-470); the
+  // connections it accepted keep being proxied (pipe.go:104-134) to the server, which runs on.
+  void close_pipe();
+  // Every connection the pipe accepted, and any it accepts later, is closed (virt-handler gone).
+  void end_connections();
+  // Connections the pipe has accepted, and how many of them are still open.
+  std::size_t accepted() const;
+  std::size_t open_connections() const;
   // Hold every answer until release() (or stop()).
   void hold();
   void release();

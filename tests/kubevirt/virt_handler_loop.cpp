@@ -36,7 +36,7 @@ struct VirtHandlerLoop::Rpc {
   }
 };
 
-VirtHandlerLoop::VirtHandlerLoop(VirtHandlerLoopOptions options, const TestNotifyServer& informer,
+VirtHandlerLoop::VirtHandlerLoop(VirtHandlerLoopOptions options, TestNotifyServer& informer,
                                  std::string phase)
     : opts_(std::move(options)),
       informer_(informer),
@@ -53,7 +53,10 @@ VirtHandlerLoop::~VirtHandlerLoop() = default;
 
 void VirtHandlerLoop::record(const std::string& what, bool ok, const std::string& detail) {
   const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-  actions_.push_back({t, what, ok, detail});
+  const std::int64_t wall = std::chrono::duration_cast<std::chrono::seconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+  actions_.push_back({t, wall, what, ok, detail});
 }
 
 std::vector<VirtHandlerLoop::Action> VirtHandlerLoop::actions(const std::string& what) const {
@@ -146,8 +149,13 @@ bool VirtHandlerLoop::delete_domain() {
         [&](auto& c, auto& resp) { return rpc_->stub->DeleteVirtualMachine(&c, req, &resp); });
     const bool ok = disconnected(st) || (st.ok() && r.success());
     record("DeleteDomain", ok, st.ok() ? r.message() : st.error_message());
-    if (!ok) return false;
+    if (!ok) {
+      informer_.close_pipe();  // the deferred CloseLauncherClient runs on an error too
+      return false;
+    }
   }
+  // The deferred CloseLauncherClient (vm.go:1708): the notify pipe's listener closed.
+  informer_.close_pipe();
   // processVmCleanup: the domain leaves the cache.
   removed_ = true;
   cleaned_up_ = true;

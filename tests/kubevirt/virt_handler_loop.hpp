@@ -10,7 +10,9 @@
 //   Kill at once; else Shutdown re-sent every <= 5 s until GracePeriod.DeletionTimestamp + grace,
 //   then Kill; ShuttingDown → nothing re-sent and no requeue;
 // - delete: Ping, and DeleteDomain only when it answers (a failed Ping skips it silently); then
-//   the domain leaves the cache, and the VMI's phase is written from the same domain object;
+//   the launcher client is closed, and with it the notify pipe's listener (the socket file goes,
+//   open connections stay: TestNotifyServer::close_pipe); the domain leaves the cache, and the
+//   VMI's phase is written from the same domain object;
 // - a Running VMI whose phase matches is Synced again on every pass (shouldUpdate).
 // The domain is read from the raw JSON of the notifications (virt_handler_phase.hpp).
 #include <chrono>
@@ -37,12 +39,13 @@ class VirtHandlerLoop {
  public:
   struct Action {
     double at_s = 0;   // seconds since the loop started
+    std::int64_t wall_s = 0;  // Unix seconds (whole) when recorded: the clock of DeletionTimestamp
     std::string what;  // Ping, Shutdown, Kill, DeleteDomain, Sync, Phase
     bool ok = true;
     std::string detail;  // the error, or the new phase
   };
 
-  VirtHandlerLoop(VirtHandlerLoopOptions options, const TestNotifyServer& informer,
+  VirtHandlerLoop(VirtHandlerLoopOptions options, TestNotifyServer& informer,
                   std::string phase = "Running");
   ~VirtHandlerLoop();
 
@@ -73,7 +76,7 @@ class VirtHandlerLoop {
   bool sync_vmi();
 
   VirtHandlerLoopOptions opts_;
-  const TestNotifyServer& informer_;
+  TestNotifyServer& informer_;
   vh::VmiView vmi_;
   std::unique_ptr<Rpc> rpc_;
   std::chrono::steady_clock::time_point t0_;

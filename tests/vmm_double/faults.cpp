@@ -43,6 +43,7 @@ Faults Faults::from_env() {
   f.boot_answer_delay_ms = number("VMM_DOUBLE_BOOT_ANSWER_DELAY_MS", 0);
   f.phase_delay_ms = number("VMM_DOUBLE_PHASE_DELAY_MS", 20);
   f.heartbeat_ms = number("VMM_DOUBLE_HEARTBEAT_MS", 0);
+  f.poweroff_teardown_ms = number("VMM_DOUBLE_POWEROFF_TEARDOWN_MS", 0);
   return f;
 }
 

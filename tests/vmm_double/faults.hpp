@@ -24,6 +24,11 @@
 //   VMM_DOUBLE_PHASE_DELAY_MS=<n>          delay before the running/paused faults fire (20).
 //   VMM_DOUBLE_HEARTBEAT_MS=<n>            the pretend guest prints "heartbeat N" every n ms
 //                                          while running (off by default).
+//   VMM_DOUBLE_POWEROFF_TEARDOWN_MS=<n>    after a guest power-off the VMM takes n ms tearing
+//                                          the VM down before its events and its exit (CH's
+//                                          control loop in vmm_shutdown): API requests wait
+//                                          meanwhile and are answered as CH answers them then
+//                                          (0 by default: at once).
 // Endpoint names are as in the URL: vm.boot, vmm.ping, vm.add-net, ...
 #include <set>
 #include <string>
@@ -41,6 +46,7 @@ struct Faults {
   int boot_answer_delay_ms = 0;  // `booted` at once, the 204 of vm.boot held this long
   int phase_delay_ms = 20;
   int heartbeat_ms = 0;
+  int poweroff_teardown_ms = 0;
 
   static Faults from_env();
   [[nodiscard]] bool crash(const std::string& phase) const { return crash_at == phase; }

@@ -374,7 +374,7 @@ int Vmm::run() {
 
   while (!exit_code_) {
     // Serve requests while the API is not blocked behind a held one.
-    while (!held_conn_ && !exit_code_) {
+    while (!held_conn_ && !tearing_down_ && !exit_code_) {
       auto req = http_.next_request();
       if (!req) break;
       serve(*req);
@@ -468,6 +468,7 @@ int Vmm::run() {
   }
 
   // Leave like CH: answers and events out, then the socket file removed (when we made it).
+  answer_after_vmm_thread();
   http_.drain(1000);
   events_.drain(std::chrono::milliseconds(1000));
   if (serial_) serial_->flush();
@@ -1613,10 +1614,41 @@ void Vmm::guest_poweroff() {
   // (cloud-hypervisor/src/main.rs drops start_event_monitor_thread's JoinHandle): events not yet
   // written are lost. A real CH under load wrote vm/shutdown and lost the other two (issue 39);
   // the double always does that, so the launcher is tested without them.
+  if (tearing_down_) return;  // powering off already (the button pressed again meanwhile)
   log(1, "guest powered off");
-  vm_shutdown_internal();
-  events_.stop_accepting();
-  vmm_shutdown_and_exit(0);
+  auto finish = [this] {
+    vm_shutdown_internal();
+    events_.stop_accepting();
+    vmm_shutdown_and_exit(0);
+  };
+  if (faults_.poweroff_teardown_ms > 0) {
+    // CH's control loop is inside vmm_shutdown (vCPU threads joined, devices and guest memory
+    // dropped) before it emits the events and breaks out (vmm/src/lib.rs:1722-1731, 2125-2146):
+    // API requests sent meanwhile wait in its channel. The vCPUs have stopped: the guest too.
+    tearing_down_ = true;
+    guest_stop();
+    schedule(std::chrono::milliseconds(faults_.poweroff_teardown_ms), finish, false);
+    return;
+  }
+  finish();
+}
+
+void Vmm::answer_after_vmm_thread() {
+  // CH v52: the VMM thread has returned and dropped its API receiver; the HTTP thread serves on
+  // until main() shuts it down (cloud-hypervisor/src/main.rs:764-772). The request it was waiting
+  // on, queued but never taken, finds its answer channel dropped; each later one cannot be sent
+  // (vmm/src/api/mod.rs:617-620, ApiError ResponseRecv / RequestSend; both HTTP 500,
+  // vmm/src/api/http/mod.rs:80-102). A request held here for another reason (VMM_DOUBLE_HANG, a
+  // migration) stays unanswered: the connection closes with the process.
+  if (held_conn_) return;
+  bool first = true;
+  while (auto req = http_.next_request()) {
+    log(1, req->method + " " + req->path + " after the VMM thread ended");
+    http_.respond(req->conn, 500,
+                  first ? error_body({"Error from API", "API response receive error", "receiving on a closed channel"})
+                        : error_body({"Error from API", "API request send error", "sending on a closed channel"}));
+    first = false;
+  }
 }
 
 void Vmm::guest_reboot() {

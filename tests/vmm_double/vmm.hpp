@@ -104,6 +104,8 @@ class Vmm final : private MigrationVm {
   bool vm_shutdown_internal();  // CH vm_shutdown(): true when a VM was shut down
   void vm_delete_internal();
   void vmm_shutdown_and_exit(int code);
+  // At exit: what CH's HTTP thread answers the requests its ended VMM thread never took.
+  void answer_after_vmm_thread();
   void enter_state(VmState s);
 
   // --- the pretend guest ---
@@ -189,6 +191,7 @@ class Vmm final : private MigrationVm {
 
   std::vector<Timer> timers_;
   std::optional<std::uint64_t> held_conn_;  // API blocked behind this request
+  bool tearing_down_ = false;  // a guest power-off being handled: the API waits (no request taken)
   std::unique_ptr<Migration> migration_;    // a send or receive in progress (API held)
   std::uint64_t migration_conn_ = 0;
   bool migration_was_running_ = false;
