@@ -25,6 +25,8 @@
 #include "drivers/cloud_hypervisor/vmm_process.hpp"
 #include "common/child_process.hpp"
 #include "common/log.hpp"
+#include "common/module_loader.hpp"
+#include "firmware/payload.hpp"
 #include "common/unix_socket.hpp"
 #include "network/plan.hpp"
 #include "network/vmm_handoff.hpp"
@@ -161,7 +163,9 @@ int run_launcher(const launcher::LaunchOptions& opts, const LaunchHooks& hooks) 
   launcher::PrepareOptions po;
   po.virtiofs_wait = std::chrono::milliseconds(opts.virtiofs_wait_ms);
   if (!opts.firmware_dir.empty()) po.firmware_dirs = {opts.firmware_dir};
-  else po.firmware_dirs = {qemu ? "/usr/share/OVMF" : "/usr/share/cloud-hypervisor"};
+  else
+    po.firmware_dirs = firmware::launcher_search_dirs(
+        qemu ? firmware::Hypervisor::qemu_kvm : firmware::Hypervisor::cloud_hypervisor, common::own_directory());
   if (auto st = launcher::run_preparations(*plan, po); !st) return launch_error(st.error().message());
   // The ephemeral overlays and config disks made for this run go when it ends.
   struct EphemeralCleanup {
