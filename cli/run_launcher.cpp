@@ -328,6 +328,7 @@ int run_launcher(const launcher::LaunchOptions& opts, const LaunchHooks& hooks) 
   if (opts.grace_period_seconds) so.grace_period = std::chrono::seconds(*opts.grace_period_seconds);
   else if (vmi.spec.termination_grace_period_seconds) so.grace_period = std::chrono::seconds(*vmi.spec.termination_grace_period_seconds);
   so.console_take_over = opts.console_take_over;
+  so.console_log = opts.console_log;
   so.restore_from = opts.restore_from;
   so.incoming_migration = opts.incoming_migration;
   if (auto m = sandbox::parse_seccomp_mode(opts.seccomp); m) so.seccomp = *m;
