@@ -63,7 +63,10 @@ done
 is_elf() { [ "$(head -c 4 "$1" | od -An -c | tr -d ' ')" = '177ELF' ]; }
 # Our ELFs: what the bundle runs (the placeholder VMM is a shell script: no ELF to patch).
 ours=("$out/bin/ch-launcher" "$out/bin/virt-probe" "$out/lib/ch-launcher/libchl-network.so" "$out/lib/ch-launcher/libchl-kubevirt.so")
-if is_elf "$out/bin/cloud-hypervisor"; then ours+=("$out/bin/cloud-hypervisor"); fi
+# A static CH (the release's cloud-hypervisor-static) has no interpreter and loads nothing.
+if is_elf "$out/bin/cloud-hypervisor" && patchelf --print-interpreter "$out/bin/cloud-hypervisor" >/dev/null 2>&1; then
+  ours+=("$out/bin/cloud-hypervisor")
+fi
 
 # The closure: what this machine's loader resolves for each of ours (ldd follows DT_NEEDED
 # transitively). The loader itself is the "=>"-less line with an absolute path.
@@ -88,11 +91,9 @@ done
 for f in "$out/bin/ch-launcher" "$out/bin/virt-probe"; do
   patchelf --set-interpreter "$prefix/lib/$loader_name" --set-rpath '$ORIGIN/../lib' "$f"
 done
-if is_elf "$out/bin/cloud-hypervisor"; then
-  if patchelf --print-interpreter "$out/bin/cloud-hypervisor" >/dev/null 2>&1; then
-    patchelf --set-interpreter "$prefix/lib/$loader_name" --set-rpath '$ORIGIN/../lib' "$out/bin/cloud-hypervisor"
-  fi  # else a static CH (the release's cloud-hypervisor-static): nothing to set
-fi
+for f in "${ours[@]}"; do
+  case $f in */bin/cloud-hypervisor) patchelf --set-interpreter "$prefix/lib/$loader_name" --set-rpath '$ORIGIN/../lib' "$f" ;; esac
+done
 for m in "$out"/lib/ch-launcher/*.so; do patchelf --set-rpath '$ORIGIN/../../lib' "$m"; done
 for l in "$out"/lib/*.so*; do
   [ "$(basename "$l")" = "$loader_name" ] && continue
