@@ -359,6 +359,29 @@ TEST_CASE("the bundle: copied by the init container as uid 107, then in a busybo
     CHECK_MESSAGE(fs::path(to).lexically_normal().string().rfind(std::string(kMount) + "/lib/", 0) == 0, l);
   }
   CHECK(resolved > 10);
+
+  // The launcher run from the bundle takes firmware from the bundle's share/cloud-hypervisor
+  // (the image's, or here the PVH test guest standing in for hypervisor-fw when it has none).
+  if (fs::exists(chl::test::guest_kernel())) {
+    const fs::path fw = v / "share" / "cloud-hypervisor" / "hypervisor-fw";
+    if (!fs::exists(fw)) {
+      fs::create_directories(fw.parent_path());
+      fs::copy_file(chl::test::guest_kernel(), fw);
+      if (fs::file_size(fw) < 64 * 1024) fs::resize_file(fw, 64 * 1024);  // a plausible firmware size
+    }
+    chl::test::TempDir in("bundle-fwvmi");
+    chl::test::write_file(in.path() / "vmi.yaml",
+                          "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nmetadata: {name: fw}\n"
+                          "spec: {domain: {devices: {}, memory: {guest: 64Mi}}}\n");
+    REQUIRE(::chmod(in.path().c_str(), 0755) == 0);
+    auto f = docker({"run", "--rm", "--user", "107:107", "--cap-drop", "ALL", "--cap-add", "NET_BIND_SERVICE",
+                     "--security-opt", "no-new-privileges", "--read-only", "-v", v.string() + ":" + kMount + ":ro",
+                     "-v", in.path().string() + ":/in:ro", "--entrypoint", std::string(kMount) + "/bin/ch-launcher",
+                     im->foreign, "firmware", "--vmi", "/in/vmi.yaml"});
+    CHECK_MESSAGE(f.exit_code == 0, f.output);
+    CHECK_MESSAGE(f.output.find("firmware: /opt/ch-launcher/share/cloud-hypervisor/hypervisor-fw") != std::string::npos,
+                  f.output);
+  }
   CHECK_MESSAGE(r.output.find("ch-launcher") != std::string::npos, r.output);
   CHECK_MESSAGE(r.output.find("cloud-hypervisor v") != std::string::npos, r.output);  // CH's, or the double's alike
 }
