@@ -23,7 +23,8 @@ if [ -n "$files" ]; then
 fi
 if [ -n "$bundle_ms" ]; then
   result bundle_start_running "start -> Running, bundle in a busybox-only root filesystem (one run)" \
-    "$(echo "scale=2; $bundle_ms / 1000" | bc)" "our own image" "$( [ -n "$ours_ms" ] && echo "scale=2; $ours_ms / 1000" | bc)" s faster_ge 0.9
+    "$(printf %.2f "$(echo "scale=3; $bundle_ms / 1000" | bc)")" "our own image" \
+    "$( [ -n "$ours_ms" ] && printf %.2f "$(echo "scale=3; $ours_ms / 1000" | bc)")" s faster_ge 0.9
 else
   echo "bench_bundle: the bundle's flow printed no figure (test output follows)" >&2
   echo "$out" | tail -n 30 >&2
