@@ -77,6 +77,17 @@ RUN mkdir -p /out/usr/bin \
       install -m 0755 /context/placeholder-vmm.sh /out/usr/bin/cloud-hypervisor; \
     fi
 
+# ---- bundle: the launcher self-contained, for a pod whose image is not ours ---------------------
+# ch-launcher, its modules, virt-probe, this image's Cloud Hypervisor (or the placeholder) and
+# firmware, every library they load and their own loader, each ELF's interpreter
+# /opt/ch-launcher/lib/ld-linux-x86-64.so.2 and RUNPATH inside the bundle (scripts/bundle.sh, which
+# fails on a library that resolves outside it). A mixed cluster's webhook adds an init container
+# of this image that copies it into a pod volume mounted at /opt/ch-launcher in KubeVirt's own
+# compute container (docs/deploy.md, "The launcher bundle").
+FROM build AS bundle
+COPY --from=vmm /out/ /vmm/
+RUN bash scripts/bundle.sh /build/bin /vmm /out-bundle
+
 # ---- runtime ----------------------------------------------------------------------------------
 FROM ${BASE}
 # Exactly the shared libraries ch-launcher, its modules, virt-probe and chl-webhook (the mixed
@@ -94,6 +105,7 @@ RUN apt-get update \
 # END runtime-libraries
 COPY --from=build /out/ /
 COPY --from=vmm /out/ /
+COPY --from=bundle /out-bundle/ /usr/lib/ch-launcher/bundle/
 # KubeVirt's non-root launcher: uid/gid 107 (util.NonRootUID), its state in the pod's volumes
 # (/var/run/kubevirt-private, /var/run/kubevirt-ephemeral-disks…), which the pod mounts writable
 # over a read-only root. The directories exist here so that a bare `docker run` works too.

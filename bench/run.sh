@@ -62,7 +62,7 @@ cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD" -j "$(nproc)" --target ch-launcher vmm-double pvh_guest console_bridge_bench \
   vmm_api_bench migration_bench events_bench cloud_init_bench vmi_bench qcow2_convert_bench network_bench kubevirt_bench bench_virt_launcher bench_guest_agent \
   bench_mass_start bench_access_credentials bench_migration_qemu webhook_bench \
-  test_image >/dev/null
+  test_image test_bundle >/dev/null
 
 r() { [ "$QUICK" = 1 ] && echo "$1" || echo "$2"; }
 bench() {  # bench NAME COMMAND... : run, show its output, keep its RESULT lines (and where they came from)
@@ -125,6 +125,7 @@ bench "admission webhook: request storm over TLS (loopback), RSS idle" "$B/webho
 bench "pod networking" "$B/network/network_bench" --rounds "$(r 5 20)" --seconds "$(r 2 5)"
 bench "pod networking, real guest" bash "$ROOT/bench/network/e2e_qemu.sh" "$BUILD"
 CLOUD_HYPERVISOR_BIN=$REAL_CH BENCH_VMM="$CH_USED (the image's)" bench "container image: size, cold build, RSS in the pod" bash "$ROOT/bench/image/bench_image.sh" "$BUILD" $( [ "$QUICK" = 1 ] && echo --warm )
+CLOUD_HYPERVISOR_BIN=$REAL_CH BENCH_VMM="$CH_USED (the bundle's)" bench "launcher bundle: size, start -> Running in a foreign root filesystem" bash "$ROOT/bench/image/bench_bundle.sh" "$BUILD"
 bench "soak against the double" bash "$ROOT/bench/soak/soak.sh" "$BUILD" "$(r 100 1000)"
 bench "soak against QEMU" bash "$ROOT/bench/soak/soak.sh" --qemu "$BUILD" "$(r 10 50)"
 bench "virtio-fs: start with two filesystems; guest read (QEMU TCG)" bash "$ROOT/bench/virtiofs/bench_virtiofs.sh" "$BUILD" "$(r 3 10)"

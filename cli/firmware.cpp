@@ -7,6 +7,7 @@
 #include "cli/args.hpp"
 #include "cli/registry.hpp"
 #include "vmi/parser.hpp"
+#include "common/module_loader.hpp"
 #include "firmware/payload.hpp"
 
 namespace {
@@ -46,6 +47,8 @@ int run(const std::vector<std::string>& argv) {
                                  "unknown hypervisor '" + hv + "' (cloud-hypervisor or qemu-kvm)");
   }
   for (const auto& d : args.all("--firmware-dir")) req.search_dirs.emplace_back(d);
+  // As a launch looks (cli/run_launcher.cpp): the launcher's own share/cloud-hypervisor first.
+  if (req.search_dirs.empty()) req.search_dirs = fw::launcher_search_dirs(req.hypervisor, chl::common::own_directory());
 
   if (firmware.kernel_boot.present && firmware.kernel_boot.has_container) {
     req.mode = fw::BootMode::kernel_boot;
@@ -82,8 +85,8 @@ chl::cli::Registrar reg(
      "  bootloader.efi -> CLOUDHV.fd (Cloud Hypervisor, as payload.firmware) or OVMF (qemu-kvm);\n"
      "  bios or nothing -> hypervisor-fw (rust-hypervisor-firmware) or QEMU's SeaBIOS;\n"
      "  kernelBoot -> kernelPath/initrdPath inside the kernel-boot directory (never outside it).\n"
-     "  Default firmware directories: /usr/share/cloud-hypervisor (CH), /usr/share/OVMF "
-     "(qemu-kvm).\n"
+     "  Default firmware directories: <launcher dir>/../share/cloud-hypervisor then\n"
+     "  /usr/share/cloud-hypervisor (CH), /usr/share/OVMF (qemu-kvm).\n"
      "  Every file found is checked; a missing one is named with the directories searched.",
      run});
 

@@ -28,6 +28,8 @@
 #include "drivers/cloud_hypervisor/vmm_process.hpp"
 #include "common/child_process.hpp"
 #include "common/log.hpp"
+#include "common/module_loader.hpp"
+#include "firmware/payload.hpp"
 #include "common/unix_socket.hpp"
 #include "network/plan.hpp"
 #include "network/vmm_handoff.hpp"
@@ -167,7 +169,9 @@ int run_launcher(const launcher::LaunchOptions& opts, const LaunchHooks& hooks) 
   launcher::PrepareOptions po;
   po.virtiofs_wait = std::chrono::milliseconds(opts.virtiofs_wait_ms);
   if (!opts.firmware_dir.empty()) po.firmware_dirs = {opts.firmware_dir};
-  else po.firmware_dirs = {qemu ? "/usr/share/OVMF" : "/usr/share/cloud-hypervisor"};
+  else
+    po.firmware_dirs = firmware::launcher_search_dirs(
+        qemu ? firmware::Hypervisor::qemu_kvm : firmware::Hypervisor::cloud_hypervisor, common::own_directory());
   if (auto st = launcher::run_preparations(*plan, po); !st) return launch_error(st.error().message());
   // The ephemeral overlays and config disks made for this run go when it ends.
   struct EphemeralCleanup {
@@ -331,6 +335,7 @@ int run_launcher(const launcher::LaunchOptions& opts, const LaunchHooks& hooks) 
   if (opts.grace_period_seconds) so.grace_period = std::chrono::seconds(*opts.grace_period_seconds);
   else if (vmi.spec.termination_grace_period_seconds) so.grace_period = std::chrono::seconds(*vmi.spec.termination_grace_period_seconds);
   so.console_take_over = opts.console_take_over;
+  so.console_log = opts.console_log;
   so.restore_from = opts.restore_from;
   so.incoming_migration = opts.incoming_migration;
   if (auto m = sandbox::parse_seccomp_mode(opts.seccomp); m) so.seccomp = *m;

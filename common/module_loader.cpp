@@ -53,6 +53,13 @@ common::Result<const void*> SharedLibrary::symbol(const char* name) const {
   return static_cast<const void*>(p);
 }
 
+std::optional<fs::path> own_directory() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return std::nullopt;
+  return exe.parent_path();
+}
+
 std::vector<fs::path> module_candidates(const char* file, const char* env) {
   if (const char* e = std::getenv(env); e && *e) {
     fs::path p(e);
@@ -60,10 +67,9 @@ std::vector<fs::path> module_candidates(const char* file, const char* env) {
     if (fs::is_directory(p, ec)) p /= file;
     return {p};
   }
-  std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return {};
-  fs::path dir = exe.parent_path();
+  auto own = own_directory();
+  if (!own) return {};
+  const fs::path& dir = *own;
   return {dir / file, (dir / ".." / "lib" / "ch-launcher" / file).lexically_normal()};
 }
 

@@ -9,6 +9,7 @@
 // fails here with dlerror()'s text instead of in the middle of a launch, and nothing of it leaks
 // into the global symbol scope.
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,12 @@ class SharedLibrary {
   void* handle_ = nullptr;
   std::filesystem::path path_;
 };
+
+// The directory of the running executable (/proc/self/exe, symlinks resolved: virt-launcher-monitor
+// -> ch-launcher gives ch-launcher's); nullopt when /proc/self/exe cannot be read. What is
+// installed with the launcher (its modules, and in the bundle Cloud Hypervisor and its firmware,
+// docs/deploy.md) is looked up relative to it.
+std::optional<std::filesystem::path> own_directory();
 
 // Where a module `file` is looked for, in order: $`env` alone when it is set (a file, or a
 // directory holding the module); else the directory of the running executable

@@ -165,8 +165,10 @@ Status Bridge::Impl::start() {
   if (started_) return fail(std::errc::operation_in_progress, "console bridge already started");
   if (stopped_) return fail(std::errc::operation_canceled, "console bridge was stopped");
   if (opts.socket_path.empty()) return fail(std::errc::invalid_argument, "console bridge: no socket path");
-  CHL_TRY(auto log, ConsoleLog::open(opts.log_path, opts.log_max_bytes));
-  log_.emplace(std::move(log));
+  if (opts.write_log) {
+    CHL_TRY(auto log, ConsoleLog::open(opts.log_path, opts.log_max_bytes));
+    log_.emplace(std::move(log));
+  }
   ListenerOptions lo;
   lo.path = opts.socket_path;
   lo.mode = opts.socket_group ? 0660 : 0600;
@@ -181,7 +183,8 @@ Status Bridge::Impl::start() {
     return fail(ec, "watching console socket " + opts.socket_path.string());
   }
   started_ = true;
-  CHL_LOG_INFO("console bridge listening on {} (log {})", opts.socket_path.string(), opts.log_path.string());
+  CHL_LOG_INFO("console bridge listening on {} (log {})", opts.socket_path.string(),
+               opts.write_log ? opts.log_path.string() : std::string("off"));
   arm_accept();
   return {};
 }

@@ -46,6 +46,7 @@ namespace chl::console_bridge {
 struct BridgeOptions {
   std::filesystem::path socket_path;  // e.g. "<state-dir>/virt-serial0"; required
   std::filesystem::path log_path;     // empty: socket_path + "-log" ("virt-serial0-log")
+  bool write_log = true;              // false: no log file (KubeVirt's logSerialConsole: false)
   std::uint64_t log_max_bytes = 4 * 1024 * 1024;  // per file; one rotation to "<log>.1"
   std::size_t scrollback_bytes = 16 * 1024;       // replayed to a newly connected client
   // Output queued for a client that does not read before it is dropped (at least the scrollback).

@@ -33,6 +33,15 @@ std::vector<std::filesystem::path> default_search_dirs(Hypervisor h) {
   return {std::string(kDefaultOvmfDir)};
 }
 
+std::vector<std::filesystem::path> launcher_search_dirs(Hypervisor h,
+                                                        const std::optional<std::filesystem::path>& own_dir) {
+  auto dirs = default_search_dirs(h);
+  if (h != Hypervisor::cloud_hypervisor || !own_dir || own_dir->empty()) return dirs;
+  const auto beside = (*own_dir / ".." / "share" / "cloud-hypervisor").lexically_normal();
+  if (beside != dirs.front().lexically_normal()) dirs.insert(dirs.begin(), beside);
+  return dirs;
+}
+
 namespace {
 
 enum class Check { uefi_flash, pvh_elf };

@@ -34,6 +34,12 @@ inline constexpr std::string_view kDefaultCloudHypervisorFirmwareDir =
 inline constexpr std::string_view kDefaultOvmfDir = "/usr/share/OVMF";
 // The default search directories for a hypervisor.
 std::vector<std::filesystem::path> default_search_dirs(Hypervisor h);
+// Where a launcher installed in `own_dir` (its executable's directory; nullopt: unknown) looks
+// when no --firmware-dir is given: for Cloud Hypervisor first <own_dir>/../share/cloud-hypervisor
+// (the firmware installed with it: the bundle's share/cloud-hypervisor/, docs/deploy.md), then the
+// default; the same directory once (/usr/bin/../share/cloud-hypervisor is the default). QEMU: the default.
+std::vector<std::filesystem::path> launcher_search_dirs(Hypervisor h,
+                                                        const std::optional<std::filesystem::path>& own_dir);
 
 struct KernelBootRequest {
   std::filesystem::path dir;  // the kernel-boot container's files (--volume kernel-boot=DIR)

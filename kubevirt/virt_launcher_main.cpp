@@ -293,6 +293,7 @@ int virt_launcher_main(const std::vector<std::string>& argv, const launcher::Run
     std::vector<std::string> preallocated;
     std::uint32_t balloon_stats = 0;
     std::optional<std::string> incoming_migration;
+    bool serial_console_log_disabled = false;  // the cluster's, from Sync's options
     if (standalone) {
       vmi_text = std::move(*standalone);
       standalone.reset();
@@ -306,6 +307,7 @@ int virt_launcher_main(const std::vector<std::string>& argv, const launcher::Run
       preallocated = req->options.preallocated_volumes;
       balloon_stats = req->options.mem_balloon_stats_period;
       incoming_migration = req->incoming_migration;
+      serial_console_log_disabled = req->options.serial_console_log_disabled;
     }
     chl::launcher::LaunchOptions this_launch = lo;
     this_launch.smbios = smbios;
@@ -321,10 +323,19 @@ int virt_launcher_main(const std::vector<std::string>& argv, const launcher::Run
     };
     // false: the boot failed, the launcher serves on for virt-handler's next Sync.
     hooks.on_finished = [&handler, &ended](int c) { ended = handler.finished(c); };
-    // The console socket is KubeVirt's <private-dir>/<uid>/virt-serial0, with the VMI's uid.
-    std::string vmi_uid = chl::vmi::parse_vmi(vmi_text).vmi.metadata.uid;
+    // The console socket is KubeVirt's <private-dir>/<uid>/virt-serial0, with the VMI's uid, and
+    // its log <private-dir>/<uid>/virt-serial0-log, what the pod's guest-console-log sidecar
+    // tails (virt-tail --logfile …; serialconsolelog.go:19). KubeVirt's domain gets that log
+    // (appended to, never truncated: converter/compute/console.go:78-83, append="on") when
+    // logSerialConsole is true, or absent and the cluster's serial console log is not disabled
+    // (virtwrap/manager.go:1432); else no log is written.
+    const auto parsed = chl::vmi::parse_vmi(vmi_text);
+    std::string vmi_uid = parsed.vmi.metadata.uid;
     if (vmi_uid.empty()) vmi_uid = uid.empty() ? std::string("vmi") : uid;
     this_launch.console_socket = private_dir / vmi_uid / "virt-serial0";
+    const auto log_serial = parsed.vmi.spec.domain.devices.log_serial_console;
+    const bool console_log = log_serial ? *log_serial : !serial_console_log_disabled;
+    this_launch.console_log = console_log ? private_dir / vmi_uid / "virt-serial0-log" : fs::path();
     code = run_launch(this_launch, hooks);
     own_signals();
     if (!ended) CHL_LOG_WARN("virt-launcher: the launch failed (exit {}); waiting for the next Sync", code);

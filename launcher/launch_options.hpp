@@ -60,6 +60,9 @@ struct LaunchOptions {
   // is KubeVirt's gRPC server, so ours moves into the state directory).
   std::optional<std::filesystem::path> command_socket;
   std::optional<std::filesystem::path> console_socket;
+  // The guest's console log (ServiceOptions::console_log): nullopt = <state dir>/virt-serial0-log,
+  // an empty path = none.
+  std::optional<std::filesystem::path> console_log;
   // Where firmware is found; "" = the hypervisor's default (/usr/share/cloud-hypervisor for
   // cloud-hypervisor, /usr/share/OVMF for qemu-kvm).
   std::filesystem::path firmware_dir;

@@ -220,7 +220,8 @@ common::Status LauncherService::confine() {
 common::Status LauncherService::start_console() {
   console_bridge::BridgeOptions bo;
   bo.socket_path = opts_.console_socket;
-  bo.log_path = opts_.state_dir / "virt-serial0-log";
+  bo.log_path = opts_.console_log ? *opts_.console_log : opts_.state_dir / "virt-serial0-log";
+  bo.write_log = !bo.log_path.empty();
   bo.take_over = opts_.console_take_over;
   bridge_ = std::make_unique<console_bridge::Bridge>(io_, bo);
   return bridge_->start();

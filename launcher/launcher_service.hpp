@@ -50,6 +50,10 @@ struct ServiceOptions {
   std::filesystem::path state_dir;
   std::filesystem::path launcher_socket;   // command socket
   std::filesystem::path console_socket;    // virt-serial0
+  // The guest's console log: nullopt = <state dir>/virt-serial0-log; an empty path = none
+  // (virt-launcher mode: KubeVirt's <private>/<uid>/virt-serial0-log, or none when its
+  // serial console log is off).
+  std::optional<std::filesystem::path> console_log;
   std::chrono::seconds grace_period{30};
   std::chrono::seconds vmm_exit_timeout{5};  // after vmm.shutdown, before SIGKILL
   // After that SIGKILL, how long the VMM's end may take to be reported before the launcher

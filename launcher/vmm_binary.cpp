@@ -8,12 +8,22 @@
 #include <string_view>
 
 #include "common/child_process.hpp"
+#include "common/module_loader.hpp"
 #include "common/unique_fd.hpp"
 
 namespace chl::launcher {
 
+std::optional<std::string> cloud_hypervisor_binary(const std::string& configured,
+                                                   const std::optional<std::filesystem::path>& own_dir) {
+  if (!configured.empty()) return common::find_program(configured);
+  if (own_dir && !own_dir->empty()) {
+    if (auto beside = common::find_program((*own_dir / "cloud-hypervisor").string())) return beside;
+  }
+  return common::find_program("cloud-hypervisor");
+}
+
 std::optional<std::string> cloud_hypervisor_binary(const std::string& configured) {
-  return common::find_program(configured.empty() ? std::string("cloud-hypervisor") : configured);
+  return cloud_hypervisor_binary(configured, common::own_directory());
 }
 
 bool is_placeholder_vmm(const std::string& path) {

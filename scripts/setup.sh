@@ -9,6 +9,7 @@ set -euo pipefail
 BUILD_PACKAGES=(
   build-essential cmake pkg-config
   libcap2-bin  # setcap: the image's launcher gets cap_net_bind_service as a file capability (Dockerfile)
+  patchelf  # scripts/bundle.sh: the launcher bundle's interpreter and RUNPATH (docs/deploy.md)
   libcpp-httplib-dev nlohmann-json3-dev libboost-dev libseccomp-dev libspdlog-dev
   libexpected-dev libyaml-cpp-dev libvirt-dev zlib1g-dev libzstd-dev
   libdeflate-dev  # disks/: fast raw-deflate decompression of qcow2 compressed clusters

@@ -213,7 +213,7 @@ void parse_devices(Reader& r, const YAML::Node& n, const std::string& p, Devices
   dev.network_interface_multiqueue = r.boolean(n, "networkInterfaceMultiqueue", p);
   dev.block_multi_queue = r.boolean(n, "blockMultiQueue", p);
   dev.use_virtio_transitional = r.boolean(n, "useVirtioTransitional", p);
-  (void)r.boolean(n, "logSerialConsole", p);
+  dev.log_serial_console = r.boolean(n, "logSerialConsole", p);
   dev.disable_hotplug = r.boolean(n, "disableHotplug", p).value_or(false);
   r.object(n, "sound", p, dev.sound);
   r.object(n, "watchdog", p, dev.watchdog);

@@ -212,6 +212,7 @@ struct Devices {
   std::vector<Input> inputs;
   bool rng = false;
   std::optional<bool> autoattach_serial_console;   // absent = true
+  std::optional<bool> log_serial_console;          // absent: the cluster's (DisableSerialConsoleLog)
   std::optional<bool> autoattach_graphics_device;  // absent = true in KubeVirt
   std::optional<bool> autoattach_pod_interface;    // absent = true
   std::optional<bool> autoattach_mem_balloon;      // absent = true

@@ -165,6 +165,30 @@ TEST_CASE(
         std::vector<fs::path>{"/usr/share/OVMF"});
 }
 
+TEST_CASE("a launcher looks for CH firmware beside itself first (the bundle's share/cloud-hypervisor), then the default") {
+  using V = std::vector<fs::path>;
+  CHECK(fw::launcher_search_dirs(fw::Hypervisor::cloud_hypervisor, fs::path("/opt/ch-launcher/bin")) ==
+        V{"/opt/ch-launcher/share/cloud-hypervisor", "/usr/share/cloud-hypervisor"});
+  // Installed in /usr/bin: its share/ is the default, searched once.
+  CHECK(fw::launcher_search_dirs(fw::Hypervisor::cloud_hypervisor, fs::path("/usr/bin")) ==
+        V{"/usr/share/cloud-hypervisor"});
+  CHECK(fw::launcher_search_dirs(fw::Hypervisor::cloud_hypervisor, std::nullopt) == V{"/usr/share/cloud-hypervisor"});
+  // QEMU's OVMF is the distribution's, never the launcher's.
+  CHECK(fw::launcher_search_dirs(fw::Hypervisor::qemu_kvm, fs::path("/opt/ch-launcher/bin")) == V{"/usr/share/OVMF"});
+  // The first directory that has the file wins.
+  TempDir root("chlfw");
+  fs::create_directories(root / "bin");
+  fs::create_directories(root / "share" / "cloud-hypervisor");
+  write_file(root / "share" / "cloud-hypervisor" / "hypervisor-fw", pvh_elf());
+  fw::PayloadRequest r;
+  r.hypervisor = fw::Hypervisor::cloud_hypervisor;
+  r.mode = fw::BootMode::bios_or_none;
+  r.search_dirs = fw::launcher_search_dirs(fw::Hypervisor::cloud_hypervisor, root / "bin");
+  auto p = fw::select_payload(r);
+  REQUIRE_MESSAGE(p, p.error().message());
+  CHECK(fs::equivalent(*p->firmware, root / "share" / "cloud-hypervisor" / "hypervisor-fw"));
+}
+
 TEST_CASE("OVMF falls back to the 2 MiB build, and a code file without its vars is an error") {
   TempDir tmp("chlfw");
   write_file(tmp / "OVMF_CODE.fd", uefi_flash(2 << 20));

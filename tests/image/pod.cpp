@@ -59,7 +59,7 @@ CommandResult docker(const std::vector<std::string>& args) {
 }
 
 Pod::Pod(std::string image, PodOptions options)
-    : image_(std::move(image)), options_(std::move(options)), name_("chl-pod-" + std::to_string(::getpid())) {
+    : image_(std::move(image)), options_(std::move(options)), name_(options_.name_prefix + std::to_string(::getpid())) {
   for (const char* d : {"public", "sockets", "private", "ephemeral-disks", "libvirt-runtime", "container-disks",
                         "hotplug-disks", "dev"}) {
     fs::create_directories(dir_.path() / d);
@@ -87,6 +87,7 @@ std::string Pod::start() {
       "-v", (dir_.path() / "container-disks").string() + ":/var/run/kubevirt/container-disks",
       "-v", (dir_.path() / "hotplug-disks").string() + ":/var/run/kubevirt/hotplug-disks"};
   if (!options_.vmm_over.empty()) run.insert(run.end(), {"-v", options_.vmm_over + ":/usr/bin/cloud-hypervisor:ro"});
+  run.insert(run.end(), options_.extra_run_args.begin(), options_.extra_run_args.end());
   if (options_.share_dir) {
     run.insert(run.end(), {"-v", share().string() + ":/var/run/kubevirt", "-v",
                            sockets().string() + ":/var/run/kubevirt/sockets"});
@@ -100,7 +101,7 @@ std::string Pod::start() {
     run.insert(run.end(), {"--device", (dir_.path() / "dev" / "tun").string() + ":/dev/net/tun"});
   }
   // template.go's compute container: command and args, in its order.
-  run.insert(run.end(), {"--entrypoint", "/usr/bin/virt-launcher-monitor", image_,
+  run.insert(run.end(), {"--entrypoint", options_.entrypoint, image_,
                          "--qemu-timeout", "262s", "--name", "testvm", "--uid", options_.vmi_uid,
                          "--namespace", "default", "--kubevirt-share-dir", "/var/run/kubevirt",
                          "--ephemeral-disk-dir", "/var/run/kubevirt-ephemeral-disks",

@@ -34,7 +34,11 @@ struct PodOptions {
   bool tun = true;
   bool share_dir = true;          // the "public" volume (/var/run/kubevirt) mounted
   std::string hypervisor = "kvm";  // what an unchanged KubeVirt writes (its default HypervisorConfiguration)
+  // The compute container's command (template.go's, or the webhook's, tests/image/test_bundle.cpp).
+  std::string entrypoint = "/usr/bin/virt-launcher-monitor";
   std::string vmm_over;           // a host file mounted over /usr/bin/cloud-hypervisor; "": the image's own
+  std::vector<std::string> extra_run_args;  // more `docker run` options (volumes, env, sysctls)
+  std::string name_prefix = "chl-pod-";     // the container's name: prefix + pid
 };
 
 class Pod {
