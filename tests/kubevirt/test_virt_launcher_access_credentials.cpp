@@ -7,6 +7,7 @@
 // host qemu-ga: it would write keys and passwords on the host), which checks each command's
 // arguments as qemu-ga does and keeps the pretend guest's authorized_keys and passwords.
 // Against a real cloud-hypervisor the guest itself would have to run an agent: skipped.
+#include "tests/support/real_vmm_limits.hpp"
 #include "tests/kubevirt/access_secrets.hpp"
 #include "tests/kubevirt/scripted_agent.hpp"
 #include "tests/kubevirt/virt_launcher_harness.hpp"
@@ -40,10 +41,8 @@ TEST_CASE(
     "and "
     "virt-probe (guest-ping and exec forms) with KubeVirt exit codes") {
   if (!guest_runnable()) return;
-  if (chl::test::using_real_vmm()) {
-    chl::test::skip(
-        "a real cloud-hypervisor needs a guest running qemu-ga on vsock (the PVH test guest has "
-        "none)");
+  if (const auto no_agent = chl::test::real_vmm_has_no_guest_agent()) {
+    chl::test::skip(*no_agent);
     return;
   }
   Pod pod;

@@ -6,6 +6,7 @@
 // pretend guest "listens" on vsock port 1024 by bridging to a REAL qemu-ga on the host
 // (unix-listen, dangerous commands blocked: tests/guest_agent/host_qemu_ga.hpp); against a real
 // cloud-hypervisor the guest's own qemu-ga would answer, which the PVH test guest lacks: skipped.
+#include "tests/support/real_vmm_limits.hpp"
 #include "tests/guest_agent/host_qemu_ga.hpp"
 #include "tests/kubevirt/virt_launcher_harness.hpp"
 
@@ -41,10 +42,8 @@ TEST_CASE(
     "OS info and interfaces in the domain, GetGuestInfo/GetUsers/GetFilesystems, GuestPing, Exec "
     "with exit codes, disconnected when the agent dies") {
   if (!guest_runnable()) return;
-  if (chl::test::using_real_vmm()) {
-    chl::test::skip(
-        "a real cloud-hypervisor needs a guest running qemu-ga on vsock (the PVH test guest has "
-        "none)");
+  if (const auto no_agent = chl::test::real_vmm_has_no_guest_agent()) {
+    chl::test::skip(*no_agent);
     return;
   }
   Pod pod;

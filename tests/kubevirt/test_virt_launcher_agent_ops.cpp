@@ -7,6 +7,7 @@
 // double's pretend guest bridges vsock port 1024 to a SCRIPTED agent
 // (tests/guest_agent/scripted_agent.hpp). Against a real cloud-hypervisor: skipped (the PVH test
 // guest has no agent).
+#include "tests/support/real_vmm_limits.hpp"
 #include "tests/guest_agent/scripted_agent.hpp"
 #include "tests/kubevirt/virt_launcher_harness.hpp"
 
@@ -49,10 +50,8 @@ struct AgentPod {
 // The launcher with the scripted agent behind the double's vsock, synced and connected.
 bool start(AgentPod& p) {
   if (!guest_runnable()) return false;
-  if (chl::test::using_real_vmm()) {
-    chl::test::skip(
-        "a real cloud-hypervisor needs a guest running qemu-ga on vsock (the PVH test guest has "
-        "none)");
+  if (const auto no_agent = chl::test::real_vmm_has_no_guest_agent()) {
+    chl::test::skip(*no_agent);
     return false;
   }
   p.agent = std::make_unique<chl::test::ScriptedAgent>(p.pod.dir.path() / "qga.sock");

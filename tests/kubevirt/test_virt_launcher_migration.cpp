@@ -621,8 +621,8 @@ TEST_CASE(
     "virt-launcher migration (CH): FreezeVirtualMachine during a migration answers success:false "
     "with KubeVirt's reason and the guest is not frozen, once the migration ended it freezes") {
   if (kQemu || !guest_runnable()) return;
-  if (chl::test::using_real_vmm()) {
-    chl::test::skip("the scripted agent sits behind the double's vsock (the PVH guest has none)");
+  if (const auto no_agent = chl::test::real_vmm_has_no_guest_agent()) {
+    chl::test::skip(*no_agent);
     return;
   }
   TwoPods p;

@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "common/child_process.hpp"
+#include "tests/support/linux_guest.hpp"
 #include "tests/support/test_support.hpp"
 #include "vmm_api/client.hpp"
 
@@ -126,6 +127,20 @@ const std::optional<std::string>& real_vmm_cannot_run_linux(const std::string& k
 const std::optional<std::string>& real_vmm_cannot_save_vcpu_state() {
   static const std::optional<std::string> reason = probe();
   return reason;
+}
+
+std::optional<std::string> real_vmm_has_no_guest_agent() {
+  if (!using_real_vmm()) return std::nullopt;
+  const std::string agent =
+      "a guest agent (qemu-ga on Cloud Hypervisor's hybrid vsock) runs inside a Linux guest; the "
+      "PVH test guest has none";
+  std::string why;
+  const auto guest = find_linux_guest(&why);
+  if (!guest) return agent + ", and the Linux test guest could not be tried: " + why;
+  if (const auto& no = real_vmm_cannot_run_linux(guest->kernel.string(), guest->initramfs.string()))
+    return agent + ", and " + *no;
+  return agent + ", and the Linux test guest runs on this machine but these tests do not boot it "
+                 "with an agent yet (a limit of ours)";
 }
 
 }  // namespace chl::test

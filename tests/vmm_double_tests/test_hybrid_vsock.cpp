@@ -14,6 +14,7 @@
 #include "common/child_process.hpp"
 #include "common/unix_socket.hpp"
 #include "guest_agent/connector.hpp"
+#include "tests/support/real_vmm_limits.hpp"
 #include "tests/guest_agent/agent_test_support.hpp"
 #include "tests/guest_agent/host_qemu_ga.hpp"
 #include "tests/support/test_support.hpp"
@@ -63,10 +64,8 @@ TEST_CASE(
     "hybrid vsock: bound at boot, CONNECT/OK to a listening port (a real qemu-ga behind), closed "
     "when nothing listens, after 2 s when the guest is silent, on a malformed request, removed at "
     "shutdown") {
-  if (using_real_vmm()) {
-    skip(
-        "a real cloud-hypervisor needs a guest running qemu-ga on vsock (the PVH test guest has "
-        "none)");
+  if (const auto no_agent = chl::test::real_vmm_has_no_guest_agent()) {
+    chl::test::skip(*no_agent);
     return;
   }
   TempDir dir("hvs");

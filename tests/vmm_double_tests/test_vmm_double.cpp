@@ -378,6 +378,9 @@ bool guest_poweroff_events(const std::string& got) {
 
 }  // namespace
 
+// Every case here is a test of Cloud Hypervisor (ctest label vmm: run against the double and
+// against a real CH) but those of test suite "double", the double's own knobs (label double too:
+// never against a real CH). tests/vmm_double_tests/CMakeLists.txt: SUITE_LANES.
 TEST_CASE("version line and clap's error for an unknown flag") {
   auto v = chl::test::run_command({chl::test::vmm_binary(), "--version"});
   CHECK(v.exit_code == 0);
@@ -904,8 +907,9 @@ TEST_CASE("double: snapshot of a Paused VM round-trips through restore") {
 }
 
 TEST_CASE(
-    "double faults: VMM_DOUBLE_CRASH_AT=boot dies by SIGKILL / no events / socket left behind") {
-  SKIP_ON_REAL_VMM("fault injection is a feature of the double");
+    "double faults: VMM_DOUBLE_CRASH_AT=boot dies by SIGKILL / no events / socket left behind" *
+          doctest::test_suite("double")) {
+  SKIP_ON_REAL_VMM("lane double: fault injection is a knob of the double, not of Cloud Hypervisor");
   Vmm vmm({.api_fd = false, .event_fd = false, .env = {"VMM_DOUBLE_CRASH_AT=boot"}});
   auto kernel = guest_kernel(vmm.dir());
   REQUIRE(vmm.put("vm.create", vm_config(*kernel, "x")).status == 204);
@@ -919,8 +923,9 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "double faults: HANG never answers / FAIL answers CH-style 500 and keeps the ...ing event") {
-  SKIP_ON_REAL_VMM("fault injection is a feature of the double");
+    "double faults: HANG never answers / FAIL answers CH-style 500 and keeps the ...ing event" *
+          doctest::test_suite("double")) {
+  SKIP_ON_REAL_VMM("lane double: fault injection is a knob of the double, not of Cloud Hypervisor");
   Vmm vmm({.api_fd = false,
            .event_fd = false,
            .env = {"VMM_DOUBLE_FAIL=vm.boot", "VMM_DOUBLE_HANG=vm.info"}});
@@ -933,8 +938,9 @@ TEST_CASE(
   CHECK(http(vmm.sock(), "GET", "vm.info", std::nullopt, {}, 300ms).status == -1);
 }
 
-TEST_CASE("double faults: garbage between events / and EXIT_WITHOUT_EVENTS=running") {
-  SKIP_ON_REAL_VMM("fault injection is a feature of the double");
+TEST_CASE("double faults: garbage between events / and EXIT_WITHOUT_EVENTS=running" *
+          doctest::test_suite("double")) {
+  SKIP_ON_REAL_VMM("lane double: fault injection is a knob of the double, not of Cloud Hypervisor");
   Vmm vmm({.api_fd = false,
            .event_fd = false,
            .env = {"VMM_DOUBLE_GARBAGE_EVENTS=1", "VMM_DOUBLE_EXIT_WITHOUT_EVENTS=running"}});
@@ -952,8 +958,9 @@ TEST_CASE("double faults: garbage between events / and EXIT_WITHOUT_EVENTS=runni
   CHECK(std::find(got.begin(), got.end(), "vmm/shutdown") == got.end());
 }
 
-TEST_CASE("double faults: VMM_DOUBLE_BOOT_DELAY_MS holds vm.boot / then booted and 204") {
-  SKIP_ON_REAL_VMM("fault injection is a feature of the double");
+TEST_CASE("double faults: VMM_DOUBLE_BOOT_DELAY_MS holds vm.boot / then booted and 204" *
+          doctest::test_suite("double")) {
+  SKIP_ON_REAL_VMM("lane double: fault injection is a knob of the double, not of Cloud Hypervisor");
   Vmm vmm({.api_fd = false, .event_fd = false, .env = {"VMM_DOUBLE_BOOT_DELAY_MS=200"}});
   auto kernel = guest_kernel(vmm.dir());
   REQUIRE(vmm.put("vm.create", vm_config(*kernel, "x")).status == 204);
@@ -961,8 +968,9 @@ TEST_CASE("double faults: VMM_DOUBLE_BOOT_DELAY_MS holds vm.boot / then booted a
   CHECK(join(names(vmm.events())) == "vmm/starting vm/booting vm/booted");
 }
 
-TEST_CASE("double faults: VMM_DOUBLE_CLOSE_EVENTS_AT=running closes the monitor, the VMM runs on") {
-  SKIP_ON_REAL_VMM("fault injection is a feature of the double");
+TEST_CASE("double faults: VMM_DOUBLE_CLOSE_EVENTS_AT=running closes the monitor and the VMM runs on" *
+          doctest::test_suite("double")) {
+  SKIP_ON_REAL_VMM("lane double: fault injection is a knob of the double, not of Cloud Hypervisor");
   Vmm vmm({.api_fd = false, .event_fd = true, .env = {"VMM_DOUBLE_CLOSE_EVENTS_AT=running"}});
   auto kernel = guest_kernel(vmm.dir());
   REQUIRE(vmm.put("vm.create", vm_config(*kernel, "x")).status == 204);
@@ -1045,11 +1053,19 @@ TEST_CASE(
 TEST_CASE(
     "double: a tap by name is opened as CH does - a missing /dev/net/tun permission or a foreign "
     "tap fail with CH's chain") {
-  SKIP_ON_REAL_VMM("the double's log says which tap it opened; CH's chain is the same");
   const auto setpriv = chl::test::tool("setpriv");
   if (::geteuid() != 0 || !setpriv) {
     chl::test::skip(
         "needs root (to make a tap) and setpriv (util-linux) to run the VMM as another uid");
+    return;
+  }
+  // The other uid's VMM sees the pod's own /dev/kvm and /dev/net/tun, owned by it, as a
+  // container runtime gives them (tests/support/pod_devices.hpp): a real CH needs /dev/kvm to
+  // start at all, and the open of /dev/net/tun then succeeds, so TUNSETIFF is what refuses.
+  TempDir nodes("chl-nodes");
+  const auto devices = chl::test::pod_device_nodes(nodes.path(), 107, 107);
+  if (!devices.why.empty()) {
+    chl::test::skip(devices.why);
     return;
   }
   const std::string name = "chlmn" + std::to_string(::getpid() % 100000);
@@ -1058,8 +1074,10 @@ TEST_CASE(
     ifreq ifr{};
     ifr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR;
     std::snprintf(ifr.ifr_name, IFNAMSIZ, "%s", name.c_str());
+    // Owned by root (TUNSETOWNER): a tap with no owner and no group lets any uid attach
+    // (drivers/net/tun.c tun_not_capable), as a real CH as uid 107 showed.
     if (!tun || ::ioctl(tun.get(), TUNSETIFF, &ifr) != 0 ||
-        ::ioctl(tun.get(), TUNSETPERSIST, 1) != 0) {
+        ::ioctl(tun.get(), TUNSETOWNER, 0) != 0 || ::ioctl(tun.get(), TUNSETPERSIST, 1) != 0) {
       chl::test::skip("cannot create a tap device here (needs /dev/net/tun and CAP_NET_ADMIN)");
       return;
     }
@@ -1085,9 +1103,9 @@ TEST_CASE(
   }
   // Another uid without capabilities: the tap belongs to root, so TUNSETIFF is refused (when
   // /dev/net/tun opens at all for it; on a 0600 node the open is refused first).
-  const std::vector<std::string> uid107 = {
-      *setpriv, "--reuid",        "107",  "--regid",       "107", "--clear-groups", "--inh-caps",
-      "-all",   "--bounding-set", "-all", "--no-new-privs"};
+  std::vector<std::string> uid107 = devices.prefix;
+  uid107.insert(uid107.end(), {*setpriv, "--reuid", "107", "--regid", "107", "--clear-groups",
+                               "--inh-caps", "-all", "--bounding-set", "-all", "--no-new-privs"});
   Vmm vmm(VmmOptions(), RunAs{uid107, 107});
   auto kernel = guest_kernel(vmm.dir());
   REQUIRE(vmm.put("vm.create", vm_config(*kernel, "console=ttyS0", R"J("net":[)J" + net + "]"))
@@ -1152,8 +1170,9 @@ TEST_CASE(
 // GED register, and a guest that does not reach it (no note, flat 32-bit addressing, too few
 // address bits) ignores the button against the double as it would against CH.
 TEST_CASE(
-    "double: a guest whose note does not reach CH's GED register never sees the power button") {
-  SKIP_ON_REAL_VMM("the double's reading of the guest's ELF note");
+    "double: a guest whose note does not reach CH's GED register never sees the power button" *
+          doctest::test_suite("double")) {
+  SKIP_ON_REAL_VMM("lane double: the double's own reading of the guest's ELF note");
   if (!std::filesystem::exists(chl::test::project_pvh_guest())) {
     chl::test::skip("the PVH test guest is not built (target pvh_guest)");
     return;
