@@ -101,19 +101,26 @@ std::optional<std::string> probe_linux(const std::string& kernel, const std::str
     std::cerr << "real-VMM Linux probe (" << vmm << "): could not start it: " << child.error().message() << std::endl;
     return std::nullopt;
   }
-  const bool printed = wait_until(60s, [&] {
-    std::error_code ec;
-    return std::filesystem::file_size(serial, ec) > 0 && !ec;
+  // Linux runs only when its /init does: the kernel alone sometimes prints its first lines on this
+  // KVM and then goes quiet, which is no running Linux (the Linux guest's /init says
+  // "chl-guest: init started" first thing: tests/guests/linux/init).
+  const std::string marker = "chl-guest: init started";
+  std::error_code ec;
+  const bool ran = wait_until(60s, [&] {
+    return std::filesystem::exists(serial, ec) && read_file(serial).find(marker) != std::string::npos;
   }, 200ms);
   (void)child->kill_and_reap();
-  if (printed) {
-    std::cerr << "real-VMM Linux probe (" << vmm << "): the kernel printed: "
-              << read_file(serial).substr(0, 200) << std::endl;
+  const std::string printed = std::filesystem::exists(serial, ec) ? read_file(serial) : std::string();
+  if (ran) {
+    std::cerr << "real-VMM Linux probe (" << vmm << "): its /init ran: " << printed.substr(0, 200) << std::endl;
     return std::nullopt;
   }
+  std::cerr << "real-VMM Linux probe (" << vmm << "): no /init in 60 s; COM1 had " << printed.size()
+            << " bytes" << (printed.empty() ? "" : ", ending: ") << printed.substr(printed.size() > 160 ? printed.size() - 160 : 0)
+            << std::endl;
   return "this machine's KVM (nested) does not run a full Linux kernel: " + vmm +
          " alone (no launcher) booted " + kernel + " with " + initramfs + " and `" + cmdline +
-         "`, and the guest wrote nothing to COM1 in 60 s (the PVH test guest prints at once there)";
+         "`, and in 60 s its /init never said \"" + marker + "\" on COM1 (at most the kernel's first lines; the PVH test guest prints at once there)";
 }
 
 }  // namespace
