@@ -19,6 +19,7 @@
 #include "kubevirt/proto/cmd.grpc.pb.h"
 #include "kubevirt/proto/cmd_info.grpc.pb.h"
 #include "tests/image/pod.hpp"
+#include "tests/image/pod_driving.hpp"
 #include "tests/kubevirt/test_notify_server.hpp"
 #include "tests/network/kubevirt_phase1.hpp"
 #include "tests/support/launcher_harness.hpp"
@@ -30,6 +31,9 @@ using namespace std::chrono_literals;
 namespace v1 = ::kubevirt::cmd::v1;
 namespace fs = std::filesystem;
 using chl::test::image::docker;
+using chl::test::image::call;
+using chl::test::image::fill_container_disks;
+using chl::test::image::has_state;
 using chl::test::image::Pod;
 using chl::test::image::PodOptions;
 
@@ -67,19 +71,6 @@ std::string vmi_json() {
   })");
   j["metadata"]["uid"] = kUid;
   return j.dump();
-}
-
-template <typename F>
-grpc::Status call(F&& f, std::chrono::seconds timeout = 60s) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
-  return f(ctx);
-}
-
-bool has_state(const chl::test::TestNotifyServer& server, const std::string& status) {
-  for (const auto& n : server.received())
-    if (!n.k8s && n.event_type == "MODIFIED" && n.json["Status"].value("Status", "") == status) return true;
-  return false;
 }
 
 // The image's /usr/bin/cloud-hypervisor: its version line ("cloud-hypervisor v52.0.0") when it is
@@ -142,15 +133,6 @@ int vmm_of(int pid) {
 
 // What the container's pod directories need before the launcher starts: the kernel-boot
 // artifacts and a real (qcow2) container disk, as KubeVirt's init containers leave them.
-void fill_container_disks(const Pod& pod) {
-  const auto kb = pod.container_disks() / "kernel-boot";
-  fs::create_directories(kb);
-  fs::copy_file(chl::test::guest_kernel(), kb / "guest.elf");
-  auto r = chl::test::run_command(
-      {"qemu-img", "create", "-q", "-f", "qcow2", (pod.container_disks() / "disk_0.img").string(), "64M"});
-  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
-}
-
 std::string hex_field(const std::string& status, const std::string& key) {
   std::istringstream in(status);
   for (std::string l; std::getline(in, l);)
