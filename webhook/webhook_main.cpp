@@ -50,15 +50,16 @@ int main(int argc, char** argv) try {
       return 0;
     }
     std::string value;
-    if (auto eq = arg.find('='); eq != std::string::npos) {
+    const auto eq = arg.find('=');
+    if (eq != std::string::npos) {
       value = arg.substr(eq + 1);
       arg.resize(eq);
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
-      return usage_error(arg + " needs a value");
     }
     if (flags.count(arg) == 0) return usage_error("unknown option " + arg);
+    if (eq == std::string::npos) {
+      if (i + 1 >= argc) return usage_error(arg + " needs a value");
+      value = argv[++i];
+    }
     flags[arg] = value;
   }
   for (const char* required : {"--cert", "--key", "--bundle-image"})
