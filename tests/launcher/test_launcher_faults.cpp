@@ -134,18 +134,21 @@ TEST_CASE("fault: garbage in the event stream is skipped, states still right") {
   CHECK(exit->code == 0);
 }
 
-TEST_CASE("fault: the VMM exiting without any event is Crashed, exit 3") {
-  if (!only_on_double("Cloud Hypervisor v52 exits either through vmm_shutdown, which writes "
-                      "vm/deleted and vmm/shutdown (vmm/src/lib.rs control loop, Exit), or dies "
-                      "by a signal (the SIGKILL tests above): a quiet clean exit is the double's "
-                      "fault only"))
+TEST_CASE("fault: the VMM exiting 0 without any event is a clean shutdown (CH's lost event tail), exit 0") {
+  // A real Cloud Hypervisor v52 does this under load: it exits 0 through vmm_shutdown, whose
+  // events its unjoined monitor thread never wrote (cloud-hypervisor/src/main.rs); seen once in
+  // the real-ch lane under a CPU hog. It cannot be provoked on demand there.
+  if (!only_on_double("a real Cloud Hypervisor loses its event tail at exit only by chance, under "
+                      "load (cloud-hypervisor/src/main.rs does not join its event-monitor thread): "
+                      "the double's VMM_DOUBLE_EXIT_WITHOUT_EVENTS does it every time"))
     return;
   LauncherRun r;
   r.write_vmi("console=ttyS0");
   r.start({}, r.vmm_with_env({{"VMM_DOUBLE_EXIT_WITHOUT_EVENTS", "running"}, {"VMM_DOUBLE_PHASE_DELAY_MS", "300"}}));
   auto exit = r.wait_exit();
   REQUIRE(exit);
-  CHECK_MESSAGE(exit->code == 3, r.output());
+  CHECK_MESSAGE(exit->code == 0, r.output());
+  CHECK_MESSAGE(r.output().find("without its shutdown events") != std::string::npos, r.output());
   r.check_clean(-1);
 }
 
