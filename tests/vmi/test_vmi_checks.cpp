@@ -336,7 +336,9 @@ struct Refusal {
   std::function<void(YAML::Node&)> edit;
   const char* path;
   const char* reason;
-  bool qemu_serves = true;  // false: refused on qemu-kvm too (architecture, or not wired by run)
+  // false: refused on qemu-kvm too (architecture, not wired by run, or not rendered by the
+  // libvirt path's domain XML: the qemu-kvm refusals test below names each reason)
+  bool qemu_serves = true;
 };
 
 TEST_CASE("cloud-hypervisor refuses what it cannot serve, qemu-kvm serves it") {
@@ -380,7 +382,7 @@ TEST_CASE("cloud-hypervisor refuses what it cannot serve, qemu-kvm serves it") {
        [](YAML::Node& n) {
          n["spec"]["domain"]["devices"]["clientPassthrough"] = YAML::Load("{}");
        },
-       "spec.domain.devices.clientPassthrough", "no USB controller"},
+       "spec.domain.devices.clientPassthrough", "no USB controller", false},
       {"named model", [](YAML::Node& n) { n["spec"]["domain"]["cpu"]["model"] = "Haswell"; },
        "spec.domain.cpu.model", "cannot emulate a named CPU model"},
       {"cpu features",
@@ -425,7 +427,7 @@ TEST_CASE("cloud-hypervisor refuses what it cannot serve, qemu-kvm serves it") {
          n["spec"]["domain"]["firmware"] =
              YAML::Load("{bootloader: {efi: {secureBoot: false, persistent: true}}}");
        },
-       "spec.domain.firmware.bootloader.efi.persistent", "no persistent EFI variable store"},
+       "spec.domain.firmware.bootloader.efi.persistent", "no persistent EFI variable store", false},
       {"arm machine",
        [](YAML::Node& n) { n["spec"]["domain"]["machine"] = YAML::Load("{type: virt}"); },
        "spec.domain.machine.type", "machine type for aarch64", false},
@@ -441,7 +443,7 @@ TEST_CASE("cloud-hypervisor refuses what it cannot serve, qemu-kvm serves it") {
        },
        "spec.domain.devices.watchdog", "no i6300esb watchdog"},
       {"tpm", [](YAML::Node& n) { n["spec"]["domain"]["devices"]["tpm"] = YAML::Load("{}"); },
-       "spec.domain.devices.tpm", "swtpm"},
+       "spec.domain.devices.tpm", "swtpm", false},
       {"vgpu display",
        [](YAML::Node& n) {
          n["spec"]["domain"]["devices"]["gpus"] = YAML::Load(
@@ -452,7 +454,7 @@ TEST_CASE("cloud-hypervisor refuses what it cannot serve, qemu-kvm serves it") {
        [](YAML::Node& n) {
          n["spec"]["domain"]["devices"]["interfaces"][0] = YAML::Load("{name: default, sriov: {}}");
        },
-       "spec.domain.devices.interfaces[0].sriov", "SR-IOV"},
+       "spec.domain.devices.interfaces[0].sriov", "SR-IOV", false},
       {"slirp",
        [](YAML::Node& n) {
          n["spec"]["domain"]["devices"]["interfaces"][0] = YAML::Load("{name: default, slirp: {}}");
@@ -461,12 +463,12 @@ TEST_CASE("cloud-hypervisor refuses what it cannot serve, qemu-kvm serves it") {
        false},  // nor on qemu-kvm: run cannot wire it (network/plan.cpp), so validate refuses it
       {"nic boot order",
        [](YAML::Node& n) { n["spec"]["domain"]["devices"]["interfaces"][0]["bootOrder"] = 2; },
-       "spec.domain.devices.interfaces[0].bootOrder", "cannot boot from the network"},
+       "spec.domain.devices.interfaces[0].bootOrder", "cannot boot from the network", false},
       {"disk pci address",
        [](YAML::Node& n) {
          n["spec"]["domain"]["devices"]["disks"][0]["disk"]["pciAddress"] = "0000:00:05.0";
        },
-       "spec.domain.devices.disks[0].disk.pciAddress", "assigns PCI addresses itself"},
+       "spec.domain.devices.disks[0].disk.pciAddress", "assigns PCI addresses itself", false},
       // virt-handler's realtime setup finds only QEMU's "CPU N/KVM" threads
       // (pkg/hypervisor/kvm/realtime.go): the refusal names the field and that reason.
       {"realtime",
@@ -478,10 +480,10 @@ TEST_CASE("cloud-hypervisor refuses what it cannot serve, qemu-kvm serves it") {
        false},  // nor on qemu-kvm: the libvirt path renders no <vcpusched> yet
       {"launch security",
        [](YAML::Node& n) { n["spec"]["domain"]["launchSecurity"] = YAML::Load("{sev: {}}"); },
-       "spec.domain.launchSecurity", "confidential"},
+       "spec.domain.launchSecurity", "confidential", false},
       {"virtio transitional",
        [](YAML::Node& n) { n["spec"]["domain"]["devices"]["useVirtioTransitional"] = true; },
-       "spec.domain.devices.useVirtioTransitional", "modern"},
+       "spec.domain.devices.useVirtioTransitional", "modern", false},
   };
   for (const auto& row : rows) {
     CAPTURE(row.name);
@@ -492,6 +494,84 @@ TEST_CASE("cloud-hypervisor refuses what it cannot serve, qemu-kvm serves it") {
     CHECK_MESSAGE(has(q, row.path, "") != row.qemu_serves, row.name << " on qemu-kvm:\n"
                                                                     << dump(q));
   }
+}
+
+// The audit of the qemu-kvm table against drivers/libvirt/domain_xml.cpp: what the libvirt path
+// does not render is refused naming the field and that the libvirt path lacks it, never accepted
+// and left out of the domain.
+TEST_CASE("qemu-kvm refuses what its libvirt path does not render, naming the field") {
+  struct Row {
+    const char* name;
+    std::function<void(YAML::Node&)> edit;
+    const char* path;
+    const char* element;  // what the domain XML lacks, named in the reason
+  };
+  const std::vector<Row> rows = {
+      {"disk pciAddress",
+       [](YAML::Node& n) {
+         n["spec"]["domain"]["devices"]["disks"][0]["disk"]["pciAddress"] = "0000:00:05.0";
+       },
+       "spec.domain.devices.disks[0].disk.pciAddress", "<address>"},
+      {"disk blockSize",
+       [](YAML::Node& n) {
+         n["spec"]["domain"]["devices"]["disks"][0]["blockSize"] = YAML::Load("{custom: {logical: 4096, physical: 4096}}");
+       },
+       "spec.domain.devices.disks[0].blockSize", "<blockio>"},
+      {"nic pciAddress",
+       [](YAML::Node& n) { n["spec"]["domain"]["devices"]["interfaces"][0]["pciAddress"] = "0000:00:06.0"; },
+       "spec.domain.devices.interfaces[0].pciAddress", "<address>"},
+      {"nic bootOrder",
+       [](YAML::Node& n) { n["spec"]["domain"]["devices"]["interfaces"][0]["bootOrder"] = 2; },
+       "spec.domain.devices.interfaces[0].bootOrder", "<boot>"},
+      {"sriov",
+       [](YAML::Node& n) {
+         n["spec"]["domain"]["devices"]["interfaces"][0] = YAML::Load("{name: default, sriov: {}}");
+       },
+       "spec.domain.devices.interfaces[0].sriov", "<hostdev>"},
+      {"clientPassthrough",
+       [](YAML::Node& n) { n["spec"]["domain"]["devices"]["clientPassthrough"] = YAML::Load("{}"); },
+       "spec.domain.devices.clientPassthrough", "<redirdev>"},
+      {"tpm", [](YAML::Node& n) { n["spec"]["domain"]["devices"]["tpm"] = YAML::Load("{}"); },
+       "spec.domain.devices.tpm", "<tpm>"},
+      {"downwardMetrics",
+       [](YAML::Node& n) { n["spec"]["domain"]["devices"]["downwardMetrics"] = YAML::Load("{}"); },
+       "spec.domain.devices.downwardMetrics", "vhostmd"},
+      {"useVirtioTransitional",
+       [](YAML::Node& n) { n["spec"]["domain"]["devices"]["useVirtioTransitional"] = true; },
+       "spec.domain.devices.useVirtioTransitional", "virtio-transitional"},
+      {"efi persistent",
+       [](YAML::Node& n) {
+         n["spec"]["domain"]["firmware"] = YAML::Load("{bootloader: {efi: {secureBoot: false, persistent: true}}}");
+       },
+       "spec.domain.firmware.bootloader.efi.persistent", "does not outlive the pod"},
+      {"hyperv",
+       [](YAML::Node& n) { n["spec"]["domain"]["features"] = YAML::Load("{hyperv: {relaxed: {}}}"); },
+       "spec.domain.features.hyperv", "<hyperv>"},
+      {"hypervPassthrough",
+       [](YAML::Node& n) { n["spec"]["domain"]["features"] = YAML::Load("{hypervPassthrough: {enabled: true}}"); },
+       "spec.domain.features.hypervPassthrough", "<hyperv"},
+      {"launchSecurity",
+       [](YAML::Node& n) { n["spec"]["domain"]["launchSecurity"] = YAML::Load("{sev: {}}"); },
+       "spec.domain.launchSecurity", "<launchSecurity>"},
+      {"ioThreadsPolicy",
+       [](YAML::Node& n) { n["spec"]["domain"]["ioThreadsPolicy"] = "shared"; },
+       "spec.domain.ioThreadsPolicy", "<iothreads>"},
+  };
+  for (const auto& row : rows) {
+    CAPTURE(row.name);
+    auto q = problems(vmi_with(row.edit), "qemu-kvm");
+    CHECK_MESSAGE(has(q, row.path, "libvirt path"), dump(q));
+    CHECK_MESSAGE(has(q, row.path, row.element), dump(q));
+  }
+  // A LUN is served as a SCSI disk: accepted with a warning that says so.
+  auto lun = check_vmi(vmi_with([](YAML::Node& n) {
+                         auto d = n["spec"]["domain"]["devices"]["disks"][0];
+                         d.remove("disk");
+                         d["lun"] = YAML::Load("{}");
+                       }),
+                       "qemu-kvm");
+  REQUIRE_MESSAGE(lun.has_value(), dump(lun ? Violations{} : lun.error()));
+  CHECK(has(lun->warnings, "spec.domain.devices.disks[0].lun", "without SCSI command passthrough"));
 }
 
 TEST_CASE("floppy disks are refused everywhere") {
