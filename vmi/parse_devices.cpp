@@ -215,8 +215,25 @@ void parse_devices(Reader& r, const YAML::Node& n, const std::string& p, Devices
   dev.use_virtio_transitional = r.boolean(n, "useVirtioTransitional", p);
   dev.log_serial_console = r.boolean(n, "logSerialConsole", p);
   dev.disable_hotplug = r.boolean(n, "disableHotplug", p).value_or(false);
-  r.object(n, "sound", p, dev.sound);
-  r.object(n, "watchdog", p, dev.watchdog);
+  YAML::Node sound = r.object(n, "sound", p, dev.sound);
+  if (dev.sound) {
+    const std::string sp = p + ".sound";
+    r.unknown_keys(sound, sp, {"name", "model"});
+    dev.sound_device.name = r.str(sound, "name", sp).value_or("");
+    dev.sound_device.model = r.str(sound, "model", sp).value_or("");
+  }
+  YAML::Node wd = r.object(n, "watchdog", p, dev.watchdog);
+  if (dev.watchdog) {
+    const std::string wp = p + ".watchdog";
+    r.unknown_keys(wd, wp, {"name", "i6300esb", "diag288"});
+    dev.watchdog_device.name = r.str(wd, "name", wp).value_or("");
+    bool esb = false;
+    YAML::Node e = r.object(wd, "i6300esb", wp, esb);
+    if (esb || (wd.IsMap() && wd["i6300esb"].IsDefined())) {
+      dev.watchdog_device.i6300esb = true;
+      if (esb) dev.watchdog_device.action = r.str(e, "action", wp + ".i6300esb").value_or("");
+    }
+  }
   r.object(n, "tpm", p, dev.tpm);
   r.object(n, "clientPassthrough", p, dev.client_passthrough);
   r.object(n, "downwardMetrics", p, dev.downward_metrics);

@@ -1,4 +1,6 @@
 // spec.domain: cpu, memory, resources, firmware, features, clock (devices: parse_devices.cpp).
+#include <array>
+
 #include "vmi/parse_support.hpp"
 
 namespace chl::vmi {
@@ -111,6 +113,44 @@ void parse_firmware(Reader& r, const YAML::Node& n, const std::string& p, Firmwa
   }
 }
 
+// features.hyperv: each entry an object with `enabled` (absent = true) and its extra values.
+void parse_hyperv(Reader& r, const YAML::Node& n, const std::string& p, Features& f) {
+  f.hyperv = r.expect_map(n, p);
+  if (!f.hyperv) return;
+  static constexpr std::array<std::string_view, 14> kKnown{
+      "relaxed", "vapic",       "vpindex", "runtime", "synic",    "synictimer", "reset",
+      "frequencies", "reenlightenment", "ipi", "evmcs", "spinlocks", "vendorid", "tlbflush"};
+  for (const auto& kv : n) {
+    const std::string key = kv.first.Scalar();
+    const std::string hp = p + "." + key;
+    if (std::find(kKnown.begin(), kKnown.end(), key) == kKnown.end()) {
+      CHL_LOG_DEBUG("ignoring unknown field {}", hp);
+      continue;
+    }
+    if (kv.second.IsNull()) continue;
+    if (!r.expect_map(kv.second, hp)) continue;
+    HypervFeature h;
+    h.name = key;
+    h.enabled = r.boolean(kv.second, "enabled", hp).value_or(true);
+    if (key == "spinlocks") {
+      auto retries = r.integer(kv.second, "spinlocks", hp, 4095, std::numeric_limits<std::uint32_t>::max());
+      if (retries) h.spinlocks = static_cast<std::uint32_t>(*retries);
+    } else if (key == "vendorid") {
+      h.vendor_id = r.str(kv.second, "vendorid", hp).value_or("");
+    } else if (key == "synictimer" || key == "tlbflush") {
+      for (const char* sub : {"direct", "extended"}) {
+        if (std::string_view(sub) == "extended" && key != "tlbflush") continue;
+        bool present = false;
+        YAML::Node d = r.object(kv.second, sub, hp, present);
+        if (!present) continue;
+        bool on = r.boolean(d, "enabled", hp + "." + sub).value_or(true);
+        (std::string_view(sub) == "direct" ? h.direct : h.extended) = on;
+      }
+    }
+    f.hyperv_features.push_back(std::move(h));
+  }
+}
+
 void parse_features(Reader& r, const YAML::Node& n, const std::string& p, Features& f) {
   for (const auto& kv : n) {
     const std::string key = kv.first.Scalar();
@@ -129,7 +169,7 @@ void parse_features(Reader& r, const YAML::Node& n, const std::string& p, Featur
     else if (key == "pvspinlock")
       enabled(f.pvspinlock);
     else if (key == "hyperv")
-      f.hyperv = r.expect_map(kv.second, fp);
+      parse_hyperv(r, kv.second, fp, f);
     else if (key == "hypervPassthrough") {
       std::optional<bool> e;
       enabled(e);
@@ -157,7 +197,22 @@ void parse_clock(Reader& r, const YAML::Node& n, const std::string& p, Clock& c)
     c.utc = true;
   }
   c.timezone = r.str(n, "timezone", p).value_or("");
-  r.object(n, "timer", p, c.timer);
+  YAML::Node t = r.object(n, "timer", p, c.timer);
+  if (!c.timer) return;
+  const std::string tp = p + ".timer";
+  r.unknown_keys(t, tp, {"rtc", "pit", "kvm", "hpet", "hyperv"});
+  for (const char* name : {"rtc", "pit", "kvm", "hpet", "hyperv"}) {
+    bool present = false;
+    YAML::Node e = r.object(t, name, tp, present);
+    if (!present) continue;
+    const std::string ep = tp + "." + name;
+    ClockTimer timer;
+    timer.name = name;
+    timer.present = r.boolean(e, "present", ep).value_or(true);
+    timer.tick_policy = r.str(e, "tickPolicy", ep).value_or("");
+    timer.track = r.str(e, "track", ep).value_or("");
+    c.timers.push_back(std::move(timer));
+  }
 }
 
 }  // namespace

@@ -195,12 +195,41 @@ void Checker::check_devices() {
     check_label(h.name, hp + ".name");
   }
   if (!dev.inputs.empty()) require(Feature::InputDevices, p + ".inputs");
+  // KubeVirt's converter maps only tablets, on usb (the default) or virtio
+  // (converter/compute/input_device.go apiInputDeviceFromV1InputDevice).
+  for (std::size_t i = 0; i < dev.inputs.size(); ++i) {
+    const Input& in = dev.inputs[i];
+    const std::string ip = p + ".inputs[" + std::to_string(i) + "]";
+    check_label(in.name, ip + ".name");
+    if (in.type != "tablet") add(ip + ".type", "unknown input type \"" + in.type + "\"; expected tablet");
+    if (!in.bus.empty() && in.bus != "usb" && in.bus != "virtio")
+      add(ip + ".bus", "unknown input bus \"" + in.bus + "\"; expected usb or virtio");
+  }
   if (dev.autoattach_graphics_device.value_or(false)) {
     require(Feature::Graphics, p + ".autoattachGraphicsDevice");
   }
-  if (dev.sound) require(Feature::Sound, p + ".sound");
+  if (dev.sound) {
+    require(Feature::Sound, p + ".sound");
+    // converter/compute/sound.go: "" (ich9), ich9 or ac97.
+    const std::string& m = dev.sound_device.model;
+    if (!m.empty() && m != "ich9" && m != "ac97")
+      add(p + ".sound.model", "unknown sound model \"" + m + "\"; expected ich9 or ac97");
+    check_label(dev.sound_device.name, p + ".sound.name");
+  }
   if (dev.client_passthrough) require(Feature::UsbRedirection, p + ".clientPassthrough");
-  if (dev.watchdog) require(Feature::Watchdog, p + ".watchdog");
+  if (dev.watchdog) {
+    require(Feature::Watchdog, p + ".watchdog");
+    // converter/compute/watchdog.go: on amd64 only i6300esb maps; actions as in KubeVirt's API
+    // (staging/src/kubevirt.io/api/core/v1/schema.go WatchdogAction).
+    const Watchdog& w = dev.watchdog_device;
+    check_label(w.name, p + ".watchdog.name");
+    if (!w.i6300esb) {
+      add(p + ".watchdog.i6300esb", "required: i6300esb is the x86 watchdog");
+    } else if (!w.action.empty() && w.action != "poweroff" && w.action != "reset" && w.action != "shutdown") {
+      add(p + ".watchdog.i6300esb.action",
+          "unknown action \"" + w.action + "\"; expected poweroff, reset or shutdown");
+    }
+  }
   if (dev.tpm) require(Feature::Tpm, p + ".tpm");
   if (dev.downward_metrics) require(Feature::DownwardMetrics, p + ".downwardMetrics");
   if (dev.use_virtio_transitional.value_or(false)) {

@@ -204,6 +204,19 @@ struct Input {
   std::string bus;
 };
 
+// devices.sound: ich9 or ac97 ("" = ich9, KubeVirt's default).
+struct Sound {
+  std::string name;
+  std::string model;
+};
+
+// devices.watchdog: the i6300esb (the x86 one) and what it does when it fires.
+struct Watchdog {
+  std::string name;
+  bool i6300esb = false;
+  std::string action;  // poweroff, reset, shutdown ("" = reset, KubeVirt's default)
+};
+
 struct Devices {
   std::vector<Disk> disks;
   std::vector<Interface> interfaces;
@@ -222,11 +235,26 @@ struct Devices {
   std::optional<bool> use_virtio_transitional;
   bool disable_hotplug =
       false;  // no hotplug controller (KubeVirt: no virtio-scsi unless a disk needs it)
-  bool sound = false;
-  bool watchdog = false;
+  bool sound = false;  // devices.sound present (its fields in sound_device)
+  Sound sound_device;
+  bool watchdog = false;  // devices.watchdog present (its fields in watchdog_device)
+  Watchdog watchdog_device;
   bool tpm = false;
   bool client_passthrough = false;
   bool downward_metrics = false;
+};
+
+// One entry of features.hyperv (relaxed, vapic, spinlocks...) as KubeVirt's converter reads it
+// (converter/compute/hypervisor_features.go): its `enabled` (absent = true) and the entry's extra
+// values.
+struct HypervFeature {
+  std::string name;  // the VMI's key: relaxed, vapic, vpindex, runtime, synic, synictimer, reset,
+                     // frequencies, reenlightenment, ipi, evmcs, spinlocks, vendorid, tlbflush
+  bool enabled = true;
+  std::optional<std::uint32_t> spinlocks;  // spinlocks.spinlocks (retries)
+  std::string vendor_id;                   // vendorid.vendorid
+  std::optional<bool> direct;              // synictimer.direct.enabled, tlbflush.direct.enabled
+  std::optional<bool> extended;            // tlbflush.extended.enabled
 };
 
 // spec.domain.features: each present entry with its `enabled` (absent = true).
@@ -235,10 +263,20 @@ struct Features {
   std::optional<bool> apic;
   std::optional<bool> smm;
   bool hyperv = false;
+  std::vector<HypervFeature> hyperv_features;  // in the VMI's order
   bool hyperv_passthrough = false;
   std::optional<bool> kvm_hidden;  // features.kvm.hidden
   std::optional<bool> pvspinlock;
   std::vector<std::string> others;  // any other key
+};
+
+// One clock.timer entry as KubeVirt's converter maps it (converter/compute/clock.go): hpet, kvm,
+// pit, rtc, hyperv, with `present` (absent = true), tickPolicy and (rtc) track.
+struct ClockTimer {
+  std::string name;  // the VMI's key
+  bool present = true;
+  std::string tick_policy;
+  std::string track;
 };
 
 struct Clock {
@@ -247,6 +285,7 @@ struct Clock {
   std::optional<std::int64_t> utc_offset_seconds;
   std::string timezone;
   bool timer = false;
+  std::vector<ClockTimer> timers;  // in KubeVirt's order: rtc, pit, kvm, hpet, hyperv
 };
 
 struct Domain {

@@ -56,6 +56,62 @@ Bus disk_bus(const vmi::Disk& d) {
   return {b, b != "virtio"};
 }
 
+const char* on_off(bool on) { return on ? "on" : "off"; }
+
+// features.hyperv / hypervPassthrough as KubeVirt's converter writes them
+// (converter/compute/hypervisor_features.go convertFeatureHypervToAPIFeatureHyperv; element names
+// from api/schema.go FeatureHyperv). spinlocks without retries gets KubeVirt's API default, 4096
+// (staging/src/kubevirt.io/api/core/v1/defaults.go SetDefaults_FeatureSpinlocks).
+std::string hyperv_xml(const vmi::Features& f) {
+  std::ostringstream x;
+  if (f.hyperv) {
+    x << "    <hyperv mode='custom'>\n";
+    for (const auto& h : f.hyperv_features) {
+      const std::string el = h.name == "synictimer" ? "stimer" : h.name == "vendorid" ? "vendor_id" : h.name;
+      x << "      <" << el << " state='" << on_off(h.enabled) << "'";
+      if (h.name == "spinlocks" && h.enabled) x << " retries='" << h.spinlocks.value_or(4096) << "'";
+      if (h.name == "vendorid" && h.enabled) x << attr("value", h.vendor_id);
+      if (h.name == "synictimer" && h.direct)
+        x << ">\n        <direct state='" << on_off(*h.direct) << "'/>\n      </" << el << ">\n";
+      else
+        x << "/>\n";
+    }
+    x << "    </hyperv>\n";
+  } else if (f.hyperv_passthrough) {
+    x << "    <hyperv mode='passthrough'/>\n";
+  }
+  return x.str();
+}
+
+// spec.domain.clock as KubeVirt's converter writes it (converter/compute/clock.go
+// convertClockToAPIClock): utc with the offset as adjustment ("reset" without one), or a
+// timezone; timers rtc, pit, kvm (kvmclock), hpet, hyperv (hypervclock). No clock in the VMI:
+// UTC.
+std::string clock_xml(const vmi::Clock& c) {
+  std::ostringstream x;
+  x << "  <clock";
+  if (c.present && !c.timezone.empty())
+    x << " offset='timezone'" << attr("timezone", c.timezone);
+  else
+    x << " offset='utc'";
+  if (c.present && c.utc)
+    x << " adjustment='" << (c.utc_offset_seconds ? std::to_string(*c.utc_offset_seconds) : "reset") << "'";
+  if (c.timers.empty()) {
+    x << "/>\n";
+    return x.str();
+  }
+  x << ">\n";
+  for (const auto& t : c.timers) {
+    const std::string name = t.name == "kvm" ? "kvmclock" : t.name == "hyperv" ? "hypervclock" : t.name;
+    x << "    <timer" << attr("name", name);
+    if (!t.tick_policy.empty()) x << attr("tickpolicy", t.tick_policy);
+    if (!t.track.empty()) x << attr("track", t.track);
+    x << " present='" << (t.present ? "yes" : "no") << "'/>\n";
+  }
+  x << "  </clock>\n";
+  return x.str();
+}
+
 }  // namespace
 
 std::string domain_name(const vmi::Vmi& vmi) {
@@ -169,6 +225,7 @@ std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan,
   if (kvm && dom.features.kvm_hidden.value_or(false)) x << "    <kvm><hidden state='on'/></kvm>\n";
   if (dom.features.pvspinlock)
     x << "    <pvspinlock state='" << (*dom.features.pvspinlock ? "on" : "off") << "'/>\n";
+  x << hyperv_xml(dom.features);
   x << "  </features>\n";
 
   // CPU model and topology. Under TCG there is no host CPU to pass through or model: QEMU's
@@ -199,7 +256,7 @@ std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan,
     x << "    <numa>\n      <cell id='0' cpus='0-" << plan.cpus.max_vcpus - 1 << "' memory='" << plan.memory.size
       << "' unit='b'/>\n    </numa>\n";
   x << "  </cpu>\n";
-  x << "  <clock offset='utc'/>\n";
+  x << clock_xml(dom.clock);
   x << "  <on_poweroff>destroy</on_poweroff>\n  <on_reboot>restart</on_reboot>\n  "
        "<on_crash>destroy</on_crash>\n";
 
@@ -240,6 +297,8 @@ std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan,
   // The virtio-scsi controller hotplug volumes attach to, as KubeVirt adds it unless
   // spec.domain.devices.disableHotplug (and no disk asks for the scsi bus).
   if (scsi || !dev.disable_hotplug) x << "    <controller type='scsi' index='0' model='virtio-scsi'/>\n";
+  // A USB tablet sits on the same xHCI controller as USB disks.
+  for (const auto& in : dev.inputs) usb = usb || in.bus.empty() || in.bus == "usb";
   if (usb) x << "    <controller type='usb' index='0' model='qemu-xhci'/>\n";
   // NICs: the pod network's taps, which the launcher wires (network/) before the domain starts
   // and libvirt opens by name (managed='no'), as KubeVirt does. One writer of the element:
@@ -281,6 +340,21 @@ std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan,
       << attr("socket", plan.state_dir + "/virt-vnc") << "/>\n    </graphics>\n";
     x << "    <video>\n      <model type='vga' heads='1'/>\n    </video>\n";
   }
+  // Tablets, the sound card and the watchdog as KubeVirt's converter writes them, each with the
+  // user alias "ua-<name>" (converter/compute/input_device.go, sound.go, watchdog.go).
+  for (const auto& in : dev.inputs) {
+    const std::string bus = in.bus.empty() ? "usb" : in.bus;
+    x << "    <input" << attr("type", in.type) << attr("bus", bus);
+    if (bus == "virtio") x << " model='virtio'";
+    x << ">\n      <alias" << attr("name", "ua-" + in.name) << "/>\n    </input>\n";
+  }
+  if (dev.sound)
+    x << "    <sound" << attr("model", dev.sound_device.model.empty() ? "ich9" : dev.sound_device.model)
+      << ">\n      <alias" << attr("name", "ua-" + dev.sound_device.name) << "/>\n    </sound>\n";
+  if (dev.watchdog)
+    x << "    <watchdog model='i6300esb'"
+      << attr("action", dev.watchdog_device.action.empty() ? "reset" : dev.watchdog_device.action)
+      << ">\n      <alias" << attr("name", "ua-" + dev.watchdog_device.name) << "/>\n    </watchdog>\n";
   if (plan.rng)
     x << "    <rng model='virtio'>\n      <backend model='random'>/dev/urandom</backend>\n    "
          "</rng>\n";

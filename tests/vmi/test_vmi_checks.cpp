@@ -544,12 +544,6 @@ TEST_CASE("qemu-kvm refuses what its libvirt path does not render, naming the fi
          n["spec"]["domain"]["firmware"] = YAML::Load("{bootloader: {efi: {secureBoot: false, persistent: true}}}");
        },
        "spec.domain.firmware.bootloader.efi.persistent", "does not outlive the pod"},
-      {"hyperv",
-       [](YAML::Node& n) { n["spec"]["domain"]["features"] = YAML::Load("{hyperv: {relaxed: {}}}"); },
-       "spec.domain.features.hyperv", "<hyperv>"},
-      {"hypervPassthrough",
-       [](YAML::Node& n) { n["spec"]["domain"]["features"] = YAML::Load("{hypervPassthrough: {enabled: true}}"); },
-       "spec.domain.features.hypervPassthrough", "<hyperv"},
       {"launchSecurity",
        [](YAML::Node& n) { n["spec"]["domain"]["launchSecurity"] = YAML::Load("{sev: {}}"); },
        "spec.domain.launchSecurity", "<launchSecurity>"},
@@ -572,6 +566,56 @@ TEST_CASE("qemu-kvm refuses what its libvirt path does not render, naming the fi
                        "qemu-kvm");
   REQUIRE_MESSAGE(lun.has_value(), dump(lun ? Violations{} : lun.error()));
   CHECK(has(lun->warnings, "spec.domain.devices.disks[0].lun", "without SCSI command passthrough"));
+}
+
+TEST_CASE("inputs, sound, watchdog and Hyper-V values qemu-kvm cannot render are named by field") {
+  auto v = problems(vmi_with([](YAML::Node& n) {
+                      auto dev = n["spec"]["domain"]["devices"];
+                      dev["inputs"] = YAML::Load("[{name: k, type: keyboard}, {name: t, type: tablet, bus: ps2}]");
+                      dev["sound"] = YAML::Load("{name: audio, model: sb16}");
+                      dev["watchdog"] = YAML::Load("{name: wd, i6300esb: {action: pause}}");
+                      n["spec"]["domain"]["features"] =
+                          YAML::Load("{hyperv: {relaxed: {}, tlbflush: {direct: {}}}}");
+                    }),
+                    "qemu-kvm");
+  CHECK_MESSAGE(has(v, "spec.domain.devices.inputs[0].type", "expected tablet"), dump(v));
+  CHECK(has(v, "spec.domain.devices.inputs[1].bus", "expected usb or virtio"));
+  CHECK(has(v, "spec.domain.devices.sound.model", "expected ich9 or ac97"));
+  CHECK(has(v, "spec.domain.devices.watchdog.i6300esb.action", "expected poweroff, reset or shutdown"));
+  CHECK(has(v, "spec.domain.features.hyperv.tlbflush", "direct and extended are not served"));
+  CHECK_FALSE(has(v, "spec.domain.features.hyperv"));
+  auto wd = problems(vmi_with([](YAML::Node& n) {
+                       n["spec"]["domain"]["devices"]["watchdog"] = YAML::Load("{name: wd, diag288: {}}");
+                     }),
+                     "qemu-kvm");
+  CHECK(has(wd, "spec.domain.devices.watchdog.i6300esb", "required"));
+  // What it renders is accepted: the parsed fields are kept for the domain XML.
+  auto ok = check_vmi(vmi_with([](YAML::Node& n) {
+                        auto dev = n["spec"]["domain"]["devices"];
+                        dev["inputs"] = YAML::Load("[{name: t, type: tablet}]");
+                        dev["sound"] = YAML::Load("{name: audio, model: ac97}");
+                        dev["watchdog"] = YAML::Load("{name: wd, i6300esb: {action: shutdown}}");
+                        n["spec"]["domain"]["features"] =
+                            YAML::Load("{hyperv: {spinlocks: {spinlocks: 8191}, vendorid: {vendorid: abc}, "
+                                       "synictimer: {enabled: true, direct: {enabled: false}}}}");
+                        n["spec"]["domain"]["clock"] =
+                            YAML::Load("{utc: {offsetSeconds: -60}, timer: {rtc: {tickPolicy: catchup}, kvm: {present: false}}}");
+                      }),
+                      "qemu-kvm");
+  REQUIRE_MESSAGE(ok.has_value(), dump(ok ? Violations{} : ok.error()));
+  const Domain& d = ok->vmi.spec.domain;
+  CHECK(d.devices.sound_device.model == "ac97");
+  CHECK(d.devices.watchdog_device.action == "shutdown");
+  REQUIRE(d.features.hyperv_features.size() == 3);
+  CHECK(d.features.hyperv_features[0].spinlocks == 8191u);
+  CHECK(d.features.hyperv_features[1].vendor_id == "abc");
+  CHECK(d.features.hyperv_features[2].direct == false);
+  REQUIRE(d.clock.timers.size() == 2);
+  CHECK(d.clock.timers[0].name == "rtc");
+  CHECK(d.clock.timers[0].tick_policy == "catchup");
+  CHECK(d.clock.timers[1].name == "kvm");
+  CHECK_FALSE(d.clock.timers[1].present);
+  CHECK(d.clock.utc_offset_seconds == -60);
 }
 
 TEST_CASE("floppy disks are refused everywhere") {

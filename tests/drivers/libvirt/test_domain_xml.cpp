@@ -433,3 +433,95 @@ TEST_CASE("domain XML: virtiofs filesystems as KubeVirt writes them: the contain
   }
   CHECK_MESSAGE(errors->empty(), *errors << "\n" << r.xml);
 }
+
+// The audit of the qemu-kvm table (docs/qemu/daemon.md): what it accepts the XML carries. Tablets,
+// sound, watchdog, Hyper-V and the clock as KubeVirt's converter writes them
+// (converter/compute/input_device.go, sound.go, watchdog.go, hypervisor_features.go, clock.go).
+TEST_CASE("domain XML: inputs, sound, watchdog, Hyper-V enlightenments and the clock as KubeVirt writes them, schema-valid") {
+  const std::string vmi = R"(apiVersion: kubevirt.io/v1
+kind: VirtualMachineInstance
+metadata: {name: devices-1, namespace: lab, uid: 0b6f5d0e-1111-4222-8333-444455556677}
+spec:
+  hypervisor: qemu-kvm
+  domain:
+    memory: {guest: 256Mi}
+    features:
+      hyperv:
+        relaxed: {}
+        vapic: {enabled: false}
+        spinlocks: {}
+        vpindex: {}
+        synic: {}
+        synictimer: {direct: {}}
+        vendorid: {vendorid: KubeVirt}
+    clock:
+      utc: {offsetSeconds: 3600}
+      timer:
+        hpet: {present: false}
+        rtc: {tickPolicy: catchup, track: guest}
+        pit: {tickPolicy: delay}
+    devices:
+      autoattachPodInterface: false
+      inputs:
+      - {name: tablet0, type: tablet, bus: usb}
+      - {name: tablet1, type: tablet, bus: virtio}
+      sound: {name: audio}
+      watchdog: {name: wd, i6300esb: {action: poweroff}}
+      disks:
+      - name: root
+        disk: {bus: virtio}
+  volumes:
+  - name: root
+    persistentVolumeClaim: {claimName: root-pvc}
+)";
+  Case c{"devices-1", {{"root", "/pvc/root/disk.img"}}};
+  Rendered r = render_text(vmi, c);
+  CHECK(has(r.xml, "<input type='tablet' bus='usb'>\n      <alias name='ua-tablet0'/>\n    </input>"));
+  CHECK(has(r.xml, "<input type='tablet' bus='virtio' model='virtio'>\n      <alias name='ua-tablet1'/>"));
+  CHECK(has(r.xml, "<controller type='usb' index='0' model='qemu-xhci'/>"));  // for the USB tablet
+  CHECK(has(r.xml, "<sound model='ich9'>\n      <alias name='ua-audio'/>\n    </sound>"));
+  CHECK(has(r.xml, "<watchdog model='i6300esb' action='poweroff'>\n      <alias name='ua-wd'/>"));
+  CHECK(has(r.xml, "<hyperv mode='custom'>\n      <relaxed state='on'/>\n      <vapic state='off'/>\n"
+                   "      <spinlocks state='on' retries='4096'/>\n      <vpindex state='on'/>\n"
+                   "      <synic state='on'/>\n      <stimer state='on'>\n        <direct state='on'/>\n"
+                   "      </stimer>\n      <vendor_id state='on' value='KubeVirt'/>\n    </hyperv>"));
+  CHECK(has(r.xml, "<clock offset='utc' adjustment='3600'>\n    <timer name='rtc' tickpolicy='catchup' "
+                   "track='guest' present='yes'/>\n    <timer name='pit' tickpolicy='delay' present='yes'/>\n"
+                   "    <timer name='hpet' present='no'/>\n  </clock>"));
+  auto errors = schema_errors(r.xml, "devices-1");
+  if (errors) CHECK_MESSAGE(errors->empty(), *errors << "\n" << r.xml);
+
+  // Defaults: ich9, reset, UTC reset; a timezone; hypervPassthrough; ac97.
+  const std::string other = R"(apiVersion: kubevirt.io/v1
+kind: VirtualMachineInstance
+metadata: {name: devices-2, namespace: lab}
+spec:
+  hypervisor: qemu-kvm
+  domain:
+    memory: {guest: 256Mi}
+    features: {hypervPassthrough: {enabled: true}}
+    clock: {timezone: Europe/Paris, timer: {kvm: {}, hyperv: {present: false}}}
+    devices:
+      autoattachPodInterface: false
+      sound: {name: snd, model: ac97}
+      watchdog: {name: dog, i6300esb: {}}
+      disks:
+      - name: root
+        disk: {bus: virtio}
+  volumes:
+  - name: root
+    persistentVolumeClaim: {claimName: root-pvc}
+)";
+  Rendered o = render_text(other, {"devices-2", {{"root", "/pvc/root/disk.img"}}});
+  CHECK(has(o.xml, "<sound model='ac97'>"));
+  CHECK(has(o.xml, "<watchdog model='i6300esb' action='reset'>"));  // KubeVirt's default action
+  CHECK(has(o.xml, "<hyperv mode='passthrough'/>"));
+  CHECK(has(o.xml, "<clock offset='timezone' timezone='Europe/Paris'>\n    <timer name='kvmclock' present='yes'/>\n"
+                   "    <timer name='hypervclock' present='no'/>"));
+  CHECK_FALSE(has(o.xml, "<controller type='usb'"));
+  CHECK_FALSE(has(o.xml, "<input"));
+  auto oerrors = schema_errors(o.xml, "devices-2");
+  if (oerrors) CHECK_MESSAGE(oerrors->empty(), *oerrors << "\n" << o.xml);
+  // A utc clock without an offset resets to the host's UTC at start; no clock at all: UTC.
+  CHECK(has(render_file(cases()[0]).xml, "<clock offset='utc'/>"));
+}
