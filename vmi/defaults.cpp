@@ -67,6 +67,15 @@ void default_disk_buses(Devices& dev) {
   }
 }
 
+// setDefaults_Input (staging/src/kubevirt.io/api/core/v1/defaults.go): a USB tablet unless the
+// input names its bus and type.
+void default_inputs(Devices& dev) {
+  for (auto& in : dev.inputs) {
+    if (in.bus.empty()) in.bus = "usb";
+    if (in.type.empty()) in.type = "tablet";
+  }
+}
+
 // vmispec.SetDefaultNetworkInterface with the cluster default binding (bridge): an interface
 // "default" on the pod network when the VMI names neither interfaces nor networks.
 void default_pod_interface(VmiSpec& s) {
@@ -146,6 +155,7 @@ void apply_kubevirt_defaults(Vmi& vmi) {
   default_pod_interface(s);
   default_volume_disks(s);
   if (s.architecture == "amd64") default_disk_buses(s.domain.devices);
+  default_inputs(s.domain.devices);
   if (s.domain.cpu.model.empty()) s.domain.cpu.model = kDefaultCpuModel;
   if (s.architecture == "amd64") {  // !IsARM64: LiveUpdate hotplug headroom
     default_max_sockets(s.domain.cpu);

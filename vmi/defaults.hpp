@@ -24,8 +24,8 @@ inline constexpr const char* kDefaultDiskBus = "sata";    // pkg/defaults/amd64.
 
 // Fill in what KubeVirt's defaulting would: architecture, machine type, guest memory from the
 // resources, the CPU topology, the CPU model, a disk for every volume without one, the default
-// bus of each disk, the default pod interface, and CPU/memory hotplug headroom (maxSockets,
-// maxGuest) where KubeVirt allows it.
+// bus of each disk, inputs as USB tablets, the default pod interface, and CPU/memory hotplug
+// headroom (maxSockets, maxGuest) where KubeVirt allows it.
 void apply_kubevirt_defaults(Vmi& vmi);
 
 // Hotplug headroom is only headroom: where maxSockets (defaulted by KubeVirt or us, which look

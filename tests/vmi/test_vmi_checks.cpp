@@ -589,6 +589,15 @@ TEST_CASE("inputs, sound, watchdog and Hyper-V values qemu-kvm cannot render are
                      }),
                      "qemu-kvm");
   CHECK(has(wd, "spec.domain.devices.watchdog.i6300esb", "required"));
+  // KubeVirt's API defaulting makes an input without type or bus a USB tablet (what its VM
+  // controller's autoattachInputDevice adds: {name: default-0}).
+  auto dflt = check_vmi(vmi_with([](YAML::Node& n) {
+                          n["spec"]["domain"]["devices"]["inputs"] = YAML::Load("[{name: default-0}]");
+                        }),
+                        "qemu-kvm");
+  REQUIRE_MESSAGE(dflt.has_value(), dump(dflt ? Violations{} : dflt.error()));
+  CHECK(dflt->vmi.spec.domain.devices.inputs[0].type == "tablet");
+  CHECK(dflt->vmi.spec.domain.devices.inputs[0].bus == "usb");
   // What it renders is accepted: the parsed fields are kept for the domain XML.
   auto ok = check_vmi(vmi_with([](YAML::Node& n) {
                         auto dev = n["spec"]["domain"]["devices"];
