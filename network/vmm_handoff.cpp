@@ -43,6 +43,7 @@ std::string libvirt_interface_xml(const LibvirtNic& nic) {
   // otherwise (TCG), where name='vhost' would be refused.
   if (nic.queues > 1 && model == "virtio") x << "      <driver queues='" << nic.queues << "'/>\n";
   if (nic.mtu > 0) x << "      <mtu size='" << nic.mtu << "'/>\n";
+  if (nic.boot_order > 0) x << "      <boot order='" << nic.boot_order << "'/>\n";
   if (!nic.alias.empty()) x << "      <alias name='" << common::xml_escape(nic.alias) << "'/>\n";
   x << "    </interface>\n";
   return x.str();

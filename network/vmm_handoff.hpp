@@ -36,6 +36,7 @@ struct LibvirtNic {
   std::uint32_t mtu = 0;     // 0 = no <mtu> (libvirt/QEMU default)
   std::uint32_t queues = 1;  // queue pairs; <driver queues='N'/> when > 1 (virtio only)
   std::string alias;         // <alias name='ua-default'/> (KubeVirt's user alias); "" = none
+  std::uint32_t boot_order = 0;  // <boot order='N'/> (network boot, the firmware's PXE); 0 = none
 };
 // The element, indented for <devices>; attribute values escaped.
 std::string libvirt_interface_xml(const LibvirtNic& nic);

@@ -191,9 +191,7 @@ constexpr std::array<FeatureSupport, static_cast<std::size_t>(F::kCount)> kQemuF
     {F::NicPciAddress, false,
      "ch-launcher's libvirt path lets libvirt assign PCI addresses (no <address>); remove "
      "pciAddress"},
-    {F::NicBootOrder, false,
-     "ch-launcher's libvirt path does not boot from the network yet (no <boot> on the "
-     "<interface>); remove bootOrder from the interface"},
+    {F::NicBootOrder, true, "<boot order> on the interface: the firmware's iPXE"},
     {F::BindingBridge, true, ""},
     {F::BindingMasquerade, true, ""},
     {F::BindingSriov, false,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "network/vmm_handoff.hpp"
@@ -262,10 +263,36 @@ std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan,
 
   x << "  <devices>\n";
   if (!opts.emulator.empty()) x << "    <emulator>" << xml_escape(opts.emulator) << "</emulator>\n";
-  // Disks in boot order (the plan's order).
-  std::size_t vd = 0, sd = 0, boot = 1;
+  // Boot order. Without an interface that boots, every disk in the plan's order (boot orders
+  // first). With one (an interface's bootOrder: the firmware's PXE boot, iPXE in SeaBIOS and
+  // OVMF), disks and interfaces by their bootOrder, as KubeVirt gives them (<boot order> on
+  // each device that has one), renumbered from 1; disks without one follow in plan order.
+  std::vector<std::uint32_t> disk_boot(plan.disks.size(), 0);
+  std::vector<std::uint32_t> nic_boot(plan.nics.size(), 0);
+  if (!kernel_boot) {
+    struct Entry {
+      std::int64_t key;
+      bool nic;
+      std::size_t index;
+    };
+    std::vector<Entry> order;
+    for (std::size_t i = 0; i < plan.disks.size(); ++i) {
+      const std::size_t si = plan.disks[i].spec_index;
+      const auto& bo = si < dev.disks.size() ? dev.disks[si].boot_order : std::nullopt;
+      order.push_back({bo.value_or(std::numeric_limits<std::int64_t>::max()), false, i});
+    }
+    for (std::size_t i = 0; i < plan.nics.size(); ++i)
+      for (const auto& itf : dev.interfaces)
+        if (itf.name == plan.nics[i].name && itf.boot_order) order.push_back({*itf.boot_order, true, i});
+    std::stable_sort(order.begin(), order.end(), [](const Entry& a, const Entry& b) { return a.key < b.key; });
+    std::uint32_t n = 1;
+    for (const auto& e : order) (e.nic ? nic_boot : disk_boot)[e.index] = n++;
+  }
+  // Disks in the plan's order.
+  std::size_t vd = 0, sd = 0;
   bool scsi = false, usb = false;
-  for (const auto& pd : plan.disks) {
+  for (std::size_t di = 0; di < plan.disks.size(); ++di) {
+    const launcher::PlannedDisk& pd = plan.disks[di];
     const vmi::Disk* d = pd.spec_index < dev.disks.size() ? &dev.disks[pd.spec_index] : nullptr;
     const bool cdrom = d && d->device == vmi::DiskDevice::Cdrom;
     const Bus bus = d ? disk_bus(*d) : Bus{"virtio", false};
@@ -287,7 +314,7 @@ std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan,
     x << "      <source" << attr("file", pd.path) << "/>\n";
     x << "      <target" << attr("dev", bus.sd ? target_name("sd", sd++) : target_name("vd", vd++))
       << attr("bus", bus.name) << "/>\n";
-    if (!kernel_boot) x << "      <boot order='" << boot++ << "'/>\n";
+    if (disk_boot[di] > 0) x << "      <boot order='" << disk_boot[di] << "'/>\n";
     if (pd.readonly || cdrom) x << "      <readonly/>\n";
     if (d && d->shareable) x << "      <shareable/>\n";
     if (!pd.serial.empty()) x << "      <serial>" << xml_escape(pd.serial) << "</serial>\n";
@@ -303,8 +330,10 @@ std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan,
   // NICs: the pod network's taps, which the launcher wires (network/) before the domain starts
   // and libvirt opens by name (managed='no'), as KubeVirt does. One writer of the element:
   // network::libvirt_interface_xml.
-  for (const auto& n : plan.nics) {
+  for (std::size_t k = 0; k < plan.nics.size(); ++k) {
+    const auto& n = plan.nics[k];
     network::LibvirtNic nic;
+    nic.boot_order = nic_boot[k];
     nic.tap = n.tap;
     nic.mac = n.mac;
     for (const auto& i : dev.interfaces)

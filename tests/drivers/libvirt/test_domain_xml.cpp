@@ -525,3 +525,56 @@ spec:
   // A utc clock without an offset resets to the host's UTC at start; no clock at all: UTC.
   CHECK(has(render_file(cases()[0]).xml, "<clock offset='utc'/>"));
 }
+
+// An interface's bootOrder: PXE from the firmware. Disks and interfaces are numbered by their
+// bootOrder (KubeVirt gives <boot order> to each device that has one), disks without one after.
+TEST_CASE("domain XML: an interface's bootOrder puts <boot order> on the interface, before or between the disks") {
+  const std::string vmi = R"(apiVersion: kubevirt.io/v1
+kind: VirtualMachineInstance
+metadata: {name: pxe-1, namespace: lab}
+spec:
+  hypervisor: qemu-kvm
+  domain:
+    memory: {guest: 256Mi}
+    devices:
+      disks:
+      - name: scratch
+        disk: {bus: virtio}
+      - name: root
+        bootOrder: 5
+        disk: {bus: virtio}
+      interfaces:
+      - name: default
+        bootOrder: 2
+        masquerade: {}
+  networks:
+  - name: default
+    pod: {}
+  volumes:
+  - name: root
+    persistentVolumeClaim: {claimName: root-pvc}
+  - name: scratch
+    emptyDisk: {capacity: 1Gi}
+)";
+  Rendered r = render_text(vmi, {"pxe-1", {{"root", "/pvc/root/disk.img"}}});
+  CAPTURE(r.xml);
+  REQUIRE(r.plan.nics.size() == 1);
+  // The interface boots first (2 < 5), then root, then scratch (no bootOrder).
+  const auto nic = r.xml.find("<interface");
+  REQUIRE(nic != std::string::npos);
+  CHECK(r.xml.find("<boot order='1'/>", nic) < r.xml.find("</interface>", nic));
+  const auto root = r.xml.find("<alias name='ua-root'/>");
+  const auto scratch = r.xml.find("<alias name='ua-scratch'/>");
+  REQUIRE(root != std::string::npos);
+  REQUIRE(scratch != std::string::npos);
+  CHECK(r.xml.rfind("<boot order='2'/>", root) != std::string::npos);
+  CHECK(r.xml.rfind("<boot order='2'/>", root) > r.xml.rfind("<disk", root));
+  CHECK(r.xml.rfind("<boot order='3'/>", scratch) > r.xml.rfind("<disk", scratch));
+  CHECK(count_of(r.xml, "<boot order=") == 3);
+  auto errors = schema_errors(r.xml, "pxe-1");
+  if (errors) CHECK_MESSAGE(errors->empty(), *errors << "\n" << r.xml);
+  // Without an interface's bootOrder, the disks keep the plan's numbering.
+  Rendered plain = render_file(cases()[0]);
+  CHECK(has(plain.xml, "<boot order='1'/>"));
+  CHECK(count_of(plain.xml, "<boot order=") == plain.plan.disks.size());
+}
