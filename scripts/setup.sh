@@ -30,6 +30,7 @@ TEST_PACKAGES=(
   qemu-system-common
   busybox-static cpio lz4  # the Linux test guest's initramfs and vmlinux (scripts/build-guests.sh)
   libvirt-daemon-system libvirt-clients ovmf  # the qemu-kvm path (libvirtd, virt-xml-validate, EFI)
+  swtpm swtpm-tools  # the qemu-kvm path's devices.tpm: libvirt starts swtpm (swtpm_setup) per domain
   dnsmasq-base iperf3 iproute2  # pod networking's tests and bench
   isc-dhcp-client  # dhclient -6: the DHCPv6 client of the IPv6 masquerade netns test
   mmdebstrap  # the image lane's base (scripts/image.sh); its Docker engine: scripts/docker-engine.sh

@@ -210,8 +210,7 @@ constexpr std::array<FeatureSupport, static_cast<std::size_t>(F::kCount)> kQemuF
      "ch-launcher's libvirt path does not offer USB redirection yet (no <redirdev> sockets for "
      "virtctl usbredir); remove clientPassthrough"},
     {F::Watchdog, true, "i6300esb with its action"},
-    {F::Tpm, false,
-     "ch-launcher's libvirt path does not run swtpm yet (no <tpm>); remove devices.tpm"},
+    {F::Tpm, true, "TPM 2.0 (tpm-tis) emulated by swtpm, which libvirt starts; not persistent"},
     {F::DownwardMetrics, false,
      "ch-launcher's libvirt path does not serve downward metrics yet (no vhostmd virtio-serial "
      "channel); remove devices.downwardMetrics"},

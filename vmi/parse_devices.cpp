@@ -234,7 +234,13 @@ void parse_devices(Reader& r, const YAML::Node& n, const std::string& p, Devices
       if (esb) dev.watchdog_device.action = r.str(e, "action", wp + ".i6300esb").value_or("");
     }
   }
-  r.object(n, "tpm", p, dev.tpm);
+  YAML::Node tpm = r.object(n, "tpm", p, dev.tpm);
+  if (dev.tpm) {
+    r.unknown_keys(tpm, p + ".tpm", {"enabled", "persistent"});
+    // tpm.enabled: false is KubeVirt's way of saying no TPM.
+    dev.tpm = r.boolean(tpm, "enabled", p + ".tpm").value_or(true);
+    dev.tpm_persistent = dev.tpm && r.boolean(tpm, "persistent", p + ".tpm").value_or(false);
+  }
   r.object(n, "clientPassthrough", p, dev.client_passthrough);
   r.object(n, "downwardMetrics", p, dev.downward_metrics);
 }

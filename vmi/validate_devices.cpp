@@ -231,6 +231,12 @@ void Checker::check_devices() {
     }
   }
   if (dev.tpm) require(Feature::Tpm, p + ".tpm");
+  // A persistent TPM keeps its state on KubeVirt's backend-storage volume across the VM's pods;
+  // ch-launcher has none, so the state would die with the pod.
+  if (dev.tpm && dev.tpm_persistent && caps_.supports(Feature::Tpm))
+    add(p + ".tpm.persistent", std::string(caps_.name) +
+                                   ": ch-launcher keeps no TPM state beyond the pod (no backend-storage "
+                                   "volume); remove persistent");
   if (dev.downward_metrics) require(Feature::DownwardMetrics, p + ".downwardMetrics");
   if (dev.use_virtio_transitional.value_or(false)) {
     require(Feature::VirtioTransitional, p + ".useVirtioTransitional");

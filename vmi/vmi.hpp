@@ -240,6 +240,7 @@ struct Devices {
   bool watchdog = false;  // devices.watchdog present (its fields in watchdog_device)
   Watchdog watchdog_device;
   bool tpm = false;
+  bool tpm_persistent = false;  // tpm.persistent
   bool client_passthrough = false;
   bool downward_metrics = false;
 };

@@ -384,6 +384,11 @@ std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan,
     x << "    <watchdog model='i6300esb'"
       << attr("action", dev.watchdog_device.action.empty() ? "reset" : dev.watchdog_device.action)
       << ">\n      <alias" << attr("name", "ua-" + dev.watchdog_device.name) << "/>\n    </watchdog>\n";
+  // The TPM as KubeVirt's converter writes it (converter/compute/tpm.go): TPM 2.0 on the tis
+  // model, emulated by swtpm, which libvirt starts and stops with the domain (Debian's `swtpm`,
+  // `swtpm-tools`). Not persistent (validate refuses tpm.persistent).
+  if (dev.tpm)
+    x << "    <tpm model='tpm-tis'>\n      <backend type='emulator' version='2.0'/>\n    </tpm>\n";
   if (plan.rng)
     x << "    <rng model='virtio'>\n      <backend model='random'>/dev/urandom</backend>\n    "
          "</rng>\n";

@@ -443,7 +443,7 @@ TEST_CASE("cloud-hypervisor refuses what it cannot serve, qemu-kvm serves it") {
        },
        "spec.domain.devices.watchdog", "no i6300esb watchdog"},
       {"tpm", [](YAML::Node& n) { n["spec"]["domain"]["devices"]["tpm"] = YAML::Load("{}"); },
-       "spec.domain.devices.tpm", "swtpm", false},
+       "spec.domain.devices.tpm", "swtpm"},
       {"vgpu display",
        [](YAML::Node& n) {
          n["spec"]["domain"]["devices"]["gpus"] = YAML::Load(
@@ -528,8 +528,6 @@ TEST_CASE("qemu-kvm refuses what its libvirt path does not render, naming the fi
       {"clientPassthrough",
        [](YAML::Node& n) { n["spec"]["domain"]["devices"]["clientPassthrough"] = YAML::Load("{}"); },
        "spec.domain.devices.clientPassthrough", "<redirdev>"},
-      {"tpm", [](YAML::Node& n) { n["spec"]["domain"]["devices"]["tpm"] = YAML::Load("{}"); },
-       "spec.domain.devices.tpm", "<tpm>"},
       {"downwardMetrics",
        [](YAML::Node& n) { n["spec"]["domain"]["devices"]["downwardMetrics"] = YAML::Load("{}"); },
        "spec.domain.devices.downwardMetrics", "vhostmd"},
@@ -581,6 +579,19 @@ TEST_CASE("inputs, sound, watchdog and Hyper-V values qemu-kvm cannot render are
   CHECK(has(v, "spec.domain.devices.watchdog.i6300esb.action", "expected poweroff, reset or shutdown"));
   CHECK(has(v, "spec.domain.features.hyperv.tlbflush", "direct and extended are not served"));
   CHECK_FALSE(has(v, "spec.domain.features.hyperv"));
+  // A TPM is served, a persistent one is not (no backend-storage volume); enabled: false is none.
+  auto tpm = problems(vmi_with([](YAML::Node& n) {
+                        n["spec"]["domain"]["devices"]["tpm"] = YAML::Load("{persistent: true}");
+                      }),
+                      "qemu-kvm");
+  CHECK_MESSAGE(has(tpm, "spec.domain.devices.tpm.persistent", "no TPM state beyond the pod"), dump(tpm));
+  CHECK_FALSE(has(tpm, "spec.domain.devices.tpm"));
+  auto no_tpm = check_vmi(vmi_with([](YAML::Node& n) {
+                            n["spec"]["domain"]["devices"]["tpm"] = YAML::Load("{enabled: false}");
+                          }),
+                          "cloud-hypervisor");
+  REQUIRE_MESSAGE(no_tpm.has_value(), dump(no_tpm ? Violations{} : no_tpm.error()));
+  CHECK_FALSE(no_tpm->vmi.spec.domain.devices.tpm);
   auto wd = problems(vmi_with([](YAML::Node& n) {
                        n["spec"]["domain"]["devices"]["watchdog"] = YAML::Load("{name: wd, diag288: {}}");
                      }),

@@ -467,6 +467,7 @@ spec:
       - {name: tablet1, type: tablet, bus: virtio}
       sound: {name: audio}
       watchdog: {name: wd, i6300esb: {action: poweroff}}
+      tpm: {}
       disks:
       - name: root
         disk: {bus: virtio}
@@ -481,6 +482,8 @@ spec:
   CHECK(has(r.xml, "<controller type='usb' index='0' model='qemu-xhci'/>"));  // for the USB tablet
   CHECK(has(r.xml, "<sound model='ich9'>\n      <alias name='ua-audio'/>\n    </sound>"));
   CHECK(has(r.xml, "<watchdog model='i6300esb' action='poweroff'>\n      <alias name='ua-wd'/>"));
+  // converter/compute/tpm.go: TPM 2.0, tpm-tis, swtpm (the emulator backend).
+  CHECK(has(r.xml, "<tpm model='tpm-tis'>\n      <backend type='emulator' version='2.0'/>\n    </tpm>"));
   CHECK(has(r.xml, "<hyperv mode='custom'>\n      <relaxed state='on'/>\n      <vapic state='off'/>\n"
                    "      <spinlocks state='on' retries='4096'/>\n      <vpindex state='on'/>\n"
                    "      <synic state='on'/>\n      <stimer state='on'>\n        <direct state='on'/>\n"
@@ -520,6 +523,7 @@ spec:
                    "    <timer name='hypervclock' present='no'/>"));
   CHECK_FALSE(has(o.xml, "<controller type='usb'"));
   CHECK_FALSE(has(o.xml, "<input"));
+  CHECK_FALSE(has(o.xml, "<tpm"));
   auto oerrors = schema_errors(o.xml, "devices-2");
   if (oerrors) CHECK_MESSAGE(oerrors->empty(), *oerrors << "\n" << o.xml);
   // A utc clock without an offset resets to the host's UTC at start; no clock at all: UTC.

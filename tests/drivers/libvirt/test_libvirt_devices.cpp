@@ -1,6 +1,7 @@
-// What the qemu-kvm table accepts, libvirt and QEMU carry out: a VMI with tablets, a sound card, a
-// watchdog, Hyper-V enlightenments and a clock runs through ch-launcher run (real libvirtd, real
-// QEMU, the PVH guest under TCG), and the live domain and QEMU's device tree have each of them.
+// What the qemu-kvm table accepts, libvirt and QEMU carry out: a VMI with tablets, a sound card,
+// a watchdog, a TPM (swtpm), Hyper-V enlightenments and a clock runs through ch-launcher run (real
+// libvirtd, real QEMU, the PVH guest under TCG), and the live domain and QEMU's device tree have
+// each of them.
 // (The XML itself: test_domain_xml.cpp; the audit: docs/qemu/daemon.md.)
 #include <algorithm>
 #include <fstream>
@@ -12,10 +13,14 @@ using chl::test::QemuRun;
 using chl::test::run_command;
 using namespace std::chrono_literals;
 
-TEST_CASE("qemu-kvm run: inputs, sound, watchdog, Hyper-V and the clock reach the live domain and QEMU") {
+TEST_CASE("qemu-kvm run: inputs, sound, watchdog, TPM, Hyper-V and the clock reach the live domain and QEMU") {
   if (!libvirt_runnable()) return;
   QemuRun r;
   r.write_vmi("console=ttyS0");
+  // devices.tpm needs swtpm (scripts/setup.sh installs swtpm, swtpm-tools); without it the rest
+  // is checked.
+  const bool swtpm = chl::test::tool("swtpm").has_value() && chl::test::tool("swtpm_setup").has_value();
+  if (!swtpm) chl::test::skip_part("swtpm not installed (scripts/setup.sh): the TPM not checked");
   {
     // Appended under spec.domain.devices, then spec.domain's own keys (write_vmi ends in devices).
     std::ofstream f(r.vmi_file(), std::ios::app);
@@ -23,6 +28,8 @@ TEST_CASE("qemu-kvm run: inputs, sound, watchdog, Hyper-V and the clock reach th
          "      - {name: tablet1, type: tablet, bus: virtio}\n"
          "      sound: {name: audio}\n"
          "      watchdog: {name: wd, i6300esb: {action: poweroff}}\n"
+      << (swtpm ? "      tpm: {}\n" : "")
+      << 
          "    features:\n      hyperv: {relaxed: {}, vapic: {}, spinlocks: {}}\n"
          "    clock:\n      utc: {offsetSeconds: 3600}\n      timer: {rtc: {tickPolicy: catchup}, hpet: {present: false}}\n";
   }
@@ -48,6 +55,10 @@ TEST_CASE("qemu-kvm run: inputs, sound, watchdog, Hyper-V and the clock reach th
   CHECK(has("<clock offset='variable' adjustment='3600' basis='utc'>"));  // libvirt's live form
   CHECK(has("<timer name='rtc' present='yes' tickpolicy='catchup'/>"));
   CHECK(has("<timer name='hpet' present='no'"));
+  if (swtpm) {
+    CHECK(has("<tpm model='tpm-tis'>"));
+    CHECK(has("<backend type='emulator' version='2.0'"));
+  }
 
   // QEMU has the devices (its device tree through the monitor).
   auto qtree = run_command({"virsh", "-c", "qemu:///system", "qemu-monitor-command", "default_testvm", "--hmp", "info qtree"});
@@ -56,6 +67,14 @@ TEST_CASE("qemu-kvm run: inputs, sound, watchdog, Hyper-V and the clock reach th
   CAPTURE(q);
   for (const char* dev : {"usb-tablet", "virtio-tablet", "ich9-intel-hda", "hda-duplex", "i6300esb"})
     CHECK_MESSAGE(q.find(std::string("dev: ") + dev) != std::string::npos, dev);
+  if (swtpm) {
+    CHECK_MESSAGE(q.find("dev: tpm-tis") != std::string::npos, "tpm-tis");
+    // QEMU's TPM backend is libvirt's swtpm, running beside it.
+    auto tpm = run_command({"virsh", "-c", "qemu:///system", "qemu-monitor-command", "default_testvm", "--hmp", "info tpm"});
+    CHECK_MESSAGE(tpm.output.find("emulator") != std::string::npos, tpm.output);
+    auto ps = run_command({"pgrep", "-f", "swtpm socket.*default_testvm"});
+    CHECK_MESSAGE(ps.exit_code == 0, "no swtpm process for the domain");
+  }
   // The watchdog's action and the RTC's policy are QEMU's command line (libvirt gives them there).
   const std::string cmdline = chl::test::read_file("/proc/" + std::to_string(pid) + "/cmdline");
   std::string args = cmdline;
@@ -71,4 +90,6 @@ TEST_CASE("qemu-kvm run: inputs, sound, watchdog, Hyper-V and the clock reach th
   auto exit = r.wait_exit(120s);
   REQUIRE(exit);
   r.check_clean_qemu(pid);
+  if (swtpm)  // libvirt stops the domain's swtpm with it
+    CHECK(chl::test::wait_until(30s, [] { return run_command({"pgrep", "-f", "swtpm socket.*default_testvm"}).exit_code != 0; }, 100ms));
 }
