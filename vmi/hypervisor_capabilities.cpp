@@ -139,6 +139,7 @@ constexpr std::array<FeatureSupport, static_cast<std::size_t>(F::kCount)> kChFea
     {F::LaunchSecurity, false,
      "ch-launcher does not start confidential VMs on cloud-hypervisor yet; remove launchSecurity"},
     {F::IoThreadsPolicy, true, "each disk has its own I/O thread in cloud-hypervisor anyway"},
+    {F::IoThreadsSupplementalPool, true, "each disk has its own I/O thread in cloud-hypervisor anyway"},
     {F::VolumeContainerDisk, true, "copied to a writable image in the VM's state directory"},
     {F::VolumeEmptyDisk, true, "sparse raw file in the VM's state directory"},
     {F::VolumePvc, true, "the claim's disk.img (or block device)"},
@@ -267,9 +268,12 @@ constexpr std::array<FeatureSupport, static_cast<std::size_t>(F::kCount)> kQemuF
     {F::LaunchSecurity, false,
      "ch-launcher's libvirt path does not start confidential VMs yet (no <launchSecurity>); "
      "remove launchSecurity"},
-    {F::IoThreadsPolicy, false,
-     "ch-launcher's libvirt path does not give disks I/O threads yet (no <iothreads>); remove "
-     "ioThreadsPolicy"},
+    {F::IoThreadsPolicy, true,
+     "shared or auto: <iothreads> and each virtio disk's iothread as KubeVirt assigns them "
+     "(dedicatedIOThread disks their own)"},
+    {F::IoThreadsSupplementalPool, false,
+     "ch-launcher's libvirt path does not spread a disk's queues over a thread pool yet (no "
+     "<driver><iothreads>); use ioThreadsPolicy shared or auto"},
     {F::VolumeContainerDisk, true, "qcow2 overlay on the container disk"},
     {F::VolumeEmptyDisk, true, ""},
     {F::VolumePvc, true, ""},
@@ -408,6 +412,7 @@ constexpr std::array<std::string_view, static_cast<std::size_t>(F::kCount)> kNam
     "clock.timer",
     "launchSecurity",
     "ioThreadsPolicy",
+    "ioThreadsPolicy: supplementalPool",
     "volumes[].containerDisk",
     "volumes[].emptyDisk",
     "volumes[].persistentVolumeClaim",

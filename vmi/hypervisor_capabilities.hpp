@@ -79,6 +79,7 @@ enum class Feature {
   ClockTimer,
   LaunchSecurity,  // SEV / TDX
   IoThreadsPolicy,
+  IoThreadsSupplementalPool,  // ioThreadsPolicy: supplementalPool
   VolumeContainerDisk,
   VolumeEmptyDisk,
   VolumePvc,

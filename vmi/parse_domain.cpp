@@ -244,7 +244,9 @@ void parse_domain(Reader& r, const YAML::Node& n, Domain& d) {
   }
   r.object(n, "launchSecurity", p, d.launch_security);
   r.object(n, "chassis", p, d.chassis);
-  d.io_threads_policy = r.str(n, "ioThreadsPolicy", p).has_value();
+  auto policy = r.str(n, "ioThreadsPolicy", p);
+  d.io_threads_policy = policy.has_value();
+  d.io_threads_policy_name = policy.value_or("");
 }
 
 }  // namespace chl::vmi

@@ -52,8 +52,16 @@ Violations Checker::run() {
     check_features();
     check_clock();
     if (s.domain.launch_security) require(Feature::LaunchSecurity, "spec.domain.launchSecurity");
-    if (s.domain.io_threads_policy)
-      require(Feature::IoThreadsPolicy, "spec.domain.ioThreadsPolicy");
+    if (s.domain.io_threads_policy) {
+      const std::string& pol = s.domain.io_threads_policy_name;
+      if (pol == "supplementalPool")
+        require(Feature::IoThreadsSupplementalPool, "spec.domain.ioThreadsPolicy");
+      else if (pol == "shared" || pol == "auto")
+        require(Feature::IoThreadsPolicy, "spec.domain.ioThreadsPolicy");
+      else
+        add("spec.domain.ioThreadsPolicy",
+            "unknown policy \"" + pol + "\"; expected shared, auto or supplementalPool");
+    }
   }
   check_volumes();
   check_networks();

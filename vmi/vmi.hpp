@@ -300,6 +300,7 @@ struct Domain {
   std::string machine_type;
   bool launch_security = false;
   bool io_threads_policy = false;
+  std::string io_threads_policy_name;  // shared, auto, supplementalPool
   bool chassis = false;
 };
 

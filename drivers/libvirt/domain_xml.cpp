@@ -59,6 +59,57 @@ Bus disk_bus(const vmi::Disk& d) {
 
 const char* on_off(bool on) { return on ? "on" : "off"; }
 
+// I/O threads as KubeVirt's converter gives them (converter/iothreads/iothreads.go
+// GetIOThreadsCountType, storage/configurator.go + disk.go assignDiskIOThread,
+// compute/controllers.go assignSCSIControllerIOThread): with ioThreadsPolicy shared or auto, or a
+// disk with dedicatedIOThread, a pool of auto threads (shared: 1; auto: 2 per requested CPU, 1
+// with an isolated emulator thread) and one per dedicated disk; in spec order, each virtio disk
+// takes its dedicated thread (numbered after the auto ones) or the next auto one round robin.
+struct IoThreads {
+  std::uint32_t count = 0;                  // <iothreads>; 0 = none
+  std::vector<std::uint32_t> disk;          // per spec disk: its iothread, 0 = none
+  std::uint32_t scsi_controller = 0;        // the virtio-scsi controller's, 0 = none
+};
+
+IoThreads io_threads(const vmi::Vmi& vmi) {
+  const vmi::Domain& d = vmi.spec.domain;
+  IoThreads t;
+  t.disk.assign(d.devices.disks.size(), 0);
+  const bool any_dedicated = std::any_of(d.devices.disks.begin(), d.devices.disks.end(),
+                                         [](const vmi::Disk& x) { return x.dedicated_io_thread; });
+  if (!d.io_threads_policy && !any_dedicated) return t;
+  std::uint32_t dedicated = 0, autos = 0;
+  for (const auto& x : d.devices.disks) (x.dedicated_io_thread ? dedicated : autos) += 1;
+  std::uint32_t limit = 1;  // no policy or shared
+  if (d.io_threads_policy_name == "auto") {
+    if (d.cpu.dedicated_cpu_placement && d.cpu.isolate_emulator_thread) {
+      limit = 1;
+    } else {
+      const auto& r = d.resources;
+      const std::int64_t cpus = r.request_cpu ? r.request_cpu->value : r.limit_cpu ? r.limit_cpu->value : 1;
+      limit = static_cast<std::uint32_t>(std::max<std::int64_t>(cpus, 1)) * 2;
+    }
+  }
+  if (autos + dedicated > limit) autos = limit > dedicated ? limit - dedicated : 1;  // at least one shared
+  t.count = autos + dedicated;
+  std::uint32_t next_dedicated = autos + 1, next_auto = 1;
+  bool scsi_dedicated = false;
+  for (std::size_t i = 0; i < d.devices.disks.size(); ++i) {
+    const vmi::Disk& x = d.devices.disks[i];
+    const std::string bus = x.bus.empty() ? "virtio" : x.bus;
+    if (bus == "scsi" && x.dedicated_io_thread) scsi_dedicated = true;
+    if (bus != "virtio" || x.device == vmi::DiskDevice::Cdrom) continue;
+    if (x.dedicated_io_thread) {
+      t.disk[i] = next_dedicated++;
+    } else {
+      t.disk[i] = next_auto;
+      next_auto = next_auto % autos + 1;
+    }
+  }
+  if (scsi_dedicated && autos > 0) t.scsi_controller = next_auto;
+  return t;
+}
+
 // features.hyperv / hypervPassthrough as KubeVirt's converter writes them
 // (converter/compute/hypervisor_features.go convertFeatureHypervToAPIFeatureHyperv; element names
 // from api/schema.go FeatureHyperv). spinlocks without retries gets KubeVirt's API default, 4096
@@ -162,6 +213,8 @@ std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan,
     x << "  </memoryBacking>\n";
   }
 
+  const IoThreads iothreads = io_threads(vmi);
+  if (iothreads.count > 0) x << "  <iothreads>" << iothreads.count << "</iothreads>\n";
   // vCPUs: max with the boot count current, pinning.
   x << "  <vcpu placement='static'";
   if (plan.cpus.boot_vcpus != plan.cpus.max_vcpus) x << " current='" << plan.cpus.boot_vcpus << "'";
@@ -308,6 +361,8 @@ std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan,
     else if (cache == "none")
       x << " io='native'";
     if (pd.num_queues > 0 && bus.name == "virtio") x << " queues='" << pd.num_queues << "'";
+    if (pd.spec_index < iothreads.disk.size() && iothreads.disk[pd.spec_index] > 0)
+      x << " iothread='" << iothreads.disk[pd.spec_index] << "'";
     // KubeVirt lets the guest discard on every disk but a preallocated volume's.
     if (!cdrom && !pd.preallocated) x << " discard='unmap'";
     x << "/>\n";
@@ -323,7 +378,14 @@ std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan,
   }
   // The virtio-scsi controller hotplug volumes attach to, as KubeVirt adds it unless
   // spec.domain.devices.disableHotplug (and no disk asks for the scsi bus).
-  if (scsi || !dev.disable_hotplug) x << "    <controller type='scsi' index='0' model='virtio-scsi'/>\n";
+  if (scsi || !dev.disable_hotplug) {
+    x << "    <controller type='scsi' index='0' model='virtio-scsi'";
+    if (iothreads.scsi_controller > 0)  // KubeVirt: the controller's queues are the vCPUs
+      x << ">\n      <driver iothread='" << iothreads.scsi_controller << "' queues='" << plan.cpus.boot_vcpus
+        << "'/>\n    </controller>\n";
+    else
+      x << "/>\n";
+  }
   // A USB tablet sits on the same xHCI controller as USB disks.
   for (const auto& in : dev.inputs) usb = usb || in.bus.empty() || in.bus == "usb";
   if (usb) x << "    <controller type='usb' index='0' model='qemu-xhci'/>\n";

@@ -542,9 +542,12 @@ TEST_CASE("qemu-kvm refuses what its libvirt path does not render, naming the fi
       {"launchSecurity",
        [](YAML::Node& n) { n["spec"]["domain"]["launchSecurity"] = YAML::Load("{sev: {}}"); },
        "spec.domain.launchSecurity", "<launchSecurity>"},
-      {"ioThreadsPolicy",
-       [](YAML::Node& n) { n["spec"]["domain"]["ioThreadsPolicy"] = "shared"; },
-       "spec.domain.ioThreadsPolicy", "<iothreads>"},
+      {"ioThreadsPolicy: supplementalPool",
+       [](YAML::Node& n) {
+         n["spec"]["domain"]["ioThreadsPolicy"] = "supplementalPool";
+         n["spec"]["domain"]["ioThreads"] = YAML::Load("{supplementalPoolThreadCount: 4}");
+       },
+       "spec.domain.ioThreadsPolicy", "<driver><iothreads>"},
   };
   for (const auto& row : rows) {
     CAPTURE(row.name);

@@ -582,3 +582,66 @@ spec:
   CHECK(has(plain.xml, "<boot order='1'/>"));
   CHECK(count_of(plain.xml, "<boot order=") == plain.plan.disks.size());
 }
+
+// ioThreadsPolicy and dedicatedIOThread as KubeVirt assigns them (converter/iothreads/iothreads.go,
+// storage/disk.go assignDiskIOThread): auto threads round robin over the virtio disks in spec
+// order, dedicated ones numbered after them.
+TEST_CASE("domain XML: ioThreadsPolicy shared and auto, dedicatedIOThread, as KubeVirt numbers the threads") {
+  auto text = [](const std::string& policy) {
+    return R"(apiVersion: kubevirt.io/v1
+kind: VirtualMachineInstance
+metadata: {name: io-1, namespace: lab}
+spec:
+  hypervisor: qemu-kvm
+  domain:
+    )" + policy + R"(
+    resources: {requests: {cpu: "2", memory: 256Mi}}
+    devices:
+      autoattachPodInterface: false
+      disks:
+      - {name: a, disk: {bus: virtio}}
+      - {name: b, dedicatedIOThread: true, disk: {bus: virtio}}
+      - {name: c, disk: {bus: virtio}}
+      - {name: d, disk: {bus: virtio}}
+      - {name: e, dedicatedIOThread: true, disk: {bus: scsi}}
+  volumes:
+  - {name: a, emptyDisk: {capacity: 1Gi}}
+  - {name: b, emptyDisk: {capacity: 1Gi}}
+  - {name: c, emptyDisk: {capacity: 1Gi}}
+  - {name: d, emptyDisk: {capacity: 1Gi}}
+  - {name: e, emptyDisk: {capacity: 1Gi}}
+)";
+  };
+  auto thread_of = [](const std::string& xml, const std::string& disk) {
+    const auto alias = xml.find("<alias name='ua-" + disk + "'/>");
+    const auto start = xml.rfind("<disk", alias);
+    const auto driver = xml.substr(start, alias - start);
+    const auto at = driver.find("iothread='");
+    return at == std::string::npos ? std::string("none") : driver.substr(at + 10, driver.find('\'', at + 10) - at - 10);
+  };
+  // shared: a pool of 1, limit 1: the dedicated disks (2) leave 1 auto thread -> 3 in all; the
+  // dedicated virtio disk gets 2, the scsi one puts the controller on the auto thread.
+  Rendered s = render_text(text("ioThreadsPolicy: shared"), {"io-shared", {}});
+  CAPTURE(s.xml);
+  CHECK(has(s.xml, "<iothreads>3</iothreads>"));
+  CHECK(thread_of(s.xml, "a") == "1");
+  CHECK(thread_of(s.xml, "b") == "2");
+  CHECK(thread_of(s.xml, "c") == "1");
+  CHECK(thread_of(s.xml, "d") == "1");
+  CHECK(thread_of(s.xml, "e") == "none");  // scsi: the controller's thread
+  CHECK(has(s.xml, "<controller type='scsi' index='0' model='virtio-scsi'>\n      <driver iothread='1' queues='2'/>"));
+  auto errors = schema_errors(s.xml, "io-shared");
+  if (errors) CHECK_MESSAGE(errors->empty(), *errors << "\n" << s.xml);
+  // auto with 2 CPUs: a limit of 4, 3 auto disks + 2 dedicated > 4 -> 2 auto threads, 4 in all.
+  Rendered a = render_text(text("ioThreadsPolicy: auto"), {"io-auto", {}});
+  CAPTURE(a.xml);
+  CHECK(has(a.xml, "<iothreads>4</iothreads>"));
+  CHECK(thread_of(a.xml, "a") == "1");
+  CHECK(thread_of(a.xml, "b") == "3");
+  CHECK(thread_of(a.xml, "c") == "2");
+  CHECK(thread_of(a.xml, "d") == "1");
+  // No policy and no dedicated disk: no I/O threads.
+  Rendered none = render_file(cases()[0]);
+  CHECK_FALSE(has(none.xml, "<iothreads>"));
+  CHECK_FALSE(has(none.xml, "iothread="));
+}

@@ -13,7 +13,7 @@ using chl::test::QemuRun;
 using chl::test::run_command;
 using namespace std::chrono_literals;
 
-TEST_CASE("qemu-kvm run: inputs, sound, watchdog, TPM, Hyper-V and the clock reach the live domain and QEMU") {
+TEST_CASE("qemu-kvm run: inputs, sound, watchdog, TPM, Hyper-V, the clock and I/O threads reach the live domain and QEMU") {
   if (!libvirt_runnable()) return;
   QemuRun r;
   r.write_vmi("console=ttyS0");
@@ -28,10 +28,15 @@ TEST_CASE("qemu-kvm run: inputs, sound, watchdog, TPM, Hyper-V and the clock rea
          "      - {name: tablet1, type: tablet, bus: virtio}\n"
          "      sound: {name: audio}\n"
          "      watchdog: {name: wd, i6300esb: {action: poweroff}}\n"
+         "      disks:\n      - {name: shared, disk: {bus: virtio}}\n"
+         "      - {name: own, dedicatedIOThread: true, disk: {bus: virtio}}\n"
       << (swtpm ? "      tpm: {}\n" : "")
       << 
          "    features:\n      hyperv: {relaxed: {}, vapic: {}, spinlocks: {}}\n"
-         "    clock:\n      utc: {offsetSeconds: 3600}\n      timer: {rtc: {tickPolicy: catchup}, hpet: {present: false}}\n";
+         "    clock:\n      utc: {offsetSeconds: 3600}\n      timer: {rtc: {tickPolicy: catchup}, hpet: {present: false}}\n"
+         "    ioThreadsPolicy: shared\n"
+         "  volumes:\n  - {name: shared, emptyDisk: {capacity: 16Mi}}\n"
+         "  - {name: own, emptyDisk: {capacity: 16Mi}}\n";
   }
   r.go();
   REQUIRE_MESSAGE(r.running(), r.output());
@@ -55,6 +60,10 @@ TEST_CASE("qemu-kvm run: inputs, sound, watchdog, TPM, Hyper-V and the clock rea
   CHECK(has("<clock offset='variable' adjustment='3600' basis='utc'>"));  // libvirt's live form
   CHECK(has("<timer name='rtc' present='yes' tickpolicy='catchup'/>"));
   CHECK(has("<timer name='hpet' present='no'"));
+  // ioThreadsPolicy shared + a dedicated disk: one shared thread (1) and the disk's own (2).
+  CHECK(has("<iothreads>2</iothreads>"));
+  CHECK(has("iothread='1'"));
+  CHECK(has("iothread='2'"));
   if (swtpm) {
     CHECK(has("<tpm model='tpm-tis'>"));
     CHECK(has("<backend type='emulator' version='2.0'"));
@@ -75,6 +84,8 @@ TEST_CASE("qemu-kvm run: inputs, sound, watchdog, TPM, Hyper-V and the clock rea
     auto ps = run_command({"pgrep", "-f", "swtpm socket.*default_testvm"});
     CHECK_MESSAGE(ps.exit_code == 0, "no swtpm process for the domain");
   }
+  auto iothreads = run_command({"virsh", "-c", "qemu:///system", "qemu-monitor-command", "default_testvm", "--hmp", "info iothreads"});
+  CHECK_MESSAGE(iothreads.output.find("iothread2") != std::string::npos, iothreads.output);
   // The watchdog's action and the RTC's policy are QEMU's command line (libvirt gives them there).
   const std::string cmdline = chl::test::read_file("/proc/" + std::to_string(pid) + "/cmdline");
   std::string args = cmdline;
@@ -84,12 +95,15 @@ TEST_CASE("qemu-kvm run: inputs, sound, watchdog, TPM, Hyper-V and the clock rea
          args.find("\"action\":\"poweroff\"") != std::string::npos ||
          args.find("watchdog=poweroff") != std::string::npos));
   CHECK(args.find("hv-relaxed") != std::string::npos);
+  // Each virtio-blk device on its thread (a link property, which info qtree does not print).
+  CHECK(args.find("\"iothread\":\"iothread1\"") != std::string::npos);
+  CHECK(args.find("\"iothread\":\"iothread2\"") != std::string::npos);
   CHECK(args.find("driftfix=slew") != std::string::npos);  // rtc tickPolicy catchup
 
   CHECK(r.cli({"kill"}).exit_code == 0);
   auto exit = r.wait_exit(120s);
   REQUIRE(exit);
-  r.check_clean_qemu(pid);
+  r.check_clean_qemu(pid, {"empty-disks"});  // the emptyDisks last, as KubeVirt's do
   if (swtpm)  // libvirt stops the domain's swtpm with it
     CHECK(chl::test::wait_until(30s, [] { return run_command({"pgrep", "-f", "swtpm socket.*default_testvm"}).exit_code != 0; }, 100ms));
 }
