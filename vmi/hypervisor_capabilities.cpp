@@ -32,6 +32,8 @@ constexpr std::array<FeatureSupport, static_cast<std::size_t>(F::kCount)> kChFea
     {F::DiskPciAddress, false, "cloud-hypervisor assigns PCI addresses itself; remove pciAddress"},
     {F::DiskCustomBlockSize, false,
      "cloud-hypervisor cannot set a disk's block size; remove blockSize"},
+    {F::DiskBlockSizeMatchVolume, false,
+     "cloud-hypervisor cannot set a disk's block size; remove blockSize"},
     {F::DiskShareable, false, "cloud-hypervisor cannot share a disk between VMs; remove shareable"},
     {F::NicModelVirtio, true, "virtio-net"},
     {F::NicModelOther, false, "cloud-hypervisor has only virtio-net NICs; use model virtio"},
@@ -183,9 +185,10 @@ constexpr std::array<FeatureSupport, static_cast<std::size_t>(F::kCount)> kQemuF
     {F::DiskPciAddress, false,
      "ch-launcher's libvirt path lets libvirt assign PCI addresses (no <address>); remove "
      "pciAddress"},
-    {F::DiskCustomBlockSize, false,
-     "ch-launcher's libvirt path does not set a disk's block size yet (no <blockio>); remove "
-     "blockSize"},
+    {F::DiskCustomBlockSize, true, "<blockio> with the logical and physical sizes"},
+    {F::DiskBlockSizeMatchVolume, false,
+     "ch-launcher's libvirt path does not probe the volume's block size yet (no <blockio> from "
+     "the volume); set blockSize.custom"},
     {F::DiskShareable, true, ""},
     {F::NicModelVirtio, true, ""},
     {F::NicModelOther, true, "e1000, e1000e, rtl8139, ne2k_pci, pcnet"},
@@ -356,7 +359,8 @@ constexpr std::array<std::string_view, static_cast<std::size_t>(F::kCount)> kNam
     "devices.disks[].*.bus: scsi",
     "devices.disks[].*.bus: usb",
     "devices.disks[].*.pciAddress",
-    "devices.disks[].blockSize",
+    "devices.disks[].blockSize.custom",
+    "devices.disks[].blockSize.matchVolume",
     "devices.disks[].shareable",
     "devices.interfaces[].model: virtio",
     "devices.interfaces[].model: e1000 and others",

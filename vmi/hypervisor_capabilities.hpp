@@ -23,7 +23,8 @@ enum class Feature {
   DiskBusScsi,
   DiskBusUsb,
   DiskPciAddress,
-  DiskCustomBlockSize,
+  DiskCustomBlockSize,       // blockSize.custom
+  DiskBlockSizeMatchVolume,  // blockSize.matchVolume
   DiskShareable,
   NicModelVirtio,
   NicModelOther,  // e1000, e1000e, rtl8139, ne2k_pci, pcnet...

@@ -50,10 +50,19 @@ void parse_disk(Reader& r, const YAML::Node& n, const std::string& p, Disk& d) {
   if (present) {
     bool custom = false;
     YAML::Node c = r.object(bs, "custom", p + ".blockSize", custom);
-    if (custom)
-      d.block_size_logical = r.integer(c, "logical", p + ".blockSize.custom", 512, 65536);
-    else
-      d.block_size_logical = 0;  // matchVolume
+    bool match = false;
+    YAML::Node m = r.object(bs, "matchVolume", p + ".blockSize", match);
+    if (custom) {
+      const std::string cp = p + ".blockSize.custom";
+      r.unknown_keys(c, cp, {"logical", "physical", "discardGranularity"});
+      d.block_size_logical = r.integer(c, "logical", cp, 512, 65536);
+      d.block_size_physical = r.integer(c, "physical", cp, 512, 65536);
+      d.block_size_discard_granularity = Reader::child(c, "discardGranularity").IsDefined();
+      if (!d.block_size_logical && !Reader::child(c, "logical").IsDefined())
+        r.problem(cp + ".logical", "is required", c);
+    } else if (!match || r.boolean(m, "enabled", p + ".blockSize.matchVolume").value_or(true)) {
+      d.block_size_logical = 0;  // matchVolume (enabled: false is no block size at all)
+    }
   }
 }
 

@@ -48,7 +48,16 @@ void Checker::check_disks() {
         add(dp + ".bus", "unknown bus \"" + d.bus + "\"; expected virtio, sata, scsi or usb");
     }
     if (!d.pci_address.empty()) require(Feature::DiskPciAddress, dp + ".pciAddress");
-    if (d.block_size_logical) require(Feature::DiskCustomBlockSize, p + ".blockSize");
+    if (d.block_size_logical && *d.block_size_logical == 0)
+      require(Feature::DiskBlockSizeMatchVolume, p + ".blockSize.matchVolume");
+    else if (d.block_size_logical)
+      require(Feature::DiskCustomBlockSize, p + ".blockSize.custom");
+    // KubeVirt's discard_granularity needs libvirt 11.6 (converter/storage/disk.go); bookworm's
+    // 9.0 schema has only the two sizes.
+    if (d.block_size_discard_granularity && caps_.supports(Feature::DiskCustomBlockSize))
+      add(p + ".blockSize.custom.discardGranularity",
+          std::string(caps_.name) + ": ch-launcher's libvirt path cannot set a discard granularity with "
+                                        "bookworm's libvirt 9.0; remove it");
     if (d.shareable) require(Feature::DiskShareable, p + ".shareable");
     if (!d.cache.empty() && d.cache != "none" && d.cache != "writethrough" &&
         d.cache != "writeback") {

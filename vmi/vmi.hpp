@@ -102,7 +102,9 @@ struct Disk {
   std::string io;     // native, threads
   bool dedicated_io_thread = false;
   std::string pci_address;
-  std::optional<std::int64_t> block_size_logical;
+  std::optional<std::int64_t> block_size_logical;   // blockSize: custom.logical, 0 = matchVolume
+  std::optional<std::int64_t> block_size_physical;  // blockSize.custom.physical
+  bool block_size_discard_granularity = false;      // blockSize.custom.discardGranularity given
   bool shareable = false;
 };
 

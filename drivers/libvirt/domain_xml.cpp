@@ -367,6 +367,11 @@ std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan,
     if (!cdrom && !pd.preallocated) x << " discard='unmap'";
     x << "/>\n";
     x << "      <source" << attr("file", pd.path) << "/>\n";
+    // blockSize.custom as KubeVirt's converter writes it (converter/storage/disk.go
+    // convert_v1_BlockSize_To_api_BlockIO); physical defaults to logical.
+    if (d && d->block_size_logical && *d->block_size_logical > 0)
+      x << "      <blockio logical_block_size='" << *d->block_size_logical << "' physical_block_size='"
+        << d->block_size_physical.value_or(*d->block_size_logical) << "'/>\n";
     x << "      <target" << attr("dev", bus.sd ? target_name("sd", sd++) : target_name("vd", vd++))
       << attr("bus", bus.name) << "/>\n";
     if (disk_boot[di] > 0) x << "      <boot order='" << disk_boot[di] << "'/>\n";

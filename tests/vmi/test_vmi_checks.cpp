@@ -512,11 +512,17 @@ TEST_CASE("qemu-kvm refuses what its libvirt path does not render, naming the fi
          n["spec"]["domain"]["devices"]["disks"][0]["disk"]["pciAddress"] = "0000:00:05.0";
        },
        "spec.domain.devices.disks[0].disk.pciAddress", "<address>"},
-      {"disk blockSize",
+      {"disk blockSize matchVolume",
        [](YAML::Node& n) {
-         n["spec"]["domain"]["devices"]["disks"][0]["blockSize"] = YAML::Load("{custom: {logical: 4096, physical: 4096}}");
+         n["spec"]["domain"]["devices"]["disks"][0]["blockSize"] = YAML::Load("{matchVolume: {}}");
        },
-       "spec.domain.devices.disks[0].blockSize", "<blockio>"},
+       "spec.domain.devices.disks[0].blockSize.matchVolume", "<blockio>"},
+      {"disk blockSize discardGranularity",
+       [](YAML::Node& n) {
+         n["spec"]["domain"]["devices"]["disks"][0]["blockSize"] =
+             YAML::Load("{custom: {logical: 512, physical: 4096, discardGranularity: 4096}}");
+       },
+       "spec.domain.devices.disks[0].blockSize.custom.discardGranularity", "libvirt"},
       {"nic pciAddress",
        [](YAML::Node& n) { n["spec"]["domain"]["devices"]["interfaces"][0]["pciAddress"] = "0000:00:06.0"; },
        "spec.domain.devices.interfaces[0].pciAddress", "<address>"},

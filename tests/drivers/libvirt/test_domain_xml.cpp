@@ -470,6 +470,7 @@ spec:
       tpm: {}
       disks:
       - name: root
+        blockSize: {custom: {logical: 512, physical: 4096}}
         disk: {bus: virtio}
   volumes:
   - name: root
@@ -482,6 +483,8 @@ spec:
   CHECK(has(r.xml, "<controller type='usb' index='0' model='qemu-xhci'/>"));  // for the USB tablet
   CHECK(has(r.xml, "<sound model='ich9'>\n      <alias name='ua-audio'/>\n    </sound>"));
   CHECK(has(r.xml, "<watchdog model='i6300esb' action='poweroff'>\n      <alias name='ua-wd'/>"));
+  // converter/storage/disk.go: blockSize.custom as <blockio>.
+  CHECK(has(r.xml, "<blockio logical_block_size='512' physical_block_size='4096'/>"));
   // converter/compute/tpm.go: TPM 2.0, tpm-tis, swtpm (the emulator backend).
   CHECK(has(r.xml, "<tpm model='tpm-tis'>\n      <backend type='emulator' version='2.0'/>\n    </tpm>"));
   CHECK(has(r.xml, "<hyperv mode='custom'>\n      <relaxed state='on'/>\n      <vapic state='off'/>\n"
@@ -524,6 +527,7 @@ spec:
   CHECK_FALSE(has(o.xml, "<controller type='usb'"));
   CHECK_FALSE(has(o.xml, "<input"));
   CHECK_FALSE(has(o.xml, "<tpm"));
+  CHECK_FALSE(has(o.xml, "<blockio"));
   auto oerrors = schema_errors(o.xml, "devices-2");
   if (oerrors) CHECK_MESSAGE(oerrors->empty(), *oerrors << "\n" << o.xml);
   // A utc clock without an offset resets to the host's UTC at start; no clock at all: UTC.

@@ -13,7 +13,7 @@ using chl::test::QemuRun;
 using chl::test::run_command;
 using namespace std::chrono_literals;
 
-TEST_CASE("qemu-kvm run: inputs, sound, watchdog, TPM, Hyper-V, the clock and I/O threads reach the live domain and QEMU") {
+TEST_CASE("qemu-kvm run: inputs, sound, watchdog, TPM, Hyper-V, the clock, I/O threads and block sizes reach the live domain and QEMU") {
   if (!libvirt_runnable()) return;
   QemuRun r;
   r.write_vmi("console=ttyS0");
@@ -29,7 +29,8 @@ TEST_CASE("qemu-kvm run: inputs, sound, watchdog, TPM, Hyper-V, the clock and I/
          "      sound: {name: audio}\n"
          "      watchdog: {name: wd, i6300esb: {action: poweroff}}\n"
          "      disks:\n      - {name: shared, disk: {bus: virtio}}\n"
-         "      - {name: own, dedicatedIOThread: true, disk: {bus: virtio}}\n"
+         "      - {name: own, dedicatedIOThread: true, disk: {bus: virtio},\n"
+         "         blockSize: {custom: {logical: 512, physical: 4096}}}\n"
       << (swtpm ? "      tpm: {}\n" : "")
       << 
          "    features:\n      hyperv: {relaxed: {}, vapic: {}, spinlocks: {}}\n"
@@ -98,6 +99,7 @@ TEST_CASE("qemu-kvm run: inputs, sound, watchdog, TPM, Hyper-V, the clock and I/
   // Each virtio-blk device on its thread (a link property, which info qtree does not print).
   CHECK(args.find("\"iothread\":\"iothread1\"") != std::string::npos);
   CHECK(args.find("\"iothread\":\"iothread2\"") != std::string::npos);
+  CHECK(args.find("\"logical_block_size\":512,\"physical_block_size\":4096") != std::string::npos);
   CHECK(args.find("driftfix=slew") != std::string::npos);  // rtc tickPolicy catchup
 
   CHECK(r.cli({"kill"}).exit_code == 0);
