@@ -118,8 +118,9 @@ void parse_hyperv(Reader& r, const YAML::Node& n, const std::string& p, Features
   f.hyperv = r.expect_map(n, p);
   if (!f.hyperv) return;
   static constexpr std::array<std::string_view, 14> kKnown{
-      "relaxed", "vapic",       "vpindex", "runtime", "synic",    "synictimer", "reset",
-      "frequencies", "reenlightenment", "ipi", "evmcs", "spinlocks", "vendorid", "tlbflush"};
+      "relaxed",    "vapic",     "vpindex",     "runtime",         "synic",
+      "synictimer", "reset",     "frequencies", "reenlightenment", "ipi",
+      "evmcs",      "spinlocks", "vendorid",    "tlbflush"};
   for (const auto& kv : n) {
     const std::string key = kv.first.Scalar();
     const std::string hp = p + "." + key;
@@ -133,7 +134,8 @@ void parse_hyperv(Reader& r, const YAML::Node& n, const std::string& p, Features
     h.name = key;
     h.enabled = r.boolean(kv.second, "enabled", hp).value_or(true);
     if (key == "spinlocks") {
-      auto retries = r.integer(kv.second, "spinlocks", hp, 4095, std::numeric_limits<std::uint32_t>::max());
+      auto retries =
+          r.integer(kv.second, "spinlocks", hp, 4095, std::numeric_limits<std::uint32_t>::max());
       if (retries) h.spinlocks = static_cast<std::uint32_t>(*retries);
     } else if (key == "vendorid") {
       h.vendor_id = r.str(kv.second, "vendorid", hp).value_or("");

@@ -56,8 +56,9 @@ void Checker::check_disks() {
     // 9.0 schema has only the two sizes.
     if (d.block_size_discard_granularity && caps_.supports(Feature::DiskCustomBlockSize))
       add(p + ".blockSize.custom.discardGranularity",
-          std::string(caps_.name) + ": ch-launcher's libvirt path cannot set a discard granularity with "
-                                        "bookworm's libvirt 9.0; remove it");
+          std::string(caps_.name) +
+              ": ch-launcher's libvirt path cannot set a discard granularity with "
+              "bookworm's libvirt 9.0; remove it");
     if (d.shareable) require(Feature::DiskShareable, p + ".shareable");
     if (!d.cache.empty() && d.cache != "none" && d.cache != "writethrough" &&
         d.cache != "writeback") {
@@ -210,7 +211,8 @@ void Checker::check_devices() {
     const Input& in = dev.inputs[i];
     const std::string ip = p + ".inputs[" + std::to_string(i) + "]";
     check_label(in.name, ip + ".name");
-    if (in.type != "tablet") add(ip + ".type", "unknown input type \"" + in.type + "\"; expected tablet");
+    if (in.type != "tablet")
+      add(ip + ".type", "unknown input type \"" + in.type + "\"; expected tablet");
     if (!in.bus.empty() && in.bus != "usb" && in.bus != "virtio")
       add(ip + ".bus", "unknown input bus \"" + in.bus + "\"; expected usb or virtio");
   }
@@ -234,7 +236,8 @@ void Checker::check_devices() {
     check_label(w.name, p + ".watchdog.name");
     if (!w.i6300esb) {
       add(p + ".watchdog.i6300esb", "required: i6300esb is the x86 watchdog");
-    } else if (!w.action.empty() && w.action != "poweroff" && w.action != "reset" && w.action != "shutdown") {
+    } else if (!w.action.empty() && w.action != "poweroff" && w.action != "reset" &&
+               w.action != "shutdown") {
       add(p + ".watchdog.i6300esb.action",
           "unknown action \"" + w.action + "\"; expected poweroff, reset or shutdown");
     }
@@ -243,9 +246,10 @@ void Checker::check_devices() {
   // A persistent TPM keeps its state on KubeVirt's backend-storage volume across the VM's pods;
   // ch-launcher has none, so the state would die with the pod.
   if (dev.tpm && dev.tpm_persistent && caps_.supports(Feature::Tpm))
-    add(p + ".tpm.persistent", std::string(caps_.name) +
-                                   ": ch-launcher keeps no TPM state beyond the pod (no backend-storage "
-                                   "volume); remove persistent");
+    add(p + ".tpm.persistent",
+        std::string(caps_.name) +
+            ": ch-launcher keeps no TPM state beyond the pod (no backend-storage "
+            "volume); remove persistent");
   if (dev.downward_metrics) require(Feature::DownwardMetrics, p + ".downwardMetrics");
   if (dev.use_virtio_transitional.value_or(false)) {
     require(Feature::VirtioTransitional, p + ".useVirtioTransitional");

@@ -222,7 +222,8 @@ void Checker::check_features() {
   // has tlbflush as a bare state) and no place in Cloud Hypervisor's one Hyper-V set.
   for (const auto& h : f.hyperv_features) {
     if (h.name == "tlbflush" && (h.direct || h.extended))
-      add(p + ".hyperv.tlbflush", "direct and extended are not served on " + std::string(caps_.name) +
+      add(p + ".hyperv.tlbflush", "direct and extended are not served on " +
+                                      std::string(caps_.name) +
                                       "; remove them (tlbflush itself is)");
   }
   if (f.hyperv_passthrough) require(Feature::FeatureHypervPassthrough, p + ".hypervPassthrough");

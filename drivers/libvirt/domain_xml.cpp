@@ -66,9 +66,9 @@ const char* on_off(bool on) { return on ? "on" : "off"; }
 // with an isolated emulator thread) and one per dedicated disk; in spec order, each virtio disk
 // takes its dedicated thread (numbered after the auto ones) or the next auto one round robin.
 struct IoThreads {
-  std::uint32_t count = 0;                  // <iothreads>; 0 = none
-  std::vector<std::uint32_t> disk;          // per spec disk: its iothread, 0 = none
-  std::uint32_t scsi_controller = 0;        // the virtio-scsi controller's, 0 = none
+  std::uint32_t count = 0;            // <iothreads>; 0 = none
+  std::vector<std::uint32_t> disk;    // per spec disk: its iothread, 0 = none
+  std::uint32_t scsi_controller = 0;  // the virtio-scsi controller's, 0 = none
 };
 
 IoThreads io_threads(const vmi::Vmi& vmi) {
@@ -86,11 +86,14 @@ IoThreads io_threads(const vmi::Vmi& vmi) {
       limit = 1;
     } else {
       const auto& r = d.resources;
-      const std::int64_t cpus = r.request_cpu ? r.request_cpu->value : r.limit_cpu ? r.limit_cpu->value : 1;
+      const std::int64_t cpus = r.request_cpu ? r.request_cpu->value
+                                : r.limit_cpu ? r.limit_cpu->value
+                                              : 1;
       limit = static_cast<std::uint32_t>(std::max<std::int64_t>(cpus, 1)) * 2;
     }
   }
-  if (autos + dedicated > limit) autos = limit > dedicated ? limit - dedicated : 1;  // at least one shared
+  if (autos + dedicated > limit)
+    autos = limit > dedicated ? limit - dedicated : 1;  // at least one shared
   t.count = autos + dedicated;
   std::uint32_t next_dedicated = autos + 1, next_auto = 1;
   bool scsi_dedicated = false;
@@ -119,9 +122,12 @@ std::string hyperv_xml(const vmi::Features& f) {
   if (f.hyperv) {
     x << "    <hyperv mode='custom'>\n";
     for (const auto& h : f.hyperv_features) {
-      const std::string el = h.name == "synictimer" ? "stimer" : h.name == "vendorid" ? "vendor_id" : h.name;
+      const std::string el = h.name == "synictimer" ? "stimer"
+                             : h.name == "vendorid" ? "vendor_id"
+                                                    : h.name;
       x << "      <" << el << " state='" << on_off(h.enabled) << "'";
-      if (h.name == "spinlocks" && h.enabled) x << " retries='" << h.spinlocks.value_or(4096) << "'";
+      if (h.name == "spinlocks" && h.enabled)
+        x << " retries='" << h.spinlocks.value_or(4096) << "'";
       if (h.name == "vendorid" && h.enabled) x << attr("value", h.vendor_id);
       if (h.name == "synictimer" && h.direct)
         x << ">\n        <direct state='" << on_off(*h.direct) << "'/>\n      </" << el << ">\n";
@@ -147,14 +153,17 @@ std::string clock_xml(const vmi::Clock& c) {
   else
     x << " offset='utc'";
   if (c.present && c.utc)
-    x << " adjustment='" << (c.utc_offset_seconds ? std::to_string(*c.utc_offset_seconds) : "reset") << "'";
+    x << " adjustment='" << (c.utc_offset_seconds ? std::to_string(*c.utc_offset_seconds) : "reset")
+      << "'";
   if (c.timers.empty()) {
     x << "/>\n";
     return x.str();
   }
   x << ">\n";
   for (const auto& t : c.timers) {
-    const std::string name = t.name == "kvm" ? "kvmclock" : t.name == "hyperv" ? "hypervclock" : t.name;
+    const std::string name = t.name == "kvm"      ? "kvmclock"
+                             : t.name == "hyperv" ? "hypervclock"
+                                                  : t.name;
     x << "    <timer" << attr("name", name);
     if (!t.tick_policy.empty()) x << attr("tickpolicy", t.tick_policy);
     if (!t.track.empty()) x << attr("track", t.track);
@@ -336,8 +345,10 @@ std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan,
     }
     for (std::size_t i = 0; i < plan.nics.size(); ++i)
       for (const auto& itf : dev.interfaces)
-        if (itf.name == plan.nics[i].name && itf.boot_order) order.push_back({*itf.boot_order, true, i});
-    std::stable_sort(order.begin(), order.end(), [](const Entry& a, const Entry& b) { return a.key < b.key; });
+        if (itf.name == plan.nics[i].name && itf.boot_order)
+          order.push_back({*itf.boot_order, true, i});
+    std::stable_sort(order.begin(), order.end(),
+                     [](const Entry& a, const Entry& b) { return a.key < b.key; });
     std::uint32_t n = 1;
     for (const auto& e : order) (e.nic ? nic_boot : disk_boot)[e.index] = n++;
   }
@@ -370,8 +381,9 @@ std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan,
     // blockSize.custom as KubeVirt's converter writes it (converter/storage/disk.go
     // convert_v1_BlockSize_To_api_BlockIO); physical defaults to logical.
     if (d && d->block_size_logical && *d->block_size_logical > 0)
-      x << "      <blockio logical_block_size='" << *d->block_size_logical << "' physical_block_size='"
-        << d->block_size_physical.value_or(*d->block_size_logical) << "'/>\n";
+      x << "      <blockio logical_block_size='" << *d->block_size_logical
+        << "' physical_block_size='" << d->block_size_physical.value_or(*d->block_size_logical)
+        << "'/>\n";
     x << "      <target" << attr("dev", bus.sd ? target_name("sd", sd++) : target_name("vd", vd++))
       << attr("bus", bus.name) << "/>\n";
     if (disk_boot[di] > 0) x << "      <boot order='" << disk_boot[di] << "'/>\n";
@@ -386,8 +398,8 @@ std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan,
   if (scsi || !dev.disable_hotplug) {
     x << "    <controller type='scsi' index='0' model='virtio-scsi'";
     if (iothreads.scsi_controller > 0)  // KubeVirt: the controller's queues are the vCPUs
-      x << ">\n      <driver iothread='" << iothreads.scsi_controller << "' queues='" << plan.cpus.boot_vcpus
-        << "'/>\n    </controller>\n";
+      x << ">\n      <driver iothread='" << iothreads.scsi_controller << "' queues='"
+        << plan.cpus.boot_vcpus << "'/>\n    </controller>\n";
     else
       x << "/>\n";
   }
@@ -445,12 +457,14 @@ std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan,
     x << ">\n      <alias" << attr("name", "ua-" + in.name) << "/>\n    </input>\n";
   }
   if (dev.sound)
-    x << "    <sound" << attr("model", dev.sound_device.model.empty() ? "ich9" : dev.sound_device.model)
+    x << "    <sound"
+      << attr("model", dev.sound_device.model.empty() ? "ich9" : dev.sound_device.model)
       << ">\n      <alias" << attr("name", "ua-" + dev.sound_device.name) << "/>\n    </sound>\n";
   if (dev.watchdog)
     x << "    <watchdog model='i6300esb'"
       << attr("action", dev.watchdog_device.action.empty() ? "reset" : dev.watchdog_device.action)
-      << ">\n      <alias" << attr("name", "ua-" + dev.watchdog_device.name) << "/>\n    </watchdog>\n";
+      << ">\n      <alias" << attr("name", "ua-" + dev.watchdog_device.name)
+      << "/>\n    </watchdog>\n";
   // The TPM as KubeVirt's converter writes it (converter/compute/tpm.go): TPM 2.0 on the tis
   // model, emulated by swtpm, which libvirt starts and stops with the domain (Debian's `swtpm`,
   // `swtpm-tools`). Not persistent (validate refuses tpm.persistent).

@@ -524,7 +524,9 @@ TEST_CASE("qemu-kvm refuses what its libvirt path does not render, naming the fi
        },
        "spec.domain.devices.disks[0].blockSize.custom.discardGranularity", "libvirt"},
       {"nic pciAddress",
-       [](YAML::Node& n) { n["spec"]["domain"]["devices"]["interfaces"][0]["pciAddress"] = "0000:00:06.0"; },
+       [](YAML::Node& n) {
+         n["spec"]["domain"]["devices"]["interfaces"][0]["pciAddress"] = "0000:00:06.0";
+       },
        "spec.domain.devices.interfaces[0].pciAddress", "<address>"},
       {"sriov",
        [](YAML::Node& n) {
@@ -532,7 +534,9 @@ TEST_CASE("qemu-kvm refuses what its libvirt path does not render, naming the fi
        },
        "spec.domain.devices.interfaces[0].sriov", "<hostdev>"},
       {"clientPassthrough",
-       [](YAML::Node& n) { n["spec"]["domain"]["devices"]["clientPassthrough"] = YAML::Load("{}"); },
+       [](YAML::Node& n) {
+         n["spec"]["domain"]["devices"]["clientPassthrough"] = YAML::Load("{}");
+       },
        "spec.domain.devices.clientPassthrough", "<redirdev>"},
       {"downwardMetrics",
        [](YAML::Node& n) { n["spec"]["domain"]["devices"]["downwardMetrics"] = YAML::Load("{}"); },
@@ -542,7 +546,8 @@ TEST_CASE("qemu-kvm refuses what its libvirt path does not render, naming the fi
        "spec.domain.devices.useVirtioTransitional", "virtio-transitional"},
       {"efi persistent",
        [](YAML::Node& n) {
-         n["spec"]["domain"]["firmware"] = YAML::Load("{bootloader: {efi: {secureBoot: false, persistent: true}}}");
+         n["spec"]["domain"]["firmware"] =
+             YAML::Load("{bootloader: {efi: {secureBoot: false, persistent: true}}}");
        },
        "spec.domain.firmware.bootloader.efi.persistent", "does not outlive the pod"},
       {"launchSecurity",
@@ -575,7 +580,8 @@ TEST_CASE("qemu-kvm refuses what its libvirt path does not render, naming the fi
 TEST_CASE("inputs, sound, watchdog and Hyper-V values qemu-kvm cannot render are named by field") {
   auto v = problems(vmi_with([](YAML::Node& n) {
                       auto dev = n["spec"]["domain"]["devices"];
-                      dev["inputs"] = YAML::Load("[{name: k, type: keyboard}, {name: t, type: tablet, bus: ps2}]");
+                      dev["inputs"] = YAML::Load(
+                          "[{name: k, type: keyboard}, {name: t, type: tablet, bus: ps2}]");
                       dev["sound"] = YAML::Load("{name: audio, model: sb16}");
                       dev["watchdog"] = YAML::Load("{name: wd, i6300esb: {action: pause}}");
                       n["spec"]["domain"]["features"] =
@@ -585,7 +591,8 @@ TEST_CASE("inputs, sound, watchdog and Hyper-V values qemu-kvm cannot render are
   CHECK_MESSAGE(has(v, "spec.domain.devices.inputs[0].type", "expected tablet"), dump(v));
   CHECK(has(v, "spec.domain.devices.inputs[1].bus", "expected usb or virtio"));
   CHECK(has(v, "spec.domain.devices.sound.model", "expected ich9 or ac97"));
-  CHECK(has(v, "spec.domain.devices.watchdog.i6300esb.action", "expected poweroff, reset or shutdown"));
+  CHECK(has(v, "spec.domain.devices.watchdog.i6300esb.action",
+            "expected poweroff, reset or shutdown"));
   CHECK(has(v, "spec.domain.features.hyperv.tlbflush", "direct and extended are not served"));
   CHECK_FALSE(has(v, "spec.domain.features.hyperv"));
   // A TPM is served, a persistent one is not (no backend-storage volume); enabled: false is none.
@@ -593,7 +600,8 @@ TEST_CASE("inputs, sound, watchdog and Hyper-V values qemu-kvm cannot render are
                         n["spec"]["domain"]["devices"]["tpm"] = YAML::Load("{persistent: true}");
                       }),
                       "qemu-kvm");
-  CHECK_MESSAGE(has(tpm, "spec.domain.devices.tpm.persistent", "no TPM state beyond the pod"), dump(tpm));
+  CHECK_MESSAGE(has(tpm, "spec.domain.devices.tpm.persistent", "no TPM state beyond the pod"),
+                dump(tpm));
   CHECK_FALSE(has(tpm, "spec.domain.devices.tpm"));
   auto no_tpm = check_vmi(vmi_with([](YAML::Node& n) {
                             n["spec"]["domain"]["devices"]["tpm"] = YAML::Load("{enabled: false}");
@@ -602,14 +610,16 @@ TEST_CASE("inputs, sound, watchdog and Hyper-V values qemu-kvm cannot render are
   REQUIRE_MESSAGE(no_tpm.has_value(), dump(no_tpm ? Violations{} : no_tpm.error()));
   CHECK_FALSE(no_tpm->vmi.spec.domain.devices.tpm);
   auto wd = problems(vmi_with([](YAML::Node& n) {
-                       n["spec"]["domain"]["devices"]["watchdog"] = YAML::Load("{name: wd, diag288: {}}");
+                       n["spec"]["domain"]["devices"]["watchdog"] =
+                           YAML::Load("{name: wd, diag288: {}}");
                      }),
                      "qemu-kvm");
   CHECK(has(wd, "spec.domain.devices.watchdog.i6300esb", "required"));
   // KubeVirt's API defaulting makes an input without type or bus a USB tablet (what its VM
   // controller's autoattachInputDevice adds: {name: default-0}).
   auto dflt = check_vmi(vmi_with([](YAML::Node& n) {
-                          n["spec"]["domain"]["devices"]["inputs"] = YAML::Load("[{name: default-0}]");
+                          n["spec"]["domain"]["devices"]["inputs"] =
+                              YAML::Load("[{name: default-0}]");
                         }),
                         "qemu-kvm");
   REQUIRE_MESSAGE(dflt.has_value(), dump(dflt ? Violations{} : dflt.error()));
@@ -621,11 +631,12 @@ TEST_CASE("inputs, sound, watchdog and Hyper-V values qemu-kvm cannot render are
                         dev["inputs"] = YAML::Load("[{name: t, type: tablet}]");
                         dev["sound"] = YAML::Load("{name: audio, model: ac97}");
                         dev["watchdog"] = YAML::Load("{name: wd, i6300esb: {action: shutdown}}");
-                        n["spec"]["domain"]["features"] =
-                            YAML::Load("{hyperv: {spinlocks: {spinlocks: 8191}, vendorid: {vendorid: abc}, "
-                                       "synictimer: {enabled: true, direct: {enabled: false}}}}");
-                        n["spec"]["domain"]["clock"] =
-                            YAML::Load("{utc: {offsetSeconds: -60}, timer: {rtc: {tickPolicy: catchup}, kvm: {present: false}}}");
+                        n["spec"]["domain"]["features"] = YAML::Load(
+                            "{hyperv: {spinlocks: {spinlocks: 8191}, vendorid: {vendorid: abc}, "
+                            "synictimer: {enabled: true, direct: {enabled: false}}}}");
+                        n["spec"]["domain"]["clock"] = YAML::Load(
+                            "{utc: {offsetSeconds: -60}, timer: {rtc: {tickPolicy: catchup}, kvm: "
+                            "{present: false}}}");
                       }),
                       "qemu-kvm");
   REQUIRE_MESSAGE(ok.has_value(), dump(ok ? Violations{} : ok.error()));

@@ -437,7 +437,9 @@ TEST_CASE("domain XML: virtiofs filesystems as KubeVirt writes them: the contain
 // The audit of the qemu-kvm table (docs/qemu/daemon.md): what it accepts the XML carries. Tablets,
 // sound, watchdog, Hyper-V and the clock as KubeVirt's converter writes them
 // (converter/compute/input_device.go, sound.go, watchdog.go, hypervisor_features.go, clock.go).
-TEST_CASE("domain XML: inputs, sound, watchdog, Hyper-V enlightenments and the clock as KubeVirt writes them, schema-valid") {
+TEST_CASE(
+    "domain XML: inputs, sound, watchdog, Hyper-V enlightenments and the clock as KubeVirt writes "
+    "them, schema-valid") {
   const std::string vmi = R"(apiVersion: kubevirt.io/v1
 kind: VirtualMachineInstance
 metadata: {name: devices-1, namespace: lab, uid: 0b6f5d0e-1111-4222-8333-444455556677}
@@ -478,22 +480,28 @@ spec:
 )";
   Case c{"devices-1", {{"root", "/pvc/root/disk.img"}}};
   Rendered r = render_text(vmi, c);
-  CHECK(has(r.xml, "<input type='tablet' bus='usb'>\n      <alias name='ua-tablet0'/>\n    </input>"));
-  CHECK(has(r.xml, "<input type='tablet' bus='virtio' model='virtio'>\n      <alias name='ua-tablet1'/>"));
+  CHECK(has(r.xml,
+            "<input type='tablet' bus='usb'>\n      <alias name='ua-tablet0'/>\n    </input>"));
+  CHECK(has(r.xml,
+            "<input type='tablet' bus='virtio' model='virtio'>\n      <alias name='ua-tablet1'/>"));
   CHECK(has(r.xml, "<controller type='usb' index='0' model='qemu-xhci'/>"));  // for the USB tablet
   CHECK(has(r.xml, "<sound model='ich9'>\n      <alias name='ua-audio'/>\n    </sound>"));
   CHECK(has(r.xml, "<watchdog model='i6300esb' action='poweroff'>\n      <alias name='ua-wd'/>"));
   // converter/storage/disk.go: blockSize.custom as <blockio>.
   CHECK(has(r.xml, "<blockio logical_block_size='512' physical_block_size='4096'/>"));
   // converter/compute/tpm.go: TPM 2.0, tpm-tis, swtpm (the emulator backend).
-  CHECK(has(r.xml, "<tpm model='tpm-tis'>\n      <backend type='emulator' version='2.0'/>\n    </tpm>"));
-  CHECK(has(r.xml, "<hyperv mode='custom'>\n      <relaxed state='on'/>\n      <vapic state='off'/>\n"
-                   "      <spinlocks state='on' retries='4096'/>\n      <vpindex state='on'/>\n"
-                   "      <synic state='on'/>\n      <stimer state='on'>\n        <direct state='on'/>\n"
-                   "      </stimer>\n      <vendor_id state='on' value='KubeVirt'/>\n    </hyperv>"));
-  CHECK(has(r.xml, "<clock offset='utc' adjustment='3600'>\n    <timer name='rtc' tickpolicy='catchup' "
-                   "track='guest' present='yes'/>\n    <timer name='pit' tickpolicy='delay' present='yes'/>\n"
-                   "    <timer name='hpet' present='no'/>\n  </clock>"));
+  CHECK(has(r.xml,
+            "<tpm model='tpm-tis'>\n      <backend type='emulator' version='2.0'/>\n    </tpm>"));
+  CHECK(has(r.xml,
+            "<hyperv mode='custom'>\n      <relaxed state='on'/>\n      <vapic state='off'/>\n"
+            "      <spinlocks state='on' retries='4096'/>\n      <vpindex state='on'/>\n"
+            "      <synic state='on'/>\n      <stimer state='on'>\n        <direct state='on'/>\n"
+            "      </stimer>\n      <vendor_id state='on' value='KubeVirt'/>\n    </hyperv>"));
+  CHECK(has(
+      r.xml,
+      "<clock offset='utc' adjustment='3600'>\n    <timer name='rtc' tickpolicy='catchup' "
+      "track='guest' present='yes'/>\n    <timer name='pit' tickpolicy='delay' present='yes'/>\n"
+      "    <timer name='hpet' present='no'/>\n  </clock>"));
   auto errors = schema_errors(r.xml, "devices-1");
   if (errors) CHECK_MESSAGE(errors->empty(), *errors << "\n" << r.xml);
 
@@ -522,8 +530,10 @@ spec:
   CHECK(has(o.xml, "<sound model='ac97'>"));
   CHECK(has(o.xml, "<watchdog model='i6300esb' action='reset'>"));  // KubeVirt's default action
   CHECK(has(o.xml, "<hyperv mode='passthrough'/>"));
-  CHECK(has(o.xml, "<clock offset='timezone' timezone='Europe/Paris'>\n    <timer name='kvmclock' present='yes'/>\n"
-                   "    <timer name='hypervclock' present='no'/>"));
+  CHECK(has(o.xml,
+            "<clock offset='timezone' timezone='Europe/Paris'>\n    <timer name='kvmclock' "
+            "present='yes'/>\n"
+            "    <timer name='hypervclock' present='no'/>"));
   CHECK_FALSE(has(o.xml, "<controller type='usb'"));
   CHECK_FALSE(has(o.xml, "<input"));
   CHECK_FALSE(has(o.xml, "<tpm"));
@@ -536,7 +546,9 @@ spec:
 
 // An interface's bootOrder: PXE from the firmware. Disks and interfaces are numbered by their
 // bootOrder (KubeVirt gives <boot order> to each device that has one), disks without one after.
-TEST_CASE("domain XML: an interface's bootOrder puts <boot order> on the interface, before or between the disks") {
+TEST_CASE(
+    "domain XML: an interface's bootOrder puts <boot order> on the interface, before or between "
+    "the disks") {
   const std::string vmi = R"(apiVersion: kubevirt.io/v1
 kind: VirtualMachineInstance
 metadata: {name: pxe-1, namespace: lab}
@@ -590,7 +602,9 @@ spec:
 // ioThreadsPolicy and dedicatedIOThread as KubeVirt assigns them (converter/iothreads/iothreads.go,
 // storage/disk.go assignDiskIOThread): auto threads round robin over the virtio disks in spec
 // order, dedicated ones numbered after them.
-TEST_CASE("domain XML: ioThreadsPolicy shared and auto, dedicatedIOThread, as KubeVirt numbers the threads") {
+TEST_CASE(
+    "domain XML: ioThreadsPolicy shared and auto, dedicatedIOThread, as KubeVirt numbers the "
+    "threads") {
   auto text = [](const std::string& policy) {
     return R"(apiVersion: kubevirt.io/v1
 kind: VirtualMachineInstance
@@ -598,7 +612,8 @@ metadata: {name: io-1, namespace: lab}
 spec:
   hypervisor: qemu-kvm
   domain:
-    )" + policy + R"(
+    )" + policy +
+           R"(
     resources: {requests: {cpu: "2", memory: 256Mi}}
     devices:
       autoattachPodInterface: false
@@ -621,7 +636,8 @@ spec:
     const auto start = xml.rfind("<disk", alias);
     const auto driver = xml.substr(start, alias - start);
     const auto at = driver.find("iothread='");
-    return at == std::string::npos ? std::string("none") : driver.substr(at + 10, driver.find('\'', at + 10) - at - 10);
+    return at == std::string::npos ? std::string("none")
+                                   : driver.substr(at + 10, driver.find('\'', at + 10) - at - 10);
   };
   // shared: a pool of 1, limit 1: the dedicated disks (2) leave 1 auto thread -> 3 in all; the
   // dedicated virtio disk gets 2, the scsi one puts the controller on the auto thread.
@@ -633,7 +649,9 @@ spec:
   CHECK(thread_of(s.xml, "c") == "1");
   CHECK(thread_of(s.xml, "d") == "1");
   CHECK(thread_of(s.xml, "e") == "none");  // scsi: the controller's thread
-  CHECK(has(s.xml, "<controller type='scsi' index='0' model='virtio-scsi'>\n      <driver iothread='1' queues='2'/>"));
+  CHECK(has(s.xml,
+            "<controller type='scsi' index='0' model='virtio-scsi'>\n      <driver iothread='1' "
+            "queues='2'/>"));
   auto errors = schema_errors(s.xml, "io-shared");
   if (errors) CHECK_MESSAGE(errors->empty(), *errors << "\n" << s.xml);
   // auto with 2 CPUs: a limit of 4, 3 auto disks + 2 dedicated > 4 -> 2 auto threads, 4 in all.

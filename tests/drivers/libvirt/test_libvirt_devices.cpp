@@ -13,13 +13,16 @@ using chl::test::QemuRun;
 using chl::test::run_command;
 using namespace std::chrono_literals;
 
-TEST_CASE("qemu-kvm run: inputs, sound, watchdog, TPM, Hyper-V, the clock, I/O threads and block sizes reach the live domain and QEMU") {
+TEST_CASE(
+    "qemu-kvm run: inputs, sound, watchdog, TPM, Hyper-V, the clock, I/O threads and block sizes "
+    "reach the live domain and QEMU") {
   if (!libvirt_runnable()) return;
   QemuRun r;
   r.write_vmi("console=ttyS0");
   // devices.tpm needs swtpm (scripts/setup.sh installs swtpm, swtpm-tools); without it the rest
   // is checked.
-  const bool swtpm = chl::test::tool("swtpm").has_value() && chl::test::tool("swtpm_setup").has_value();
+  const bool swtpm =
+      chl::test::tool("swtpm").has_value() && chl::test::tool("swtpm_setup").has_value();
   if (!swtpm) chl::test::skip_part("swtpm not installed (scripts/setup.sh): the TPM not checked");
   {
     // Appended under spec.domain.devices, then spec.domain's own keys (write_vmi ends in devices).
@@ -32,9 +35,9 @@ TEST_CASE("qemu-kvm run: inputs, sound, watchdog, TPM, Hyper-V, the clock, I/O t
          "      - {name: own, dedicatedIOThread: true, disk: {bus: virtio},\n"
          "         blockSize: {custom: {logical: 512, physical: 4096}}}\n"
       << (swtpm ? "      tpm: {}\n" : "")
-      << 
-         "    features:\n      hyperv: {relaxed: {}, vapic: {}, spinlocks: {}}\n"
-         "    clock:\n      utc: {offsetSeconds: 3600}\n      timer: {rtc: {tickPolicy: catchup}, hpet: {present: false}}\n"
+      << "    features:\n      hyperv: {relaxed: {}, vapic: {}, spinlocks: {}}\n"
+         "    clock:\n      utc: {offsetSeconds: 3600}\n      timer: {rtc: {tickPolicy: catchup}, "
+         "hpet: {present: false}}\n"
          "    ioThreadsPolicy: shared\n"
          "  volumes:\n  - {name: shared, emptyDisk: {capacity: 16Mi}}\n"
          "  - {name: own, emptyDisk: {capacity: 16Mi}}\n";
@@ -71,21 +74,25 @@ TEST_CASE("qemu-kvm run: inputs, sound, watchdog, TPM, Hyper-V, the clock, I/O t
   }
 
   // QEMU has the devices (its device tree through the monitor).
-  auto qtree = run_command({"virsh", "-c", "qemu:///system", "qemu-monitor-command", "default_testvm", "--hmp", "info qtree"});
+  auto qtree = run_command({"virsh", "-c", "qemu:///system", "qemu-monitor-command",
+                            "default_testvm", "--hmp", "info qtree"});
   REQUIRE_MESSAGE(qtree.exit_code == 0, qtree.output);
   const std::string& q = qtree.output;
   CAPTURE(q);
-  for (const char* dev : {"usb-tablet", "virtio-tablet", "ich9-intel-hda", "hda-duplex", "i6300esb"})
+  for (const char* dev :
+       {"usb-tablet", "virtio-tablet", "ich9-intel-hda", "hda-duplex", "i6300esb"})
     CHECK_MESSAGE(q.find(std::string("dev: ") + dev) != std::string::npos, dev);
   if (swtpm) {
     CHECK_MESSAGE(q.find("dev: tpm-tis") != std::string::npos, "tpm-tis");
     // QEMU's TPM backend is libvirt's swtpm, running beside it.
-    auto tpm = run_command({"virsh", "-c", "qemu:///system", "qemu-monitor-command", "default_testvm", "--hmp", "info tpm"});
+    auto tpm = run_command({"virsh", "-c", "qemu:///system", "qemu-monitor-command",
+                            "default_testvm", "--hmp", "info tpm"});
     CHECK_MESSAGE(tpm.output.find("emulator") != std::string::npos, tpm.output);
     auto ps = run_command({"pgrep", "-f", "swtpm socket.*default_testvm"});
     CHECK_MESSAGE(ps.exit_code == 0, "no swtpm process for the domain");
   }
-  auto iothreads = run_command({"virsh", "-c", "qemu:///system", "qemu-monitor-command", "default_testvm", "--hmp", "info iothreads"});
+  auto iothreads = run_command({"virsh", "-c", "qemu:///system", "qemu-monitor-command",
+                                "default_testvm", "--hmp", "info iothreads"});
   CHECK_MESSAGE(iothreads.output.find("iothread2") != std::string::npos, iothreads.output);
   // The watchdog's action and the RTC's policy are QEMU's command line (libvirt gives them there).
   const std::string cmdline = chl::test::read_file("/proc/" + std::to_string(pid) + "/cmdline");
@@ -106,6 +113,11 @@ TEST_CASE("qemu-kvm run: inputs, sound, watchdog, TPM, Hyper-V, the clock, I/O t
   auto exit = r.wait_exit(120s);
   REQUIRE(exit);
   r.check_clean_qemu(pid, {"empty-disks"});  // the emptyDisks last, as KubeVirt's do
-  if (swtpm)  // libvirt stops the domain's swtpm with it
-    CHECK(chl::test::wait_until(30s, [] { return run_command({"pgrep", "-f", "swtpm socket.*default_testvm"}).exit_code != 0; }, 100ms));
+  if (swtpm)                                 // libvirt stops the domain's swtpm with it
+    CHECK(chl::test::wait_until(
+        30s,
+        [] {
+          return run_command({"pgrep", "-f", "swtpm socket.*default_testvm"}).exit_code != 0;
+        },
+        100ms));
 }
