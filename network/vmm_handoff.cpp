@@ -32,6 +32,14 @@ std::vector<int> tap_fd_numbers(const WiredInterface& w) {
   return fds;
 }
 
+std::string pci_address_xml(const std::string& dbsf) {
+  // KubeVirt's device.NewPciAddressField (pkg/virt-launcher/virtwrap/device/pciaddress.go).
+  if (dbsf.size() != 12) return "";
+  return "<address type='pci' domain='0x" + common::xml_escape(dbsf.substr(0, 4)) + "' bus='0x" +
+         common::xml_escape(dbsf.substr(5, 2)) + "' slot='0x" + common::xml_escape(dbsf.substr(8, 2)) +
+         "' function='0x" + common::xml_escape(dbsf.substr(11, 1)) + "'/>";
+}
+
 std::string libvirt_interface_xml(const LibvirtNic& nic) {
   const std::string model = nic.model.empty() ? "virtio" : nic.model;
   std::ostringstream x;
@@ -44,6 +52,7 @@ std::string libvirt_interface_xml(const LibvirtNic& nic) {
   if (nic.queues > 1 && model == "virtio") x << "      <driver queues='" << nic.queues << "'/>\n";
   if (nic.mtu > 0) x << "      <mtu size='" << nic.mtu << "'/>\n";
   if (nic.boot_order > 0) x << "      <boot order='" << nic.boot_order << "'/>\n";
+  if (!nic.pci_address.empty()) x << "      " << pci_address_xml(nic.pci_address) << "\n";
   if (!nic.alias.empty()) x << "      <alias name='" << common::xml_escape(nic.alias) << "'/>\n";
   x << "    </interface>\n";
   return x.str();

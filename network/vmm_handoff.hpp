@@ -37,9 +37,13 @@ struct LibvirtNic {
   std::uint32_t queues = 1;  // queue pairs; <driver queues='N'/> when > 1 (virtio only)
   std::string alias;         // <alias name='ua-default'/> (KubeVirt's user alias); "" = none
   std::uint32_t boot_order = 0;  // <boot order='N'/> (network boot, the firmware's PXE); 0 = none
+  std::string pci_address;       // "0000:00:0a.0" -> <address type='pci' .../>; "" = libvirt's choice
 };
 // The element, indented for <devices>; attribute values escaped.
 std::string libvirt_interface_xml(const LibvirtNic& nic);
+// A validated pciAddress ("0000:00:0a.0", domain:bus:slot.function) as libvirt's
+// <address type='pci' domain='0x0000' bus='0x00' slot='0x0a' function='0x0'/>; "" if malformed.
+std::string pci_address_xml(const std::string& dbsf);
 // The same for a wired interface: its tap, MAC, MTU and queue pairs, alias "ua-<interface>".
 LibvirtNic libvirt_nic(const WiredInterface& w, const std::string& model);
 std::string libvirt_interface_xml(const WiredInterface& w, const std::string& model);

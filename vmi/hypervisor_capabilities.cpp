@@ -183,9 +183,8 @@ constexpr std::array<FeatureSupport, static_cast<std::size_t>(F::kCount)> kQemuF
     {F::DiskBusSata, true, ""},
     {F::DiskBusScsi, true, ""},
     {F::DiskBusUsb, true, ""},
-    {F::DiskPciAddress, false,
-     "ch-launcher's libvirt path lets libvirt assign PCI addresses (no <address>); remove "
-     "pciAddress"},
+    {F::DiskPciAddress, true,
+     "<address type='pci'>; on q35 the bus must exist (0x00, the root, takes any free slot)"},
     {F::DiskCustomBlockSize, true, "<blockio> with the logical and physical sizes"},
     {F::DiskBlockSizeMatchVolume, false,
      "ch-launcher's libvirt path does not probe the volume's block size yet (no <blockio> from "
@@ -193,9 +192,8 @@ constexpr std::array<FeatureSupport, static_cast<std::size_t>(F::kCount)> kQemuF
     {F::DiskShareable, true, ""},
     {F::NicModelVirtio, true, ""},
     {F::NicModelOther, true, "e1000, e1000e, rtl8139, ne2k_pci, pcnet"},
-    {F::NicPciAddress, false,
-     "ch-launcher's libvirt path lets libvirt assign PCI addresses (no <address>); remove "
-     "pciAddress"},
+    {F::NicPciAddress, true,
+     "<address type='pci'>; on q35 the bus must exist (0x00, the root, takes any free slot)"},
     {F::NicBootOrder, true, "<boot order> on the interface: the firmware's iPXE"},
     {F::BindingBridge, true, ""},
     {F::BindingMasquerade, true, ""},

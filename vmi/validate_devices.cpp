@@ -6,6 +6,18 @@
 #include "vmi/checker.hpp"
 
 namespace chl::vmi {
+namespace {
+
+// "0000:81:01.0": domain:bus:slot.function in hex, as KubeVirt parses a pciAddress
+// (pkg/util/hardware ParsePciAddress).
+bool is_pci_address(const std::string& s) {
+  if (s.size() != 12 || s[4] != ':' || s[7] != ':' || s[10] != '.') return false;
+  for (std::size_t i : {0, 1, 2, 3, 5, 6, 8, 9})
+    if (!std::isxdigit(static_cast<unsigned char>(s[i]))) return false;
+  return s[11] >= '0' && s[11] <= '7';
+}
+
+}  // namespace
 
 void Checker::check_disks() {
   const Devices& dev = vmi_.spec.domain.devices;
@@ -47,7 +59,14 @@ void Checker::check_disks() {
       else
         add(dp + ".bus", "unknown bus \"" + d.bus + "\"; expected virtio, sata, scsi or usb");
     }
-    if (!d.pci_address.empty()) require(Feature::DiskPciAddress, dp + ".pciAddress");
+    if (!d.pci_address.empty()) {
+      require(Feature::DiskPciAddress, dp + ".pciAddress");
+      if (!is_pci_address(d.pci_address))
+        add(dp + ".pciAddress", "\"" + d.pci_address + "\" is not a PCI address (e.g. 0000:00:0a.0)");
+      // KubeVirt's rule (pkg/storage/admitters/disks.go validatePciAddress).
+      if (d.bus != "virtio")
+        add(dp + ".pciAddress", "a PCI address needs bus virtio");
+    }
     if (d.block_size_logical && *d.block_size_logical == 0)
       require(Feature::DiskBlockSizeMatchVolume, p + ".blockSize.matchVolume");
     else if (d.block_size_logical)
@@ -160,7 +179,11 @@ void Checker::check_interfaces() {
             "\"" + n.mac_address + "\" is a multicast address; a NIC needs a unicast one");
       }
     }
-    if (!n.pci_address.empty()) require(Feature::NicPciAddress, p + ".pciAddress");
+    if (!n.pci_address.empty()) {
+      require(Feature::NicPciAddress, p + ".pciAddress");
+      if (!is_pci_address(n.pci_address))
+        add(p + ".pciAddress", "\"" + n.pci_address + "\" is not a PCI address (e.g. 0000:00:0a.0)");
+    }
     if (n.boot_order) {
       require(Feature::NicBootOrder, p + ".bootOrder");
       boot_order(*n.boot_order, short_p, p + ".bootOrder");

@@ -390,6 +390,8 @@ std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan,
     if (pd.readonly || cdrom) x << "      <readonly/>\n";
     if (d && d->shareable) x << "      <shareable/>\n";
     if (!pd.serial.empty()) x << "      <serial>" << xml_escape(pd.serial) << "</serial>\n";
+    if (d && !d->pci_address.empty() && bus.name == "virtio")
+      x << "      " << network::pci_address_xml(d->pci_address) << "\n";
     x << "      <alias" << attr("name", "ua-" + pd.name) << "/>\n";
     x << "    </disk>\n";
   }
@@ -413,6 +415,8 @@ std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan,
     const auto& n = plan.nics[k];
     network::LibvirtNic nic;
     nic.boot_order = nic_boot[k];
+    for (const auto& i : dev.interfaces)
+      if (i.name == n.name) nic.pci_address = i.pci_address;
     nic.tap = n.tap;
     nic.mac = n.mac;
     for (const auto& i : dev.interfaces)

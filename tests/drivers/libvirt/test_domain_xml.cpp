@@ -473,7 +473,7 @@ spec:
       disks:
       - name: root
         blockSize: {custom: {logical: 512, physical: 4096}}
-        disk: {bus: virtio}
+        disk: {bus: virtio, pciAddress: "0000:00:0a.0"}
   volumes:
   - name: root
     persistentVolumeClaim: {claimName: root-pvc}
@@ -489,6 +489,8 @@ spec:
   CHECK(has(r.xml, "<watchdog model='i6300esb' action='poweroff'>\n      <alias name='ua-wd'/>"));
   // converter/storage/disk.go: blockSize.custom as <blockio>.
   CHECK(has(r.xml, "<blockio logical_block_size='512' physical_block_size='4096'/>"));
+  // device.NewPciAddressField: the pciAddress as libvirt's <address>.
+  CHECK(has(r.xml, "<address type='pci' domain='0x0000' bus='0x00' slot='0x0a' function='0x0'/>"));
   // converter/compute/tpm.go: TPM 2.0, tpm-tis, swtpm (the emulator backend).
   CHECK(has(r.xml,
             "<tpm model='tpm-tis'>\n      <backend type='emulator' version='2.0'/>\n    </tpm>"));
@@ -566,6 +568,7 @@ spec:
       interfaces:
       - name: default
         bootOrder: 2
+        pciAddress: "0000:00:0b.0"
         masquerade: {}
   networks:
   - name: default
@@ -591,6 +594,8 @@ spec:
   CHECK(r.xml.rfind("<boot order='2'/>", root) > r.xml.rfind("<disk", root));
   CHECK(r.xml.rfind("<boot order='3'/>", scratch) > r.xml.rfind("<disk", scratch));
   CHECK(count_of(r.xml, "<boot order=") == 3);
+  CHECK(r.xml.find("<address type='pci' domain='0x0000' bus='0x00' slot='0x0b' function='0x0'/>", nic) <
+        r.xml.find("</interface>", nic));
   auto errors = schema_errors(r.xml, "pxe-1");
   if (errors) CHECK_MESSAGE(errors->empty(), *errors << "\n" << r.xml);
   // Without an interface's bootOrder, the disks keep the plan's numbering.

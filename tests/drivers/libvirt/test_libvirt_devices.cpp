@@ -31,7 +31,7 @@ TEST_CASE(
          "      - {name: tablet1, type: tablet, bus: virtio}\n"
          "      sound: {name: audio}\n"
          "      watchdog: {name: wd, i6300esb: {action: poweroff}}\n"
-         "      disks:\n      - {name: shared, disk: {bus: virtio}}\n"
+         "      disks:\n      - {name: shared, disk: {bus: virtio, pciAddress: \"0000:00:0a.0\"}}\n"
          "      - {name: own, dedicatedIOThread: true, disk: {bus: virtio},\n"
          "         blockSize: {custom: {logical: 512, physical: 4096}}}\n"
       << (swtpm ? "      tpm: {}\n" : "")
@@ -68,6 +68,7 @@ TEST_CASE(
   CHECK(has("<iothreads>2</iothreads>"));
   CHECK(has("iothread='1'"));
   CHECK(has("iothread='2'"));
+  CHECK(has("<address type='pci' domain='0x0000' bus='0x00' slot='0x0a' function='0x0'/>"));
   if (swtpm) {
     CHECK(has("<tpm model='tpm-tis'>"));
     CHECK(has("<backend type='emulator' version='2.0'"));
