@@ -49,7 +49,8 @@ std::string libvirt_interface_xml(const LibvirtNic& nic) {
     << "      <model type='" << common::xml_escape(model) << "'/>\n";
   // No driver name: libvirt takes vhost-net when it can (KVM) and QEMU's userspace backend
   // otherwise (TCG), where name='vhost' would be refused.
-  if (nic.queues > 1 && model == "virtio") x << "      <driver queues='" << nic.queues << "'/>\n";
+  if (nic.queues > 1 && (model == "virtio" || model == "virtio-transitional"))
+    x << "      <driver queues='" << nic.queues << "'/>\n";
   if (nic.mtu > 0) x << "      <mtu size='" << nic.mtu << "'/>\n";
   if (nic.boot_order > 0) x << "      <boot order='" << nic.boot_order << "'/>\n";
   if (!nic.pci_address.empty()) x << "      " << pci_address_xml(nic.pci_address) << "\n";

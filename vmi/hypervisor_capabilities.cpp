@@ -220,9 +220,8 @@ constexpr std::array<FeatureSupport, static_cast<std::size_t>(F::kCount)> kQemuF
     {F::DownwardMetrics, false,
      "ch-launcher's libvirt path does not serve downward metrics yet (no vhostmd virtio-serial "
      "channel); remove devices.downwardMetrics"},
-    {F::VirtioTransitional, false,
-     "ch-launcher's libvirt path renders modern virtio devices only (no virtio-transitional "
-     "models); remove useVirtioTransitional"},
+    {F::VirtioTransitional, true,
+     "virtio-transitional disks, NICs, controllers, RNG and balloon on a conventional PCI bus"},
     // The libvirt path renders none of these five yet (drivers/libvirt/domain_xml.cpp has no
     // <hostdev>, <emulatorpin>, <numatune> or <vcpusched>): refused rather than accepted and
     // silently left out.

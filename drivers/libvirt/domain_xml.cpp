@@ -352,6 +352,13 @@ std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan,
     std::uint32_t n = 1;
     for (const auto& e : order) (e.nic ? nic_boot : disk_boot)[e.index] = n++;
   }
+  // useVirtioTransitional: KubeVirt's converter gives every virtio disk, NIC, the SCSI and
+  // virtio-serial controllers, the RNG and the balloon the model "virtio-transitional"
+  // (converter/converter.go virtioModel, arch/converter.go defaultTransitionalModelType); libvirt
+  // puts them on a conventional PCI bus behind a pcie-to-pci-bridge it adds. Without it the
+  // models stay libvirt's modern defaults.
+  const bool transitional = dev.use_virtio_transitional.value_or(false);
+  const char* virtio_model = transitional ? "virtio-transitional" : "virtio";
   // Disks in the plan's order.
   std::size_t vd = 0, sd = 0;
   bool scsi = false, usb = false;
@@ -364,7 +371,9 @@ std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan,
     usb = usb || bus.name == "usb";
     const bool qcow2 = pd.qcow2_overlay || (opts.detect_image_format && is_qcow2(pd.path));
     std::string cache = d && !d->cache.empty() ? d->cache : (pd.direct ? "none" : "");
-    x << "    <disk type='file'" << attr("device", cdrom ? "cdrom" : "disk") << ">\n";
+    x << "    <disk type='file'" << attr("device", cdrom ? "cdrom" : "disk");
+    if (transitional && bus.name == "virtio") x << " model='virtio-transitional'";
+    x << ">\n";
     x << "      <driver name='qemu'" << attr("type", qcow2 ? "qcow2" : "raw");
     if (!cache.empty()) x << attr("cache", cache);
     if (d && !d->io.empty())
@@ -398,7 +407,8 @@ std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan,
   // The virtio-scsi controller hotplug volumes attach to, as KubeVirt adds it unless
   // spec.domain.devices.disableHotplug (and no disk asks for the scsi bus).
   if (scsi || !dev.disable_hotplug) {
-    x << "    <controller type='scsi' index='0' model='virtio-scsi'";
+    x << "    <controller type='scsi' index='0'"
+      << attr("model", transitional ? "virtio-transitional" : "virtio-scsi");
     if (iothreads.scsi_controller > 0)  // KubeVirt: the controller's queues are the vCPUs
       x << ">\n      <driver iothread='" << iothreads.scsi_controller << "' queues='"
         << plan.cpus.boot_vcpus << "'/>\n    </controller>\n";
@@ -408,6 +418,10 @@ std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan,
   // A USB tablet sits on the same xHCI controller as USB disks.
   for (const auto& in : dev.inputs) usb = usb || in.bus.empty() || in.bus == "usb";
   if (usb) x << "    <controller type='usb' index='0' model='qemu-xhci'/>\n";
+  // The guest agent's channel sits on the virtio-serial controller libvirt adds; transitional,
+  // it is written out with that model.
+  if (transitional)
+    x << "    <controller type='virtio-serial' index='0' model='virtio-transitional'/>\n";
   // NICs: the pod network's taps, which the launcher wires (network/) before the domain starts
   // and libvirt opens by name (managed='no'), as KubeVirt does. One writer of the element:
   // network::libvirt_interface_xml.
@@ -421,6 +435,7 @@ std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan,
     nic.mac = n.mac;
     for (const auto& i : dev.interfaces)
       if (i.name == n.name) nic.model = i.model;
+    if (transitional && (nic.model.empty() || nic.model == "virtio")) nic.model = virtio_model;
     nic.mtu = n.mtu;
     nic.queues = n.num_queues / 2;  // the plan counts RX and TX queues; libvirt counts pairs
     nic.alias = "ua-" + n.name;
@@ -475,13 +490,14 @@ std::string to_domain_xml(const vmi::Vmi& vmi, const launcher::LaunchPlan& plan,
   if (dev.tpm)
     x << "    <tpm model='tpm-tis'>\n      <backend type='emulator' version='2.0'/>\n    </tpm>\n";
   if (plan.rng)
-    x << "    <rng model='virtio'>\n      <backend model='random'>/dev/urandom</backend>\n    "
+    x << "    <rng" << attr("model", virtio_model) << ">\n      <backend model='random'>/dev/urandom</backend>\n    "
          "</rng>\n";
   if (dev.autoattach_mem_balloon.value_or(true) && opts.mem_balloon_stats_period > 0)
-    x << "    <memballoon model='virtio'>\n      <stats period='" << opts.mem_balloon_stats_period
+    x << "    <memballoon" << attr("model", virtio_model) << ">\n      <stats period='"
+      << opts.mem_balloon_stats_period
       << "'/>\n    </memballoon>\n";
   else if (dev.autoattach_mem_balloon.value_or(true))
-    x << "    <memballoon model='virtio'/>\n";
+    x << "    <memballoon" << attr("model", virtio_model) << "/>\n";
   else
     x << "    <memballoon model='none'/>\n";
   if (plan.pvpanic) x << "    <panic model='isa'/>\n";

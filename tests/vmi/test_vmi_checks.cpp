@@ -483,7 +483,7 @@ TEST_CASE("cloud-hypervisor refuses what it cannot serve, qemu-kvm serves it") {
        "spec.domain.launchSecurity", "confidential", false},
       {"virtio transitional",
        [](YAML::Node& n) { n["spec"]["domain"]["devices"]["useVirtioTransitional"] = true; },
-       "spec.domain.devices.useVirtioTransitional", "modern", false},
+       "spec.domain.devices.useVirtioTransitional", "modern"},
   };
   for (const auto& row : rows) {
     CAPTURE(row.name);
@@ -531,9 +531,6 @@ TEST_CASE("qemu-kvm refuses what its libvirt path does not render, naming the fi
       {"downwardMetrics",
        [](YAML::Node& n) { n["spec"]["domain"]["devices"]["downwardMetrics"] = YAML::Load("{}"); },
        "spec.domain.devices.downwardMetrics", "vhostmd"},
-      {"useVirtioTransitional",
-       [](YAML::Node& n) { n["spec"]["domain"]["devices"]["useVirtioTransitional"] = true; },
-       "spec.domain.devices.useVirtioTransitional", "virtio-transitional"},
       {"efi persistent",
        [](YAML::Node& n) {
          n["spec"]["domain"]["firmware"] =

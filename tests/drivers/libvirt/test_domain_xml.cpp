@@ -672,3 +672,42 @@ spec:
   CHECK_FALSE(has(none.xml, "<iothreads>"));
   CHECK_FALSE(has(none.xml, "iothread="));
 }
+
+// useVirtioTransitional as KubeVirt's converter applies it (converter/converter.go virtioModel).
+TEST_CASE("domain XML: useVirtioTransitional makes every virtio device transitional, schema-valid") {
+  const std::string vmi = R"(apiVersion: kubevirt.io/v1
+kind: VirtualMachineInstance
+metadata: {name: legacy-1, namespace: lab}
+spec:
+  hypervisor: qemu-kvm
+  domain:
+    memory: {guest: 256Mi}
+    devices:
+      useVirtioTransitional: true
+      rng: {}
+      disks:
+      - {name: root, disk: {bus: virtio}}
+      - {name: data, disk: {bus: sata}}
+      interfaces:
+      - {name: default, masquerade: {}}
+  networks:
+  - {name: default, pod: {}}
+  volumes:
+  - {name: root, persistentVolumeClaim: {claimName: root-pvc}}
+  - {name: data, emptyDisk: {capacity: 1Gi}}
+)";
+  Rendered r = render_text(vmi, {"legacy-1", {{"root", "/pvc/root/disk.img"}}});
+  CAPTURE(r.xml);
+  CHECK(has(r.xml, "<disk type='file' device='disk' model='virtio-transitional'>"));
+  CHECK(count_of(r.xml, "device='disk' model='virtio-transitional'") == 1);  // not the SATA disk
+  CHECK(has(r.xml, "<model type='virtio-transitional'/>"));
+  CHECK(has(r.xml, "<controller type='scsi' index='0' model='virtio-transitional'/>"));
+  CHECK(has(r.xml, "<controller type='virtio-serial' index='0' model='virtio-transitional'/>"));
+  CHECK(has(r.xml, "<rng model='virtio-transitional'>"));
+  CHECK(has(r.xml, "<memballoon model='virtio-transitional'"));
+  auto errors = schema_errors(r.xml, "legacy-1");
+  if (errors) CHECK_MESSAGE(errors->empty(), *errors << "\n" << r.xml);
+  // Without it: libvirt's modern defaults.
+  Rendered modern = render_file(cases()[0]);
+  CHECK_FALSE(has(modern.xml, "transitional"));
+}

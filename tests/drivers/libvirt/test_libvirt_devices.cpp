@@ -122,3 +122,29 @@ TEST_CASE(
         },
         100ms));
 }
+
+TEST_CASE("qemu-kvm run: useVirtioTransitional gives QEMU transitional virtio devices") {
+  if (!libvirt_runnable()) return;
+  QemuRun r;
+  r.write_vmi("console=ttyS0");
+  {
+    std::ofstream f(r.vmi_file(), std::ios::app);
+    f << "      useVirtioTransitional: true\n"
+         "      rng: {}\n"
+         "      disks: [{name: scratch, disk: {bus: virtio}}]\n"
+         "  volumes: [{name: scratch, emptyDisk: {capacity: 16Mi}}]\n";
+  }
+  r.go();
+  REQUIRE_MESSAGE(r.running(), r.output());
+  const long pid = r.qemu_pid();
+  std::string args = chl::test::read_file("/proc/" + std::to_string(pid) + "/cmdline");
+  std::replace(args.begin(), args.end(), '\0', ' ');
+  CAPTURE(args);
+  for (const char* dev : {"virtio-blk-pci-transitional", "virtio-scsi-pci-transitional",
+                          "virtio-serial-pci-transitional", "virtio-rng-pci-transitional",
+                          "virtio-balloon-pci-transitional", "pcie-pci-bridge"})
+    CHECK_MESSAGE(args.find(std::string("\"driver\":\"") + dev + "\"") != std::string::npos, dev);
+  CHECK(r.cli({"kill"}).exit_code == 0);
+  REQUIRE(r.wait_exit(120s));
+  r.check_clean_qemu(pid, {"empty-disks"});
+}
