@@ -48,8 +48,9 @@ common::Result<std::optional<std::vector<HostNumaNode>>> read_host_numa(const fs
     if (!cpulist.empty()) {
       auto cpus = common::parse_cpu_list(cpulist);
       if (!cpus)
-        return common::fail(std::errc::invalid_argument,
-                            (entry.path() / "cpulist").string() + ": not a CPU list: \"" + cpulist + "\"");
+        return common::fail(
+            std::errc::invalid_argument,
+            (entry.path() / "cpulist").string() + ": not a CPU list: \"" + cpulist + "\"");
       n.cpus = std::move(*cpus);
     }
     nodes.push_back(std::move(n));
@@ -86,20 +87,24 @@ tl::expected<std::vector<GuestNumaNode>, std::string> numa_mapping(
   for (std::size_t v = 0; v < pinning.size(); ++v) {
     auto it = cpu_node.find(pinning[v]);
     if (it == cpu_node.end())
-      return tl::unexpected("vcpu " + std::to_string(v) + " is mapped to a not existing host cpu set " +
+      return tl::unexpected("vcpu " + std::to_string(v) +
+                            " is mapped to a not existing host cpu set " +
                             std::to_string(pinning[v]));
     vcpus_of[it->second].push_back(static_cast<std::uint32_t>(v));
   }
   if (hugepage_size == 0)
-    return tl::unexpected(std::string("passing through a numa topology is restricted to VMIs with hugepages enabled"));
+    return tl::unexpected(std::string(
+        "passing through a numa topology is restricted to VMIs with hugepages enabled"));
   const std::uint64_t cells = vcpus_of.size();
   if (cells == 0) return std::vector<GuestNumaNode>{};
   if (memory < cells * hugepage_size)
-    return tl::unexpected("not enough memory requested to allocate at least one hugepage per numa node: " +
-                          std::to_string(memory) + " < " + std::to_string(cells * hugepage_size));
+    return tl::unexpected(
+        "not enough memory requested to allocate at least one hugepage per numa node: " +
+        std::to_string(memory) + " < " + std::to_string(cells * hugepage_size));
   if (memory % hugepage_size != 0)
-    return tl::unexpected("requested memory can't be divided through the numa page size: " +
-                          std::to_string(memory) + " mod " + std::to_string(hugepage_size) + " != 0");
+    return tl::unexpected(
+        "requested memory can't be divided through the numa page size: " + std::to_string(memory) +
+        " mod " + std::to_string(hugepage_size) + " != 0");
   const std::uint64_t mod = memory % (hugepage_size * cells) / hugepage_size;
   memory -= mod * hugepage_size;
 

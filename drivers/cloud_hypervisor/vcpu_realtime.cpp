@@ -14,7 +14,8 @@ using nlohmann::json;
 
 namespace {
 
-common::Result<std::map<std::uint32_t, pid_t>> vcpu_tids(pid_t pid, const std::filesystem::path& proc) {
+common::Result<std::map<std::uint32_t, pid_t>> vcpu_tids(pid_t pid,
+                                                         const std::filesystem::path& proc) {
   CHL_TRY(auto threads, common::read_thread_affinities(pid, proc));
   std::map<std::uint32_t, pid_t> out;
   for (const auto& t : threads)
@@ -48,7 +49,8 @@ common::Status make_vcpus_realtime(pid_t pid, std::span<const std::uint32_t> vcp
     if (!tids.count(v))
       return common::fail(std::errc::no_such_process,
                           "realtime: vCPU " + std::to_string(v) + " has no thread \"vcpu" +
-                              std::to_string(v) + "\" in the VMM (pid " + std::to_string(pid) + ")");
+                              std::to_string(v) + "\" in the VMM (pid " + std::to_string(pid) +
+                              ")");
   }
   std::vector<pid_t> done;
   for (auto v : vcpus) {
@@ -59,12 +61,13 @@ common::Status make_vcpus_realtime(pid_t pid, std::span<const std::uint32_t> vcp
       // Never half-applied: the threads already changed go back to SCHED_OTHER.
       const sched_param other{.sched_priority = 0};
       for (pid_t d : done) (void)::sched_setscheduler(d, SCHED_OTHER, &other);
-      return common::fail(std::error_code(err, std::generic_category()),
-                          "realtime: making vCPU " + std::to_string(v) + " (thread " + std::to_string(tid) +
-                              ") SCHED_FIFO priority " + std::to_string(priority) +
-                              (err == EPERM ? " (the launcher needs CAP_SYS_NICE, and the cgroup realtime "
-                                              "runtime if the kernel has RT group scheduling)"
-                                            : ""));
+      return common::fail(
+          std::error_code(err, std::generic_category()),
+          "realtime: making vCPU " + std::to_string(v) + " (thread " + std::to_string(tid) +
+              ") SCHED_FIFO priority " + std::to_string(priority) +
+              (err == EPERM ? " (the launcher needs CAP_SYS_NICE, and the cgroup realtime "
+                              "runtime if the kernel has RT group scheduling)"
+                            : ""));
     }
     done.push_back(tid);
   }
@@ -92,12 +95,15 @@ json realtime_report(pid_t pid, std::span<const std::uint32_t> vcpus, int priori
                            "): " + std::error_code(errno, std::generic_category()).message());
         continue;
       }
-      list.push_back({{"vcpu", v}, {"tid", it->second}, {"policy", policy_name(policy)},
+      list.push_back({{"vcpu", v},
+                      {"tid", it->second},
+                      {"policy", policy_name(policy)},
                       {"priority", sp.sched_priority}});
       if (policy != SCHED_FIFO || sp.sched_priority != priority)
-        problems.push_back("vCPU " + std::to_string(v) + " (thread " + std::to_string(it->second) + ") is " +
-                           policy_name(policy) + " priority " + std::to_string(sp.sched_priority) +
-                           ", not fifo priority " + std::to_string(priority));
+        problems.push_back("vCPU " + std::to_string(v) + " (thread " + std::to_string(it->second) +
+                           ") is " + policy_name(policy) + " priority " +
+                           std::to_string(sp.sched_priority) + ", not fifo priority " +
+                           std::to_string(priority));
     }
   }
   return {{"priority", priority},

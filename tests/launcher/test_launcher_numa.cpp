@@ -67,11 +67,12 @@ std::vector<std::uint32_t> allowed_cpus() {
 void write_numa_vmi(LauncherRun& r, const char* realtime = nullptr) {
   r.write_vmi("console=ttyS0");
   std::string text = chl::test::read_file(r.vmi_file());
-  text = std::regex_replace(text, std::regex("    cpu:\n      cores: 1\n"),
-                            std::string("    cpu:\n      cores: 1\n      dedicatedCpuPlacement: true\n"
-                                        "      numa:\n        guestMappingPassthrough: {}\n") +
-                                (realtime ? std::string("      realtime:\n        mask: \"") + realtime + "\"\n"
-                                          : std::string()));
+  text = std::regex_replace(
+      text, std::regex("    cpu:\n      cores: 1\n"),
+      std::string("    cpu:\n      cores: 1\n      dedicatedCpuPlacement: true\n"
+                  "      numa:\n        guestMappingPassthrough: {}\n") +
+          (realtime ? std::string("      realtime:\n        mask: \"") + realtime + "\"\n"
+                    : std::string()));
   text = std::regex_replace(text, std::regex("      guest: 64Mi\n"),
                             "      guest: 64Mi\n      hugepages:\n        pageSize: 2Mi\n");
   chl::test::write_file(r.vmi_file(), text);
@@ -88,7 +89,9 @@ std::optional<std::uint32_t> node_of(std::uint32_t cpu) {
 
 }  // namespace
 
-TEST_CASE("run: NUMA passthrough gives the guest the host node of its CPU, memory bound there on hugepages") {
+TEST_CASE(
+    "run: NUMA passthrough gives the guest the host node of its CPU, memory bound there on "
+    "hugepages") {
   const auto cpus = allowed_cpus();
   REQUIRE_FALSE(cpus.empty());
   const auto host_node = node_of(cpus[0]);
@@ -137,7 +140,9 @@ TEST_CASE("run: NUMA passthrough gives the guest the host node of its CPU, memor
   r.wait_exit();
 }
 
-TEST_CASE("run: a hugepage zone with no hugepage free kills the VMM with SIGBUS at boot, the start fails") {
+TEST_CASE(
+    "run: a hugepage zone with no hugepage free kills the VMM with SIGBUS at boot, the start "
+    "fails") {
   const auto cpus = allowed_cpus();
   if (!node_of(cpus.at(0))) {
     chl::test::skip("this kernel shows no NUMA nodes");
@@ -160,7 +165,8 @@ TEST_CASE("run: a hugepage zone with no hugepage free kills the VMM with SIGBUS 
   CHECK_MESSAGE(r.output().find("signal 7") != std::string::npos, r.output());
 }
 
-TEST_CASE("run: realtime makes the vCPU threads of the mask SCHED_FIFO priority 1, shown in status") {
+TEST_CASE(
+    "run: realtime makes the vCPU threads of the mask SCHED_FIFO priority 1, shown in status") {
   const auto cpus = allowed_cpus();
   if (!node_of(cpus.at(0))) {
     chl::test::skip("this kernel shows no NUMA nodes");
@@ -170,7 +176,8 @@ TEST_CASE("run: realtime makes the vCPU threads of the mask SCHED_FIFO priority 
   if (read_long(kFree2M) < 40) {
     pool.emplace(read_long(kNrHugepages) + 40);
     if (!pool->ok()) {
-      chl::test::skip("no free 2 MiB hugepages and " + kNrHugepages.string() + " not writable here");
+      chl::test::skip("no free 2 MiB hugepages and " + kNrHugepages.string() +
+                      " not writable here");
       return;
     }
   }
@@ -203,12 +210,14 @@ TEST_CASE("run: realtime makes the vCPU threads of the mask SCHED_FIFO priority 
   const json& rt = d["vmm"]["realtime"];
   CHECK_MESSAGE(rt.value("realtime", false), rt.dump());
   auto st = r.cli({"status"});
-  CHECK_MESSAGE(st.output.find("realtime:  SCHED_FIFO: vCPU 0 fifo 1") != std::string::npos, st.output);
+  CHECK_MESSAGE(st.output.find("realtime:  SCHED_FIFO: vCPU 0 fifo 1") != std::string::npos,
+                st.output);
   CHECK(r.cli({"stop", "--grace-period", "1"}).exit_code == 0);
   r.wait_exit();
 }
 
-TEST_CASE("run: realtime without CAP_SYS_NICE is refused before anything starts, naming the field") {
+TEST_CASE(
+    "run: realtime without CAP_SYS_NICE is refused before anything starts, naming the field") {
   if (::geteuid() != 0) {
     chl::test::skip("dropping CAP_SYS_NICE with setpriv needs root");
     return;
@@ -221,8 +230,10 @@ TEST_CASE("run: realtime without CAP_SYS_NICE is refused before anything starts,
   auto exit = r.wait_exit();
   REQUIRE(exit);
   CHECK(exit->code == 2);
-  CHECK_MESSAGE(r.output().find("spec.domain.cpu.realtime: the launcher cannot make its vCPU threads SCHED_FIFO") !=
-                    std::string::npos,
-                r.output());
+  CHECK_MESSAGE(
+      r.output().find(
+          "spec.domain.cpu.realtime: the launcher cannot make its vCPU threads SCHED_FIFO") !=
+          std::string::npos,
+      r.output());
   CHECK_FALSE(fs::exists(r.state_dir() / "vmm.log"));
 }

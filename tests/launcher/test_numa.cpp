@@ -26,7 +26,8 @@ void put(const fs::path& p, const std::string& text) {
 }
 
 // node<id>/cpulist and node<id>/distance, as the kernel writes them.
-void node(const fs::path& root, std::uint32_t id, const std::string& cpulist, const std::string& distance) {
+void node(const fs::path& root, std::uint32_t id, const std::string& cpulist,
+          const std::string& distance) {
   put(root / ("node" + std::to_string(id)) / "cpulist", cpulist);
   put(root / ("node" + std::to_string(id)) / "distance", distance);
 }
@@ -137,10 +138,13 @@ TEST_CASE("mapping: KubeVirt's errors") {
         "vcpu 1 is mapped to a not existing host cpu set 9");
   CHECK(numa_mapping({0}, two_nodes(), 64 * kMi, 0).error() ==
         "passing through a numa topology is restricted to VMIs with hugepages enabled");
-  CHECK(numa_mapping({0, 4}, two_nodes(), 2 * kMi, 2 * kMi).error().rfind(
-            "not enough memory requested to allocate at least one hugepage per numa node", 0) == 0);
-  CHECK(numa_mapping({0}, two_nodes(), 3 * kMi, 2 * kMi).error().rfind(
-            "requested memory can't be divided through the numa page size", 0) == 0);
+  CHECK(numa_mapping({0, 4}, two_nodes(), 2 * kMi, 2 * kMi)
+            .error()
+            .rfind("not enough memory requested to allocate at least one hugepage per numa node",
+                   0) == 0);
+  CHECK(numa_mapping({0}, two_nodes(), 3 * kMi, 2 * kMi)
+            .error()
+            .rfind("requested memory can't be divided through the numa page size", 0) == 0);
 }
 
 namespace {
@@ -159,7 +163,8 @@ spec:
 
 }  // namespace
 
-TEST_CASE("plan and vm.create: one memory zone per guest node, bound to its host node, hugepages kept") {
+TEST_CASE(
+    "plan and vm.create: one memory zone per guest node, bound to its host node, hugepages kept") {
   auto c = chl::vmi::check_vmi(kNumaVmi, "cloud-hypervisor");
   REQUIRE_MESSAGE(c, (c ? "" : chl::vmi::format_violations(c.error(), "vmi")));
   PlanInputs in;
@@ -178,13 +183,17 @@ TEST_CASE("plan and vm.create: one memory zone per guest node, bound to its host
   CHECK_FALSE(body["memory"].contains("hugepages"));
   const auto& zones = body["memory"]["zones"];
   REQUIRE(zones.size() == 2);
-  CHECK(zones[0] == nlohmann::json::parse(
-                        R"({"id":"numa0","size":536870912,"hugepages":true,"hugepage_size":2097152,"host_numa_node":0})"));
+  CHECK(
+      zones[0] ==
+      nlohmann::json::parse(
+          R"({"id":"numa0","size":536870912,"hugepages":true,"hugepage_size":2097152,"host_numa_node":0})"));
   CHECK(zones[1]["host_numa_node"] == 1);
   const auto& numa = body["numa"];
   REQUIRE(numa.size() == 2);
-  CHECK(numa[0] == nlohmann::json::parse(
-                       R"({"guest_numa_id":0,"cpus":[0,1],"distances":[{"destination":1,"distance":21}],"memory_zones":["numa0"]})"));
+  CHECK(
+      numa[0] ==
+      nlohmann::json::parse(
+          R"({"guest_numa_id":0,"cpus":[0,1],"distances":[{"destination":1,"distance":21}],"memory_zones":["numa0"]})"));
   CHECK(numa[1]["cpus"] == nlohmann::json::parse("[2,3]"));
 
   // Without a host topology (a kernel without NUMA), as KubeVirt: no guest nodes, one memory.

@@ -1,12 +1,11 @@
 // drivers/cloud_hypervisor/vcpu_realtime: realtime's SCHED_FIFO on the VMM's "vcpu<N>" threads,
 // all or none, and the report `status` shows; on this process's own threads named as CH names its
 // vCPU threads (they block, never spin: a SCHED_FIFO spinner would hold its CPU).
+#include <doctest/doctest.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-#include <doctest/doctest.h>
 
 #include <future>
 #include <thread>
@@ -72,7 +71,8 @@ TEST_CASE("realtime: every vCPU of the list SCHED_FIFO priority 1, the others le
   // A vCPU of the list that is not realtime is a problem the report names.
   auto wider = realtime_report(::getpid(), std::vector<std::uint32_t>{0, 1}, 1);
   CHECK(wider["realtime"] == false);
-  CHECK(wider["problems"][0].get<std::string>().find("is other priority 0, not fifo priority 1") != std::string::npos);
+  CHECK(wider["problems"][0].get<std::string>().find("is other priority 0, not fifo priority 1") !=
+        std::string::npos);
 }
 
 TEST_CASE("realtime: a vCPU without its thread fails before any thread is changed") {

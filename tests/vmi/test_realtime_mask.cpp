@@ -33,7 +33,8 @@ TEST_CASE("realtime mask: KubeVirt's invalid expressions, with its messages") {
   CHECK(error_of("1-") == "invalid mask value '1-' in '1-'");
   CHECK(error_of("-1") == "invalid mask value '-1' in '-1'");
   CHECK(error_of("0,-1") == "invalid mask value '-1' in '0,-1'");
-  CHECK(error_of("99999999999999999999") == "invalid mask value '99999999999999999999' in '99999999999999999999'");
+  CHECK(error_of("99999999999999999999") ==
+        "invalid mask value '99999999999999999999' in '99999999999999999999'");
 }
 
 TEST_CASE("realtime mask: an empty mask enables every vCPU") {

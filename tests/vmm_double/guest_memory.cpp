@@ -37,7 +37,8 @@ std::string first_line(const fs::path& p) {
 // mpol_set_nodemask: an empty intersection is EINVAL).
 std::set<std::uint32_t> bindable_nodes(const fs::path& sysfs) {
   std::set<std::uint32_t> out;
-  const auto with_memory = common::parse_cpu_list(first_line(sysfs / "devices/system/node/has_memory"));
+  const auto with_memory =
+      common::parse_cpu_list(first_line(sysfs / "devices/system/node/has_memory"));
   if (!with_memory) return out;
   std::optional<std::vector<std::uint32_t>> allowed;
   std::ifstream st("/proc/self/status");
@@ -61,10 +62,11 @@ std::uint64_t default_hugepage_size() {
 }
 
 // Free hugepages of `size` bytes: on `node`'s pool when the zone is bound there, else the host's.
-std::uint64_t free_hugepages(const fs::path& sysfs, std::uint64_t size, std::optional<std::uint32_t> node) {
+std::uint64_t free_hugepages(const fs::path& sysfs, std::uint64_t size,
+                             std::optional<std::uint32_t> node) {
   const std::string dir = "hugepages-" + std::to_string(size >> 10) + "kB";
-  const fs::path p = node ? sysfs / "devices/system/node" / ("node" + std::to_string(*node)) / "hugepages" / dir /
-                                "free_hugepages"
+  const fs::path p = node ? sysfs / "devices/system/node" / ("node" + std::to_string(*node)) /
+                                "hugepages" / dir / "free_hugepages"
                           : sysfs / "kernel/mm/hugepages" / dir / "free_hugepages";
   const std::string text = first_line(p);
   return text.empty() ? 0 : std::stoull(text);
@@ -79,7 +81,8 @@ std::vector<std::string> validate_memory_config(const json& cfg, std::set<std::s
     if (!flag(mem, "hugepages"))
       return {"Failed to validate config", "Huge page size specified but huge pages not enabled"};
     if ((*hs & (*hs - 1)) != 0 || *hs == 0)
-      return {"Failed to validate config", "Huge page size is not power of 2: " + std::to_string(*hs)};
+      return {"Failed to validate config",
+              "Huge page size is not power of 2: " + std::to_string(*hs)};
   }
   // NumaConfig::validate (config.rs:2496): cpus or memory_zones, neither empty; then a zone in
   // two nodes is MemoryZoneReused.
@@ -89,9 +92,10 @@ std::vector<std::string> validate_memory_config(const json& cfg, std::set<std::s
       const bool has_dev = n.contains("device_id") && n["device_id"].is_string();
       const bool has_cpus = n.contains("cpus") && n["cpus"].is_array();
       const bool has_zones = n.contains("memory_zones") && n["memory_zones"].is_array();
-      const bool bad = (has_dev && (has_cpus || has_zones)) || (!has_dev && !has_cpus && !has_zones) ||
-                       (has_dev && n["device_id"].get<std::string>().empty()) ||
-                       (has_cpus && n["cpus"].empty()) || (!has_cpus && has_zones && n["memory_zones"].empty());
+      const bool bad =
+          (has_dev && (has_cpus || has_zones)) || (!has_dev && !has_cpus && !has_zones) ||
+          (has_dev && n["device_id"].get<std::string>().empty()) ||
+          (has_cpus && n["cpus"].empty()) || (!has_cpus && has_zones && n["memory_zones"].empty());
       if (bad) return {"Failed to validate config", "NUMA Configuration is invalid"};
       if (!has_zones) continue;
       const auto id = n["guest_numa_id"].get<std::uint64_t>();
@@ -99,8 +103,9 @@ std::vector<std::string> validate_memory_config(const json& cfg, std::set<std::s
         const std::string zid = z.get<std::string>();
         auto [it, inserted] = zone_node.emplace(zid, id);
         if (!inserted)
-          return {"Failed to validate config", "Memory zone: " + zid + " belongs to multiple NUMA nodes: " +
-                                                   std::to_string(it->second) + " and " + std::to_string(id)};
+          return {"Failed to validate config",
+                  "Memory zone: " + zid + " belongs to multiple NUMA nodes: " +
+                      std::to_string(it->second) + " and " + std::to_string(id)};
       }
     }
   }
@@ -108,7 +113,8 @@ std::vector<std::string> validate_memory_config(const json& cfg, std::set<std::s
   if (mem.contains("zones") && mem["zones"].is_array()) {
     for (const auto& z : mem["zones"]) {
       const std::string id = z["id"].get<std::string>();
-      if (!ids.insert(id).second) return {"Failed to validate config", "Identifier " + id + " is not unique"};
+      if (!ids.insert(id).second)
+        return {"Failed to validate config", "Identifier " + id + " is not unique"};
     }
   }
   return {};
@@ -121,7 +127,8 @@ GuestMemoryOutcome create_guest_memory(const json& cfg, const fs::path& sysfs) {
   const std::uint64_t size = u64(mem, "size").value_or(0);
   // memory_manager.rs MemoryManager::new: zones only with size 0 ("User defined memory regions
   // can't be provided if the memory size is not 0": InvalidMemoryParameters).
-  if (size != 0 && has_zones) return {{"Memory manager error", "Memory configuration is not valid"}, false, {}};
+  if (size != 0 && has_zones)
+    return {{"Memory manager error", "Memory configuration is not valid"}, false, {}};
   if (size == 0 && has_zones && mem["zones"].empty())
     return {{"Memory manager error", "No memory zones found"}, false, {}};
   // The zones (the global memory is one zone when there are none), in order.
@@ -129,8 +136,11 @@ GuestMemoryOutcome create_guest_memory(const json& cfg, const fs::path& sysfs) {
   if (has_zones) {
     for (const auto& z : mem["zones"]) zones.push_back(z);
   } else {
-    zones.push_back(json{{"id", "mem0"}, {"size", size}, {"hugepages", flag(mem, "hugepages")},
-                         {"hugepage_size", mem.contains("hugepage_size") ? mem["hugepage_size"] : json()}});
+    zones.push_back(
+        json{{"id", "mem0"},
+             {"size", size},
+             {"hugepages", flag(mem, "hugepages")},
+             {"hugepage_size", mem.contains("hugepage_size") ? mem["hugepage_size"] : json()}});
   }
   const auto bindable = bindable_nodes(sysfs);
   for (const auto& z : zones) {
@@ -139,15 +149,19 @@ GuestMemoryOutcome create_guest_memory(const json& cfg, const fs::path& sysfs) {
       node = z["host_numa_node"].get<std::uint32_t>();
     // create_ram_region_raw: mbind(MPOL_BIND, MPOL_MF_STRICT|MPOL_MF_MOVE) -> ApplyNumaPolicy.
     if (node && !bindable.count(*node))
-      return {{"Memory manager error", "Failed applying NUMA memory policy", rust_os_error(EINVAL)}, false, {}};
+      return {{"Memory manager error", "Failed applying NUMA memory policy", rust_os_error(EINVAL)},
+              false,
+              {}};
     if (flag(z, "hugepages")) {
       const std::uint64_t hs =
-          z.contains("hugepage_size") && z["hugepage_size"].is_number_unsigned() ? z["hugepage_size"].get<std::uint64_t>()
-                                                                                 : default_hugepage_size();
+          z.contains("hugepage_size") && z["hugepage_size"].is_number_unsigned()
+              ? z["hugepage_size"].get<std::uint64_t>()
+              : default_hugepage_size();
       if (free_hugepages(sysfs, hs, node) == 0) {
         out.sigbus = true;
-        out.why = "memory zone " + z["id"].get<std::string>() + ": no free " + std::to_string(hs >> 10) +
-                  " kB hugepage" + (node ? " on host node " + std::to_string(*node) : std::string()) +
+        out.why = "memory zone " + z["id"].get<std::string>() + ": no free " +
+                  std::to_string(hs >> 10) + " kB hugepage" +
+                  (node ? " on host node " + std::to_string(*node) : std::string()) +
                   ": the MAP_NORESERVE hugetlb memfd faults SIGBUS when the payload is loaded";
         return out;
       }

@@ -15,7 +15,8 @@ namespace chl::vmm_double {
 // VmConfig::validate's memory and NUMA rules, in its order (config.rs): hugepage_size without
 // hugepages, NumaConfig::validate, a zone in two NUMA nodes, zone ids unique among the device
 // ids (`ids`, filled by the caller's device checks). Empty = valid.
-std::vector<std::string> validate_memory_config(const nlohmann::json& cfg, std::set<std::string>& ids);
+std::vector<std::string> validate_memory_config(const nlohmann::json& cfg,
+                                                std::set<std::string>& ids);
 
 struct GuestMemoryOutcome {
   std::vector<std::string> error;  // CH's chain below "The VM could not boot"; empty = booted
