@@ -167,9 +167,16 @@ TEST_CASE(
     "plan and vm.create: one memory zone per guest node, bound to its host node, hugepages kept") {
   auto c = chl::vmi::check_vmi(kNumaVmi, "cloud-hypervisor");
   REQUIRE_MESSAGE(c, (c ? "" : chl::vmi::format_violations(c.error(), "vmi")));
+  // The two-node host as sysfs shows it.
+  chl::test::TempDir t("chl-numa");
+  node(t.path() / "node", 0, "0-3", "10 21");
+  node(t.path() / "node", 1, "4-7", "21 10");
+  auto host = read_host_numa(t.path() / "node");
+  REQUIRE(host);
+  REQUIRE(host->has_value());
   PlanInputs in;
   in.cpu_set = V{2, 3, 4, 5, 6};
-  in.host_numa = two_nodes();
+  in.host_numa = **host;
   auto p = plan_launch(c->vmi, *c->caps, in);
   REQUIRE_MESSAGE(p, (p ? "" : chl::vmi::format_violations(p.error(), "plan")));
   CHECK(p->cpus.pinning == V{2, 3, 4, 5});
@@ -211,4 +218,27 @@ TEST_CASE(
   REQUIRE_FALSE(off);
   CHECK(off.error()[0].path == "spec.domain.cpu.numa.guestMappingPassthrough");
   CHECK(off.error()[0].message == "vcpu 2 is mapped to a not existing host cpu set 4");
+}
+
+TEST_CASE(
+    "mapping: four host nodes, vCPUs on nodes 1 and 3 only: two guest nodes, their distance") {
+  chl::test::TempDir t("chl-numa");
+  const fs::path root = t.path() / "node";
+  node(root, 0, "0-1", "10 16 16 22");
+  node(root, 1, "2-3", "16 10 22 16");
+  node(root, 2, "4-5", "16 22 10 16");
+  node(root, 3, "6-7", "22 16 16 10");
+  auto host = read_host_numa(root);
+  REQUIRE(host);
+  REQUIRE(host->has_value());
+  auto g = numa_mapping({6, 2, 7, 3}, **host, 128 * kMi, 2 * kMi);
+  REQUIRE(g);
+  REQUIRE(g->size() == 2);
+  CHECK((*g)[0].host_node == 1);
+  CHECK((*g)[0].vcpus == V{1, 3});
+  CHECK((*g)[0].distances == D{{0, 10}, {1, 16}});
+  CHECK((*g)[1].host_node == 3);
+  CHECK((*g)[1].vcpus == V{0, 2});
+  CHECK((*g)[1].distances == D{{0, 16}, {1, 10}});
+  CHECK((*g)[0].memory + (*g)[1].memory == 128 * kMi);
 }
