@@ -54,6 +54,14 @@ int run(const std::vector<std::string>& argv) {
   }
   auto accel = chl::libvirt::accel_request_from_string(args.get_or("--accel", "auto"));
   if (!accel) return chl::cli::usage_error("render", "--accel takes auto, kvm or tcg");
+  if (checked->vmi.spec.domain.cpu.numa_guest_mapping_passthrough) {
+    auto numa = chl::launcher::read_host_numa();
+    if (!numa) {
+      std::fprintf(stderr, "ch-launcher render: numa.guestMappingPassthrough: %s\n", numa.error().message().c_str());
+      return 1;
+    }
+    in.host_numa = std::move(*numa);
+  }
   auto plan = chl::launcher::plan_launch(checked->vmi, *checked->caps, in);
   if (!plan) {
     std::fputs(chl::vmi::format_violations(plan.error(), *vmi == "-" ? "<stdin>" : *vmi).c_str(),

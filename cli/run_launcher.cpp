@@ -161,6 +161,11 @@ int run_launcher(const launcher::LaunchOptions& opts, const LaunchHooks& hooks) 
   in.device_env = launcher::device_plugin_env(environ);
   if (rlimit ml{}; ::getrlimit(RLIMIT_MEMLOCK, &ml) == 0 && ml.rlim_cur != RLIM_INFINITY)
     in.memlock_limit = static_cast<std::uint64_t>(ml.rlim_cur);
+  if (vmi.spec.domain.cpu.numa_guest_mapping_passthrough) {
+    auto numa = launcher::read_host_numa();
+    if (!numa) return launch_error("numa.guestMappingPassthrough: " + numa.error().message());
+    in.host_numa = std::move(*numa);
+  }
   auto plan = launcher::plan_launch(vmi, *checked->caps, in);
   if (!plan) return print_violations(plan.error());
   for (auto& d : plan->disks)
@@ -307,6 +312,9 @@ int run_launcher(const launcher::LaunchOptions& opts, const LaunchHooks& hooks) 
     co.verbosity = opts.vmm_verbosity;
     co.on_vmm_started = record_vmm;
     co.emulator_cpus = plan->cpus.emulator_cpus;
+    co.realtime = plan->cpus.realtime;
+    co.realtime_vcpus = plan->cpus.realtime_vcpus;
+    co.realtime_priority = plan->cpus.realtime_priority;
     // A live migration holds CH's API for as long as it runs: bounded by CH's own timeout_s
     // (KubeVirt's CompletionTimeoutPerGiB), not by the HTTP client.
     co.client.migration_timeout = std::chrono::hours(24 * 7);

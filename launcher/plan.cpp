@@ -7,6 +7,7 @@
 #include <set>
 
 #include "common/thread_affinity.hpp"
+#include "vmi/realtime_mask.hpp"
 #include "vmi/validator.hpp"
 
 namespace chl::launcher {
@@ -42,6 +43,7 @@ class Planner {
     while (plan_.state_dir.size() > 1 && plan_.state_dir.back() == '/') plan_.state_dir.pop_back();
     plan_cpus();
     plan_memory();
+    plan_numa();
     plan_payload();
     plan_disks();
     plan_filesystems();
@@ -123,6 +125,28 @@ class Planner {
     p.pinning.assign(in_.cpu_set->begin(), in_.cpu_set->begin() + p.boot_vcpus);
     p.emulator_cpus.assign(in_.cpu_set->begin() + p.boot_vcpus,
                            in_.cpu_set->begin() + static_cast<std::ptrdiff_t>(need));
+    if (c.realtime) {
+      auto mask = vmi::parse_realtime_mask(c.realtime_mask);
+      if (!mask) {
+        add("spec.domain.cpu.realtime.mask", mask.error());
+        return;
+      }
+      p.realtime = true;
+      p.realtime_vcpus = mask->enabled_among(p.boot_vcpus);
+    }
+  }
+
+  // numa.guestMappingPassthrough (numa.hpp): after plan_cpus (the pinning) and plan_memory.
+  void plan_numa() {
+    const vmi::Domain& d = vmi_.spec.domain;
+    if (!d.cpu.numa_guest_mapping_passthrough || plan_.cpus.pinning.empty() || !in_.host_numa) return;
+    auto nodes = numa_mapping(plan_.cpus.pinning, *in_.host_numa, static_cast<std::uint64_t>(plan_.memory.size),
+                              static_cast<std::uint64_t>(plan_.memory.hugepage_size));
+    if (!nodes) {
+      add("spec.domain.cpu.numa.guestMappingPassthrough", nodes.error());
+      return;
+    }
+    plan_.memory.numa = std::move(*nodes);
   }
 
   // hostDevices and gpus from KubeVirt's device plugins (host_devices.hpp). VFIO maps all guest
