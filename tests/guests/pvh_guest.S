@@ -24,6 +24,9 @@
  * is pressed prints
  * "guest: ACPI power button: powering off" and powers off -- unless the word "ignore-acpi"
  * (command line or typed) was seen: then it prints "guest: ignoring the power button".
+ * Under Cloud Hypervisor it also ejects the PCI devices CH asks it to remove (the GED's
+ * PCI_DEVICES_CHANGED, CH's PCI hotplug registers PCST found in the same AML: pci_hotplug),
+ * printing "guest: ACPI PCI hotplug: ejected slot N".
  */
 
 #define COM1            0x3f8
