@@ -5,7 +5,6 @@
 // _EJ0 -> PCEJ), and only then does CH drop the device-tree node, free the slot and the id, and
 // emit vm/device-removed (vmm/src/device_manager.rs eject_device). docs/guests.md.
 #include <doctest/doctest.h>
-
 #include <fcntl.h>
 
 #include <chrono>
@@ -24,15 +23,16 @@ using chl::test::wait_until;
 
 namespace {
 
-// The VMM (real or double) started alone with its API socket in `dir`; killed and reaped at the end.
+// The VMM (real or double) started alone with its API socket in `dir`; killed and reaped at the
+// end.
 struct LoneVmm {
   chl::common::ChildProcess child;
   chl::common::UniqueFd log;
   chl::vmm_api::Client api;
   explicit LoneVmm(const fs::path& dir) : api((dir / "api.sock").string()) {
     chl::common::SpawnOptions o;
-    o.argv = {chl::test::vmm_binary(), "--api-socket", "path=" + (dir / "api.sock").string(), "--event-monitor",
-              "path=" + (dir / "events").string()};
+    o.argv = {chl::test::vmm_binary(), "--api-socket", "path=" + (dir / "api.sock").string(),
+              "--event-monitor", "path=" + (dir / "events").string()};
     o.env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
     log.reset(::open((dir / "vmm.log").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
     o.stdout_fd = log.get();
@@ -43,11 +43,15 @@ struct LoneVmm {
   }
 };
 
-std::string slot_of(const std::string& bdf) { return std::to_string(std::stoul(bdf.substr(8, 2), nullptr, 16)); }
+std::string slot_of(const std::string& bdf) {
+  return std::to_string(std::stoul(bdf.substr(8, 2), nullptr, 16));
+}
 
 }  // namespace
 
-TEST_CASE("PVH guest under Cloud Hypervisor: a removed disk is ejected (B0EJ), CH forgets it and says device-removed") {
+TEST_CASE(
+    "PVH guest under Cloud Hypervisor: a removed disk is ejected (B0EJ), CH forgets it and says "
+    "device-removed") {
   const fs::path guest = chl::test::project_pvh_guest();
   if (!fs::exists(guest)) {
     chl::test::skip("the PVH test guest is not built (target pvh_guest)");
@@ -75,10 +79,14 @@ TEST_CASE("PVH guest under Cloud Hypervisor: a removed disk is ejected (B0EJ), C
   c.disks = std::vector<chl::vmm_api::DiskConfig>{root};
   REQUIRE(api.vm_create(c));
   REQUIRE(api.vm_boot());
-  const auto serial = [&] { return fs::exists(dir.path() / "serial") ? read_file(dir.path() / "serial") : std::string(); };
-  REQUIRE_MESSAGE(wait_until(60s, [&] { return serial().find("ready") != std::string::npos; }), serial());
+  const auto serial = [&] {
+    return fs::exists(dir.path() / "serial") ? read_file(dir.path() / "serial") : std::string();
+  };
+  REQUIRE_MESSAGE(wait_until(60s, [&] { return serial().find("ready") != std::string::npos; }),
+                  serial());
   // It found CH's PCI hotplug registers in the DSDT (and the PCI segments in the MCFG).
-  CHECK_MESSAGE(serial().find("guest: ACPI PCI hotplug: Cloud Hypervisor PCST registers at 0x") != std::string::npos,
+  CHECK_MESSAGE(serial().find("guest: ACPI PCI hotplug: Cloud Hypervisor PCST registers at 0x") !=
+                    std::string::npos,
                 serial());
   CHECK_MESSAGE(serial().find(", PCI segments: 1\r\n") != std::string::npos, serial());
 
@@ -97,21 +105,26 @@ TEST_CASE("PVH guest under Cloud Hypervisor: a removed disk is ejected (B0EJ), C
 
   REQUIRE(api.vm_remove_device(chl::vmm_api::VmRemoveDevice{"hot", nlohmann::json::object()}));
   CHECK_MESSAGE(wait_until(30s, [&] { return !in_tree(); }), serial());
-  CHECK_MESSAGE(wait_until(10s, [&] {
-                  return serial().find("guest: ACPI PCI hotplug: ejected slot " + slot_of(bdf) + "\r\n") != std::string::npos;
-                }),
+  CHECK_MESSAGE(wait_until(10s,
+                           [&] {
+                             return serial().find("guest: ACPI PCI hotplug: ejected slot " +
+                                                  slot_of(bdf) + "\r\n") != std::string::npos;
+                           }),
                 serial());
-  CHECK_MESSAGE(wait_until(10s, [&] {
-                  const std::string ev = read_file(dir.path() / "events");
-                  return ev.find("\"device-removed\"") != std::string::npos && ev.find("\"" + bdf + "\"") != std::string::npos;
-                }),
+  CHECK_MESSAGE(wait_until(10s,
+                           [&] {
+                             const std::string ev = read_file(dir.path() / "events");
+                             return ev.find("\"device-removed\"") != std::string::npos &&
+                                    ev.find("\"" + bdf + "\"") != std::string::npos;
+                           }),
                 read_file(dir.path() / "events"));
   // CH forgot it: removing it again is refused; the id and the slot are free again.
   auto again = api.vm_remove_device(chl::vmm_api::VmRemoveDevice{"hot", nlohmann::json::object()});
   REQUIRE_FALSE(again);
-  CHECK_MESSAGE(again.error().message().find("Failed to find device corresponding to the given identifier") !=
-                    std::string::npos,
-                again.error().message());
+  CHECK_MESSAGE(
+      again.error().message().find("Failed to find device corresponding to the given identifier") !=
+          std::string::npos,
+      again.error().message());
   auto readded = api.vm_add_disk(hot);
   REQUIRE_MESSAGE(readded, (readded ? "" : readded.error().message()));
   REQUIRE(readded->has_value());

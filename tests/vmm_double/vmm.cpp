@@ -1299,8 +1299,9 @@ Reply Vmm::vm_remove_device(const Json& body) {
   if (!config_) return api_error("vm.remove-device", {"VM is not created"});
   // A running VM (DeviceManager::remove_device): the id must be in the device tree. CH then
   // takes the device out of the config and asks the guest to eject it; only the guest's eject
-  // (DeviceManager::eject_device) removes the node. The test guest never ejects, so the node
-  // stays and removing the same id again succeeds again (real CH v52 answered 204 twice).
+  // (DeviceManager::eject_device) removes the node (guest_pci_eject, for a guest whose note says
+  // it ejects). Until then removing the same id again succeeds again (real CH v52 answered 204
+  // twice).
   if (vm_ && bdfs_.count(id) == 0) {
     return api_error("vm.remove-device",
                      {"Error from device manager", "Failed to find device corresponding to the given identifier"});
