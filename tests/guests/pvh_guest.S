@@ -26,7 +26,7 @@
  * (command line or typed) was seen: then it prints "guest: ignoring the power button".
  * Under Cloud Hypervisor it also ejects the PCI devices CH asks it to remove (the GED's
  * PCI_DEVICES_CHANGED, CH's PCI hotplug registers PCST found in the same AML: pci_hotplug),
- * printing "guest: ACPI PCI hotplug: ejected slot N".
+ * printing "guest: ACPI PCI hotplug: ejected slot N" -- unless the word "no-eject" was seen.
  */
 
 #define COM1            0x3f8
@@ -83,6 +83,7 @@ pvh_start:
         movl    $0, line_len
         movl    $0, beat_count
         movl    $0, ignore_acpi
+        movl    $0, no_eject
 
         call    uart_init
         movl    $msg_banner, %esi
@@ -324,6 +325,10 @@ halt_forever:
 
 do_ignore_acpi:
         movl    $1, ignore_acpi
+        ret
+
+do_no_eject:
+        movl    $1, no_eject
         ret
 
 /* ---- the ACPI power button, polled (interrupts stay off) ---- */
@@ -766,7 +771,12 @@ pci_hotplug:
         jz      81f
         btrl    %eax, pci_down
         movl    %eax, pci_slot
-        movl    pcst_addr, %ebx
+        cmpl    $0, no_eject            /* "no-eject": say so, leave it to CH */
+        je      83f
+        movl    $msg_pci_not_ejected, %esi
+        call    pci_say
+        jmp     80b
+83:     movl    pcst_addr, %ebx
         movl    pci_seg, %edx
         movl    %edx, 12(%ebx)          /* PSEG */
         movl    %eax, %ecx
@@ -1012,8 +1022,10 @@ msg_pci_no_pcst: .asciz "guest: ACPI PCI hotplug: PCI devices changed, but no PC
 msg_pci_added:  .asciz  "guest: ACPI PCI hotplug: added slot "
 msg_pci_ejected: .asciz "guest: ACPI PCI hotplug: ejected slot "
 msg_pci_of_segment: .asciz " of segment "
+msg_pci_not_ejected: .asciz "guest: ACPI PCI hotplug: not ejecting (no-eject) slot "
 hex_digits:     .ascii  "0123456789abcdef"
 word_ignore_acpi: .asciz "ignore-acpi"
+word_no_eject:  .asciz  "no-eject"
 word_poweroff:  .asciz  "poweroff"
 word_reboot:    .asciz  "reboot"
 word_panic:     .asciz  "panic"
@@ -1025,6 +1037,7 @@ cmd_table:
         .long   word_panic, do_panic
         .long   word_ping, do_ping
         .long   word_ignore_acpi, do_ignore_acpi
+        .long   word_no_eject, do_no_eject
         .long   0, 0
 
         .bss
@@ -1051,6 +1064,7 @@ pci_up:         .skip 4
 pci_down:       .skip 4
 pwrbtn_mode:    .skip 4                 /* 0 none, 1 QEMU PM1 at 0x600, 2 CH GED at ged_addr */
 ignore_acpi:    .skip 4
+no_eject:       .skip 4                 /* the word no-eject: PCI devices are not ejected */
         .balign 8
 beat_ticks:     .skip 8
 next_beat:      .skip 8

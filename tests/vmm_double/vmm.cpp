@@ -1518,6 +1518,7 @@ void Vmm::guest_start(bool banner) {
   power_button_pending_ = false;
   unplug_pending_.clear();
   ignore_acpi_ = cmdline_has("ignore-acpi");
+  no_eject_ = cmdline_has("no-eject");
   guest_line_.clear();
   heartbeat_ = 0;
   // CH's power button: the GED register where CH's memory manager puts it; the guest sees the
@@ -1636,6 +1637,7 @@ void Vmm::guest_line(const std::string& raw) {
     }
     if (word == "ping") serial_->write("pong\r\n");
     if (word == "ignore-acpi") ignore_acpi_ = true;
+    if (word == "no-eject") no_eject_ = true;
   }
 }
 
@@ -1719,6 +1721,12 @@ void Vmm::guest_pci_eject() {
   for (const auto& [id, disk_path] : unplug_pending_) {
     auto it = bdfs_.find(id);
     if (it == bdfs_.end()) continue;
+    if (no_eject_) {  // the guest reads PCID (clearing it) and leaves the device to CH
+      if (serial_)
+        serial_->write("guest: ACPI PCI hotplug: not ejecting (no-eject) slot " +
+                       std::to_string(std::stoul(it->second.substr(8, 2), nullptr, 16)) + "\r\n");
+      continue;
+    }
     const std::string bdf = it->second;
     bdfs_.erase(it);
     // The virtio device goes with its disk image: the file is closed, its lock released.

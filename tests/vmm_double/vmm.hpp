@@ -186,6 +186,7 @@ class Vmm final : private MigrationVm {
   std::uint64_t hotplugged_ram_ = 0;  // ACPI memory hotplug so far (CH: within hotplug_size)
   bool power_button_pending_ = false;
   bool ignore_acpi_ = false;  // the word ignore-acpi, on the command line or typed
+  bool no_eject_ = false;     // the word no-eject: the PVH guest ejects no PCI device
   bool ged_reachable_ =
       false;  // the guest maps CH's GED register (acpi_ged.hpp); else the button is never seen
   // The guest ejects a PCI device CH asks it to remove (its note says so, and it maps the GED
