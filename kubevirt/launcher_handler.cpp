@@ -127,6 +127,9 @@ void LauncherHandler::attach(launcher::LauncherService& service, const vmi::Chec
     if (e.type == events::DomainEventType::DeviceRemoved && e.properties.is_object() &&
         e.properties.contains("id") && e.properties["id"].is_string())
       on_device_removed(e.properties["id"].get<std::string>());
+    // CH's reboot makes a new VM from the config (vmm/src/lib.rs vm_reboot): a removed device
+    // not yet ejected is gone with the old one, no device-removed said.
+    if (e.cause == "vm/rebooted") on_device_removed("");
     on_state(e.state, e.reason);
   });
   start_agent(service);

@@ -209,7 +209,7 @@ class LauncherHandler final : public CmdHandler {
   std::map<std::string, std::string> detaching_;
   // device-removed ids seen before their detach was recorded (bounded).
   std::set<std::string> ejected_;
-  // A device-removed event (service loop).
+  // A device-removed event (service loop); "" for all the devices still detaching (a reboot).
   void on_device_removed(const std::string& id);
   // Drop a detached volume's disk from doc_ (mu_ held).
   void drop_disk_locked(const std::string& name);

@@ -141,6 +141,13 @@ void LauncherHandler::drop_disk_locked(const std::string& name) {
 
 void LauncherHandler::on_device_removed(const std::string& id) {
   std::lock_guard lock(mu_);
+  if (id.empty()) {  // every device still detaching went with the VM
+    if (detaching_.empty()) return;
+    for (const auto& [dev, name] : detaching_) drop_disk_locked(name);
+    detaching_.clear();
+    if (notify_ && phase_ == Phase::Running) send_locked(DomainEventType::Modified);
+    return;
+  }
   auto it = detaching_.find(id);
   if (it == detaching_.end()) {
     // The guest was quicker than the detach's own look at the device tree.
