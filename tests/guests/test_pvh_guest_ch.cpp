@@ -104,7 +104,7 @@ struct BootedGuest {
 }  // namespace
 
 TEST_CASE(
-    "PVH guest under Cloud Hypervisor: a removed disk is ejected (B0EJ), CH forgets it and says "
+    "PVH guest under Cloud Hypervisor: a removed disk is ejected (B0EJ) - CH forgets it and says "
     "device-removed") {
   BootedGuest g;
   if (!g.boot("hello")) return;

@@ -523,7 +523,7 @@ TEST_CASE("virt-launcher lifecycle (" CHL_VL_HYPERVISOR
 // status stays Ready (vm.go updateVolumeStatusesFromDomain) -- as libvirt keeps a disk until
 // QEMU's DEVICE_DELETED. The PVH guest's word no-eject makes it leave removed devices to CH (on
 // the real CH and, by its command line, in the double); test_virt_launcher.cpp has the eject.
-TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a detached volume the guest does not eject stays in the domain, Ready") {
+TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a detached volume the guest does not eject stays in the domain (Ready)") {
   if (kQemu) return;  // libvirt's detach waits for QEMU itself
   if (!guest_runnable()) return;
   if (chl::test::using_real_vmm() && !chl::test::is_project_pvh_guest(chl::test::guest_kernel())) {

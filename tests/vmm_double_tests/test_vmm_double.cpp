@@ -774,7 +774,7 @@ TEST_CASE("reboot line: vm/rebooting / vm/rebooted / banner again on the (new) s
 // vm/device-removed). The project's PVH guest ejects, as an ACPI OS does.
 TEST_CASE(
     "hot plug: add-disk answers (id / bdf) / a missing file gives CH's chain / remove-device: the "
-    "PVH guest ejects (device-removed), the id is free again") {
+    "PVH guest ejects (device-removed) and the id is free again") {
   Vmm vmm;
   auto kernel = guest_kernel(vmm.dir());
   if (!kernel) {
@@ -844,7 +844,7 @@ TEST_CASE(
 // The double runs no guest code: it takes the guest's note (type 2) for whether the guest ejects
 // a removed PCI device. Without it -- as a guest that runs no AML -- CH keeps the device-tree
 // node and the id, and emits no device-removed; a paused guest ejects once resumed.
-TEST_CASE("double: remove-device: a guest whose note does not say it ejects keeps the device; a paused one ejects on resume" *
+TEST_CASE("double: remove-device: a guest whose note does not say it ejects keeps the device - a paused one ejects on resume" *
           doctest::test_suite("double")) {
   SKIP_ON_REAL_VMM("lane double: the double's own reading of the guest's ELF note");
   if (!std::filesystem::exists(chl::test::project_pvh_guest())) {
