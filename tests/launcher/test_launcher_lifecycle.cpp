@@ -364,6 +364,18 @@ TEST_CASE("run: a disk hot-added through the command socket appears in the VM, a
   for (const auto& disk : d["info"]["config"].value("disks", nlohmann::json::array()))
     found = found || disk.value("id", "") == "extra";
   CHECK(found);
+  // The event stream carries CH's vm/device-removed once the guest has ejected the disk.
+  json removed_event;  // written by the reader thread; read here after join
+  std::atomic<bool> subscribed{false};
+  std::thread reader([&] {
+    (void)chl::control::command_stream(r.socket(), "/v1/events", [&](const std::string& line) {
+      subscribed = true;
+      const auto e = json::parse(line, nullptr, false);
+      if (e.is_object() && e.value("type", "") == "DeviceRemoved") removed_event = e;
+      return removed_event.is_null();
+    });
+  });
+  CHECK(chl::test::wait_until(std::chrono::seconds(5), [&] { return subscribed.load(); }));
   auto rm = chl::control::command_request(r.socket(), "PUT", "/v1/remove-device", R"({"id":"extra"})");
   REQUIRE(rm);
   CHECK(rm->status == 200);
@@ -396,5 +408,10 @@ TEST_CASE("run: a disk hot-added through the command socket appears in the VM, a
   CHECK(rm3->status == 500);
   CHECK(rm3->body.find("Failed to find device corresponding to the given identifier") != std::string::npos);
   CHECK(r.cli({"stop"}).exit_code == 0);
+  reader.join();
+  if (chl::test::is_project_pvh_guest(chl::test::guest_kernel())) {
+    CHECK_MESSAGE(removed_event.is_object(), "no DeviceRemoved on /v1/events");
+    if (removed_event.is_object()) CHECK(removed_event["properties"].value("id", "") == "extra");
+  }
   r.wait_exit();
 }
