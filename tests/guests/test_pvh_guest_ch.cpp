@@ -187,3 +187,24 @@ TEST_CASE(
   CHECK_MESSAGE(again, (again ? "" : again.error().message()));
   CHECK(g.in_tree("hot"));
 }
+
+// Removed while the VM is paused: no vCPU runs, so nothing is ejected until vm.resume.
+TEST_CASE("PVH guest under Cloud Hypervisor: a disk removed while paused is ejected once resumed") {
+  BootedGuest g;
+  if (!g.boot("hello")) return;
+  auto& api = g.vmm.api;
+  INFO("VMM log:\n" << read_file(g.dir.path() / "vmm.log"));
+  const std::string bdf = g.add_hot();
+  REQUIRE(api.vm_pause());
+  REQUIRE(api.vm_remove_device(chl::vmm_api::VmRemoveDevice{"hot", nlohmann::json::object()}));
+  CHECK(g.in_tree("hot"));
+  CHECK(g.serial().find("ejected slot") == std::string::npos);
+  REQUIRE(api.vm_resume());
+  CHECK_MESSAGE(wait_until(30s, [&] { return !g.in_tree("hot"); }), g.serial());
+  CHECK_MESSAGE(wait_until(10s,
+                           [&] {
+                             return g.serial().find("guest: ACPI PCI hotplug: ejected slot " +
+                                                    slot_of(bdf) + "\r\n") != std::string::npos;
+                           }),
+                g.serial());
+}
