@@ -129,7 +129,8 @@ DomainDocument document_of(const vmi::Vmi& v, const std::string& hypervisor) {
 }
 
 bool apply_vmm_info(DomainDocument& d, const Json& info,
-                    const std::map<std::string, std::string>& hotplug_ids) {
+                    const std::map<std::string, std::string>& hotplug_ids,
+                    const std::set<std::string>& keep) {
   const Json before = to_domain_json(d);
   const Json config = object_at(info, "config");
   // Disks: by the VMM's device id (the volume name, or the hotplug id naming it).
@@ -155,6 +156,7 @@ bool apply_vmm_info(DomainDocument& d, const Json& info,
     ++n;
   }
   for (auto& dd : d.disks) {
+    if (keep.count(dd.name)) continue;
     auto it = by_name.find(dd.name);
     if (it == by_name.end()) {
       dd.source.clear();

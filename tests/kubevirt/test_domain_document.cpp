@@ -140,6 +140,15 @@ TEST_CASE(
   CHECK(d.interfaces[0].target_device == "tap0");  // CH has the tap by fd, not by name: ours stays
   // The same again changes nothing.
   CHECK_FALSE(apply_vmm_info(d, info, {{"hotplug-hp1", "hp1"}}));
+  // hp1 detached: CH's config no longer has it, but the guest has not ejected it yet -- kept
+  // as it was (`keep`), as libvirt keeps a disk until DEVICE_DELETED; after that, no source.
+  json without = info;
+  without["config"]["disks"].erase(2);
+  CHECK_FALSE(apply_vmm_info(d, without, {}, {"hp1"}));
+  CHECK(d.disks[3].source == "/var/run/kubevirt/hotplug-disks/hp1.img");
+  CHECK(d.disks[3].target_device == "vdc");
+  CHECK(apply_vmm_info(d, without, {}));
+  CHECK(d.disks[3].source.empty());
 }
 
 TEST_CASE(
