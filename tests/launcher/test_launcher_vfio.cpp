@@ -83,3 +83,38 @@ TEST_CASE("run: without VFIO on the machine, Cloud Hypervisor's own error chain 
   CHECK(out.find("failed to open /dev/vfio/vfio container: No such file or directory (os error 2)") !=
         std::string::npos);
 }
+
+TEST_CASE("run: with VFIO (the double's VMM_DOUBLE_VFIO_ROOT), the device plugin's address is attached by sysfs path and alias") {
+  if (chl::test::using_real_vmm()) {
+    chl::test::skip("VMM_DOUBLE_VFIO_ROOT (a machine with VFIO) is a knob of the VMM double; no machine of ours has VFIO");
+    return;
+  }
+  DevicePluginEnv env;
+  LauncherRun r;
+  write_vfio_vmi(r);
+  std::string text = chl::test::read_file(r.vmi_file());
+  text = std::regex_replace(text, std::regex("guest: 64Mi"), "guest: 4Mi");  // fits the default memlock
+  chl::test::write_file(r.vmi_file(), text);
+  rlimit ml{};
+  REQUIRE(::getrlimit(RLIMIT_MEMLOCK, &ml) == 0);
+  if (ml.rlim_cur != RLIM_INFINITY && ml.rlim_cur < (std::uint64_t{4} << 20)) {
+    chl::test::skip("the memory-lock limit (" + std::to_string(ml.rlim_cur) + " bytes) is below even a 4 MiB guest");
+    return;
+  }
+  // A machine with VFIO: the container, the function's IOMMU group link, the group's file.
+  chl::test::TempDir root("hostdev-vfioroot");
+  const std::string dev = root.path().string() + "/sys/bus/pci/devices/0000:00:00.0";
+  std::filesystem::create_directories(dev);
+  std::filesystem::create_directories(root / "dev/vfio");
+  std::filesystem::create_symlink("../../../../kernel/iommu_groups/12", dev + "/iommu_group");
+  chl::test::write_file(root / "dev/vfio/vfio", "");
+  chl::test::write_file(root / "dev/vfio/12", "");
+  r.start({}, r.vmm_with_env({{"VMM_DOUBLE_VFIO_ROOT", root.path().string()}}));
+  REQUIRE_MESSAGE(r.wait_state("Running"), r.output());
+  const auto d = r.domain();
+  const auto& info = d["info"];
+  REQUIRE(info["config"]["devices"].is_array());
+  CHECK(info["config"]["devices"][0]["path"] == "/sys/bus/pci/devices/0000:00:00.0/");
+  CHECK(info["config"]["devices"][0]["id"] == "hostdevice-dev1");
+  CHECK(info["device_tree"].contains("hostdevice-dev1"));
+}
