@@ -1535,7 +1535,7 @@ TEST_CASE("migration: the receiver's errors - path in use, a sender gone, an Aba
 
 // VFIO devices (devices[], vm.add-device). Our machines have no /dev/vfio: CH v52 then fails at
 // the container, whatever the path (answers read from the real binary with curl, as below).
-TEST_CASE("VFIO: without /dev/vfio, CH's container chain at boot and on vm.add-device; nothing attached") {
+TEST_CASE("VFIO: without /dev/vfio, CH's container chain at boot and on vm.add-device - nothing attached") {
   if (std::filesystem::exists("/dev/vfio/vfio")) {
     chl::test::skip("this machine has /dev/vfio/vfio: what CH answers depends on its IOMMU groups");
     return;
