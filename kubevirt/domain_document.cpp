@@ -88,9 +88,11 @@ DomainDocument document_of(const vmi::Vmi& v, const std::string& hypervisor) {
     pod.links[link.name] = link;
   }
   for (const auto& i : v.spec.domain.devices.interfaces) {
-    // SR-IOV interfaces are host devices (HostDevices, alias "sriov-<name>"), not interfaces.
+    // SR-IOV interfaces are host devices (HostDevices, alias "sriov-<name>"), not interfaces. On
+    // Cloud Hypervisor they are listed once CH has attached the VF (apply_vmm_info), never from
+    // the VMI alone.
     if (i.binding == vmi::Binding::Sriov) {
-      d.sriov_interfaces.push_back(i.name);
+      if (hypervisor != "cloud-hypervisor") d.sriov_interfaces.push_back(i.name);
       continue;
     }
     DomainInterface di;

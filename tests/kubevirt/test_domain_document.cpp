@@ -187,10 +187,20 @@ TEST_CASE(
   auto vmi = read_json(kGolden / "sync-vmis/pvc-emptydisk-bridge-multus.sync.json");
   vmi["spec"]["domain"]["devices"]["interfaces"][1] = {
       {"name", "storage"}, {"sriov", json::object()}, {"macAddress", "02:00:00:aa:bb:01"}};
-  DomainDocument d = document_of(chl::vmi::parse_vmi(vmi.dump()).vmi, "cloud-hypervisor");
+  DomainDocument d = document_of(chl::vmi::parse_vmi(vmi.dump()).vmi, "qemu-kvm");
   d.state = chl::events::DomainState::Running;
   REQUIRE(d.interfaces.size() == 1);
   REQUIRE(d.sriov_interfaces == std::vector<std::string>{"storage"});
+  // On Cloud Hypervisor: only once CH has the VF attached (vm.info's config and device tree).
+  DomainDocument c = document_of(chl::vmi::parse_vmi(vmi.dump()).vmi, "cloud-hypervisor");
+  CHECK(c.sriov_interfaces.empty());
+  CHECK(apply_vmm_info(c,
+                       {{"config", {{"devices", {{{"id", "sriov-storage"}, {"path", "/sys/bus/pci/devices/0000:65:00.2/"}}}}}},
+                        {"device_tree", {{"sriov-storage", {{"pci_bdf", "0000:00:04.0"}}}}}},
+                       {}));
+  c.state = chl::events::DomainState::Running;
+  CHECK(chl::kubevirt::to_domain_json(c)["Spec"]["Devices"]["HostDevices"][0]["Alias"] ==
+        json({{"Name", "sriov-storage"}, {"UserDefined", true}}));
   const json doc = chl::kubevirt::to_domain_json(d);
   CHECK(doc["Spec"]["Devices"]["HostDevices"][0]["Alias"] ==
         json({{"Name", "sriov-storage"}, {"UserDefined", true}}));
