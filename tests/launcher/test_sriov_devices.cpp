@@ -12,10 +12,13 @@ namespace {
 
 chl::vmi::Vmi vmi_with(const std::string& interfaces) {
   return chl::vmi::parse_vmi(
-             "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nmetadata: {name: v, namespace: d}\n"
-             "spec:\n  domain:\n    resources: {requests: {memory: 64Mi}}\n    devices:\n      interfaces:\n" +
+             "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nmetadata: {name: v, "
+             "namespace: d}\n"
+             "spec:\n  domain:\n    resources: {requests: {memory: 64Mi}}\n    devices:\n      "
+             "interfaces:\n" +
              interfaces +
-             "  networks:\n  - {name: default, pod: {}}\n  - {name: fast, multus: {networkName: sriov-a}}\n"
+             "  networks:\n  - {name: default, pod: {}}\n  - {name: fast, multus: {networkName: "
+             "sriov-a}}\n"
              "  - {name: slow, multus: {networkName: sriov-b}}\n")
       .vmi;
 }
@@ -35,8 +38,9 @@ std::string all(const chl::vmi::Violations& v) {
 }  // namespace
 
 TEST_CASE("SR-IOV: each interface takes its network's VF, aliased sriov-<name>, by sysfs path") {
-  const auto v = vmi_with("      - {name: default, masquerade: {}}\n      - {name: fast, sriov: {}}\n"
-                          "      - {name: slow, sriov: {}}\n");
+  const auto v = vmi_with(
+      "      - {name: default, masquerade: {}}\n      - {name: fast, sriov: {}}\n"
+      "      - {name: slow, sriov: {}}\n");
   auto d = plan_sriov_devices(v, kInfo);
   REQUIRE_MESSAGE(d, (d ? "" : all(d.error())));
   REQUIRE(d->size() == 2);
@@ -58,22 +62,28 @@ TEST_CASE("SR-IOV: what the network-info lacks is named on the interface, in Kub
   auto bad = plan_sriov_devices(v, "{not json");
   REQUIRE_FALSE(bad);
   CHECK(bad.error()[0].path == "spec.domain.devices.interfaces[0].sriov");
-  CHECK(bad.error()[0].message.find("failed to unmarshal network-info annotation") != std::string::npos);
+  CHECK(bad.error()[0].message.find("failed to unmarshal network-info annotation") !=
+        std::string::npos);
   // No VF at all: the file missing or empty, or no deviceInfo.pci (hostdev.go: "found no SR-IOV
   // networks to PCI-Address mapping").
-  for (const char* text : {"", "{}", R"J({"interfaces":[{"network":"fast","mac":"02:00:00:00:00:01"}]})J"}) {
+  for (const char* text :
+       {"", "{}", R"J({"interfaces":[{"network":"fast","mac":"02:00:00:00:00:01"}]})J"}) {
     auto e = plan_sriov_devices(v, text);
     REQUIRE_FALSE(e);
-    CHECK_MESSAGE(e.error()[0].message.find("found no SR-IOV networks to PCI-Address mapping") != std::string::npos,
+    CHECK_MESSAGE(e.error()[0].message.find("found no SR-IOV networks to PCI-Address mapping") !=
+                      std::string::npos,
                   all(e.error()));
   }
-  // One network without its VF (pcipool_netstatus.go Pop: "PCI-Address for SR-IOV network %q not found").
+  // One network without its VF (pcipool_netstatus.go Pop: "PCI-Address for SR-IOV network %q not
+  // found").
   auto one = plan_sriov_devices(
-      v, R"J({"interfaces":[{"network":"fast","deviceInfo":{"type":"pci","pci":{"pci-address":"0000:65:00.2"}}}]})J");
+      v,
+      R"J({"interfaces":[{"network":"fast","deviceInfo":{"type":"pci","pci":{"pci-address":"0000:65:00.2"}}}]})J");
   REQUIRE_FALSE(one);
   REQUIRE(one.error().size() == 1);
   CHECK(one.error()[0].path == "spec.domain.devices.interfaces[1].sriov");
-  CHECK(one.error()[0].message.find("PCI-Address for SR-IOV network \"slow\" not found") != std::string::npos);
+  CHECK(one.error()[0].message.find("PCI-Address for SR-IOV network \"slow\" not found") !=
+        std::string::npos);
   // An address that is not one.
   auto shape = plan_sriov_devices(
       v, R"J({"interfaces":[{"network":"fast","deviceInfo":{"pci":{"pci-address":"65:00.2"}}},

@@ -37,8 +37,8 @@ std::vector<std::string> VfioModel::attach(const std::string& sysfs_path) {
   // "invalid file path" (lib.rs:117), which has no source.
   const std::vector<std::string> invalid = {"Cannot create a VFIO device", "invalid file path"};
   std::error_code ec;
-  const auto link = std::filesystem::read_symlink(
-      std::filesystem::path(root_ + sysfs_path) / "iommu_group", ec);
+  const auto link =
+      std::filesystem::read_symlink(std::filesystem::path(root_ + sysfs_path) / "iommu_group", ec);
   if (ec) return invalid;
   const std::string group = link.filename().string();
   if (group.empty() || group.find_first_not_of("0123456789") != std::string::npos ||
