@@ -17,6 +17,7 @@
 
 #include "launcher/host_devices.hpp"
 #include "launcher/numa.hpp"
+#include "launcher/sriov_devices.hpp"
 #include "vmi/hypervisor_capabilities.hpp"
 #include "vmi/vmi.hpp"
 #include "common/error.hpp"
@@ -54,6 +55,8 @@ struct PlanInputs {
   std::string firmware_path;
   // KubeVirt's device-plugin variables (PCI_RESOURCE_*, MDEV_PCI_RESOURCE_*: host_devices.hpp).
   std::map<std::string, std::string> device_env;
+  // The text of KubeVirt's network-info file (sriov_devices.hpp); "" when there is none.
+  std::string network_info;
   // The launcher's RLIMIT_MEMLOCK (bytes; nullopt = unlimited or not known): VFIO locks all guest
   // memory, and KubeVirt's virt-handler raises the limit only for QEMU.
   std::optional<std::uint64_t> memlock_limit;

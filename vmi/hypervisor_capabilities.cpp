@@ -41,10 +41,13 @@ constexpr std::array<FeatureSupport, static_cast<std::size_t>(F::kCount)> kChFea
      "interface"},
     {F::BindingBridge, true, "tap device bridged to the pod interface"},
     {F::BindingMasquerade, true, "tap device behind NAT on the pod interface"},
-    {F::BindingSriov, false,
-     "SR-IOV needs VFIO passthrough of the pod's virtual function, which ch-launcher does not do "
-     "for cloud-hypervisor yet (and KubeVirt's virt-handler raises the memory-lock limit VFIO "
-     "needs only for a QEMU process); use bridge or masquerade"},
+    // The VF from KubeVirt's network-info (launcher/sriov_devices.hpp) as a VFIO device; like
+    // host devices it needs /dev/vfio and a memory-lock limit covering guest memory, which the
+    // launcher checks at start (virt-handler raises it only for QEMU).
+    {F::BindingSriov, true,
+     "VFIO passthrough of the pod's virtual function (its PCI address from /etc/podinfo/"
+     "network-info), aliased sriov-INTERFACE; needs /dev/vfio and a pod memory-lock limit covering "
+     "guest memory"},
     {F::BindingSlirp, false, "slirp user networking exists only in QEMU; use masquerade"},
     {F::BindingPasst, false,
      "passt needs vhost-user networking, which ch-launcher does not set up for cloud-hypervisor "

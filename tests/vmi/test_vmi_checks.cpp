@@ -448,11 +448,6 @@ TEST_CASE("cloud-hypervisor refuses what it cannot serve, qemu-kvm serves it") {
              "[{name: gpu1, deviceName: nvidia.com/GRID_T4-1Q, virtualGPUOptions: {display: {}}}]");
        },
        "spec.domain.devices.gpus[0].virtualGPUOptions.display", "no display for a vGPU"},
-      {"sriov",
-       [](YAML::Node& n) {
-         n["spec"]["domain"]["devices"]["interfaces"][0] = YAML::Load("{name: default, sriov: {}}");
-       },
-       "spec.domain.devices.interfaces[0].sriov", "SR-IOV"},
       {"slirp",
        [](YAML::Node& n) {
          n["spec"]["domain"]["devices"]["interfaces"][0] = YAML::Load("{name: default, slirp: {}}");

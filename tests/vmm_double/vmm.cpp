@@ -695,6 +695,16 @@ std::vector<std::string> Vmm::validate_config(const Json& cfg) {
   }
   if (vhost_user && !shared)
     return {"Failed to validate config", "Using vhost-user requires using shared memory or huge pages"};
+  // Each VFIO device's path once (vmm/src/config.rs:3150-3157, ValidationError::
+  // DuplicateDevicePath "Duplicated device path: {0}"). CH checks it inside its walk of the lists
+  // and the ids; a config with both faults gets this one here.
+  if (cfg["devices"].is_array()) {
+    std::set<std::string> paths;
+    for (const auto& d : cfg["devices"]) {
+      if (d["path"].is_string() && !paths.insert(d["path"].get<std::string>()).second)
+        return {"Failed to validate config", "Duplicated device path: " + d["path"].get<std::string>()};
+    }
+  }
   // Unique device ids across the device lists.
   std::set<std::string> ids;
   for (const char* list : kDeviceLists) {
@@ -769,22 +779,22 @@ std::vector<std::string> Vmm::check_bootable() {
       }
     }
   }
-  // Then the VFIO devices (DeviceManager::add_vfio_devices, after the virtio ones): the first
-  // opens the VFIO container, /dev/vfio/vfio (vmm/src/device_manager.rs: VfioContainer::new ->
-  // DeviceManagerError::VfioCreate "Cannot create a VFIO device", vfio-ioctls' "failed to open
-  // /dev/vfio/vfio container"; the chain as CH v52 answers it on a machine without VFIO). The
-  // devices' own paths (their IOMMU groups) are not modelled: no machine of ours has VFIO.
-  if (cfg["devices"].is_array() && !cfg["devices"].empty()) {
-    const int c = ::open("/dev/vfio/vfio", O_RDWR | O_CLOEXEC);
-    if (c < 0) {
-      const int e = errno;
+  // Then the VFIO devices (DeviceManager::add_vfio_devices, after the virtio ones), in the
+  // config's order: the first opens the VFIO container, each its IOMMU group (vfio.hpp, with
+  // CH's chains: "Cannot create a VFIO device", "failed to open /dev/vfio/vfio container: ..."
+  // as CH v52 answers on a machine without VFIO).
+  vfio_.reset();
+  if (cfg["devices"].is_array()) {
+    for (const auto& d : cfg["devices"]) {
+      auto err = vfio_.attach(d["path"].get<std::string>());
+      if (err.empty()) continue;
+      vfio_.reset();
       vhost_user_.clear();
       net_devices_.clear();
       disk_files_.clear();
-      return {"Error from device manager", "Cannot create a VFIO device",
-              "failed to open /dev/vfio/vfio container: " + os_error(e), os_error(e)};
+      err.insert(err.begin(), "Error from device manager");
+      return err;
     }
-    ::close(c);
   }
   struct PayloadFile {
     const char* field;
@@ -1036,6 +1046,7 @@ bool Vmm::vm_shutdown_internal() {
   disk_files_.clear();
   close_consoles();  // CH drains console_info: the PTY goes away with the VM
   vsock_.reset();    // the device shuts down: its socket file goes (vsock/device.rs:533)
+  vfio_.reset();     // and the VFIO container with its groups
   events_.emit("vm", "shutdown");
   return true;
 }
@@ -1275,13 +1286,13 @@ Reply Vmm::vm_add(const std::string& endpoint, const Json& body,
   if (endpoint == "vm.add-pmem") {
     if (auto err = open_pmem(cfg); !err.empty()) return api_error(endpoint, err);
   }
-  if (endpoint == "vm.add-device") {
-    const std::string p = cfg["path"].get<std::string>();
-    struct stat st {};
-    if (::stat(p.c_str(), &st) != 0) {
-      const int e = errno;
-      return api_error(endpoint,
-                       {"Error from device manager", "Cannot create VFIO device", os_error(e)});
+  if (endpoint == "vm.add-device" && vm_) {
+    // Vm::add_device -> DeviceManager::add_device -> add_vfio_device (vmm/src/vm.rs:2209-2215):
+    // the container (the first VFIO device of this VM opens it), then the device's IOMMU group
+    // (vfio.hpp). Not yet booted, CH only adds it to the config (vmm/src/lib.rs:2233-2236).
+    if (auto err = vfio_.attach(cfg["path"].get<std::string>()); !err.empty()) {
+      err.insert(err.begin(), "Error from device manager");
+      return api_error(endpoint, err);
     }
   }
   if (!cfg["id"].is_string()) cfg["id"] = next_device_name(h->prefix);

@@ -22,6 +22,7 @@
 #include "tests/vmm_double/serial_port.hpp"
 #include "tests/vmm_double/tap_device.hpp"
 #include "tests/vmm_double/vcpu_threads.hpp"
+#include "tests/vmm_double/vfio.hpp"
 #include "tests/vmm_double/vhost_user.hpp"
 
 namespace chl::vmm_double {
@@ -155,6 +156,7 @@ class Vmm final : private MigrationVm {
 
   std::optional<Json> config_;  // CH: vm_config
   VcpuThreads vcpus_;           // CH: CpuManager's vCPU threads, "vcpu<N>" (vcpu_threads.hpp)
+  VfioModel vfio_{faults_.vfio_root};  // CH: DeviceManager's VFIO container and groups
   bool vm_ = false;             // CH: vm.is_some()
   VmState state_ = VmState::Created;
   std::optional<SerialPort> serial_;

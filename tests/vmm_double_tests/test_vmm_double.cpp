@@ -1620,3 +1620,89 @@ TEST_CASE("migration: the receiver's errors - path in use, a sender gone, an Aba
     CHECK(dst.get("vm.info").status == 500);  // no VM
   }
 }
+
+// VFIO devices (devices[], vm.add-device). Our machines have no /dev/vfio: CH v52 then fails at
+// the container, whatever the path (answers read from the real binary with curl, as below).
+TEST_CASE("VFIO: without /dev/vfio, CH's container chain at boot and on vm.add-device - nothing attached") {
+  if (std::filesystem::exists("/dev/vfio/vfio")) {
+    chl::test::skip("this machine has /dev/vfio/vfio: what CH answers depends on its IOMMU groups");
+    return;
+  }
+  Vmm vmm;
+  auto kernel = guest_kernel(vmm.dir());
+  if (!kernel) {
+    chl::test::skip("real VMM without CHL_TEST_GUEST_KERNEL");
+    return;
+  }
+  const std::string container =
+      R"J("Cannot create a VFIO device","failed to open /dev/vfio/vfio container: No such file or directory (os error 2)","No such file or directory (os error 2)"])J";
+  // A path given twice: VmConfig::validate at boot (and before any add).
+  REQUIRE(vmm.put("vm.create", vm_config(*kernel, "console=ttyS0",
+                                         R"J("devices":[{"path":"/sys/bus/pci/devices/0000:00:00.0/","id":"a"},)J"
+                                         R"J({"path":"/sys/bus/pci/devices/0000:00:00.0/","id":"b"}])J"))
+              .status == 204);
+  CHECK(vmm.put("vm.boot").body ==
+        R"J(["Error from API","The VM could not boot","Failed to validate config","Duplicated device path: /sys/bus/pci/devices/0000:00:00.0/"])J");
+  REQUIRE(vmm.put("vm.delete").status == 204);
+  // A host device that is no VFIO device (the host bridge's sysfs node, bound to no vfio-pci).
+  REQUIRE(vmm.put("vm.create", vm_config(*kernel, "console=ttyS0",
+                                         R"J("devices":[{"path":"/sys/bus/pci/devices/0000:00:00.0/","id":"hostdevice-dev1"}])J"))
+              .status == 204);
+  CHECK(vmm.put("vm.boot").body ==
+        R"J(["Error from API","The VM could not boot","Error from device manager",)J" + container);
+  REQUIRE(vmm.put("vm.delete").status == 204);
+  // Hotplug into a running VM: the same chain, and the config and device tree stay without it.
+  REQUIRE(vmm.put("vm.create", vm_config(*kernel, "console=ttyS0")).status == 204);
+  REQUIRE(vmm.put("vm.boot").status == 204);
+  for (const char* path : {"/sys/bus/pci/devices/0000:00:00.0/", "/nonexistent/0000:81:00.1/"}) {
+    auto add = vmm.put("vm.add-device", Json{{"path", path}, {"id", "hostdevice-dev1"}}.dump());
+    CHECK(add.status == 500);
+    CHECK(add.body == R"J(["Error from API","The device could not be added to the VM","Error from device manager",)J" +
+                          container);
+  }
+  const auto info = Json::parse(vmm.get("vm.info").body);
+  CHECK(info["config"]["devices"].is_null());
+  CHECK_FALSE(info["device_tree"].contains("hostdevice-dev1"));
+}
+
+// The double's VMM_DOUBLE_VFIO_ROOT: a directory standing for / with a container, groups and
+// sysfs links, so the device-path checks past the container are reached (vfio.hpp).
+TEST_CASE("double: VFIO device paths - no iommu_group link, a group without its file, then attached" *
+          doctest::test_suite("double")) {
+  SKIP_ON_REAL_VMM("lane double: VMM_DOUBLE_VFIO_ROOT is a knob of the double (a machine with VFIO)");
+  TempDir root("vfioroot");
+  std::filesystem::create_directories(root / "dev/vfio");
+  chl::test::write_file(root / "dev/vfio/vfio", "");
+  const std::string good = "/sys/bus/pci/devices/0000:81:00.1";
+  const std::string nogroup = "/sys/bus/pci/devices/0000:81:00.2";
+  const std::string nolink = "/sys/bus/pci/devices/0000:81:00.3";
+  for (const auto& p : {good, nogroup, nolink}) std::filesystem::create_directories(root.path().string() + p);
+  std::filesystem::create_symlink("../../../../kernel/iommu_groups/7", root.path().string() + good + "/iommu_group");
+  std::filesystem::create_symlink("../../../../kernel/iommu_groups/8", root.path().string() + nogroup + "/iommu_group");
+  chl::test::write_file(root / "dev/vfio/7", "");
+  Vmm vmm({.api_fd = false, .event_fd = false, .env = {"VMM_DOUBLE_VFIO_ROOT=" + root.path().string()}});
+  auto kernel = guest_kernel(vmm.dir());
+  REQUIRE(vmm.put("vm.create", vm_config(*kernel, "console=ttyS0",
+                                         R"J("devices":[{"path":")J" + nolink + R"J(/","id":"hostdevice-a"}])J"))
+              .status == 204);
+  CHECK(vmm.put("vm.boot").body ==
+        R"J(["Error from API","The VM could not boot","Error from device manager","Cannot create a VFIO device","invalid file path"])J");
+  REQUIRE(vmm.put("vm.delete").status == 204);
+  REQUIRE(vmm.put("vm.create", vm_config(*kernel, "console=ttyS0",
+                                         R"J("devices":[{"path":")J" + good + R"J(/","id":"hostdevice-a"}])J"))
+              .status == 204);
+  REQUIRE(vmm.put("vm.boot").status == 204);
+  auto info = Json::parse(vmm.get("vm.info").body);
+  CHECK(info["device_tree"]["hostdevice-a"]["pci_bdf"].is_string());
+  auto bad = vmm.put("vm.add-device", Json{{"path", nogroup + "/"}, {"id", "gpu-b"}}.dump());
+  CHECK(bad.body ==
+        R"J(["Error from API","The device could not be added to the VM","Error from device manager","Cannot create a VFIO device","failed to open /dev/vfio/8 group: No such file or directory (os error 2)","No such file or directory (os error 2)"])J");
+  chl::test::write_file(root / "dev/vfio/8", "");
+  auto add = vmm.put("vm.add-device", Json{{"path", nogroup + "/"}, {"id", "gpu-b"}}.dump());
+  CHECK(add.status == 200);
+  CHECK(Json::parse(add.body)["id"] == "gpu-b");
+  info = Json::parse(vmm.get("vm.info").body);
+  REQUIRE(info["config"]["devices"].size() == 2);
+  CHECK(info["config"]["devices"][1]["path"] == nogroup + "/");
+  CHECK(info["device_tree"].contains("gpu-b"));
+}
