@@ -103,6 +103,7 @@ CLOUD_HYPERVISOR_BIN=$REAL_CH BENCH_VMM=$CH_USED bench "launcher: overhead, RSS,
 bench "launcher RSS with a pod interface (root: network namespaces)" bash "$ROOT/bench/launcher/pod_network_rss.sh" "$BUILD" "$(r 1 3)"
 bench "100 idle launchers" bash "$ROOT/bench/launcher/idle_launchers.sh" "$BUILD" "$(r 20 100)" "$(r 5 10)"
 CLOUD_HYPERVISOR_BIN=$REAL_CH BENCH_VMM=$CH_USED bench "isolateEmulatorThread: start -> Running with and without ($CH_USED)" bash "$ROOT/bench/launcher/cpu_isolation.sh" "$BUILD" "$(r 1 3)"
+CLOUD_HYPERVISOR_BIN=$REAL_CH BENCH_VMM=$CH_USED bench "numa.guestMappingPassthrough: start -> Running with and without ($CH_USED)" bash "$ROOT/bench/launcher/numa_passthrough.sh" "$BUILD" "$(r 1 3)"
 bench "console bridge vs socat" "$B/console_bridge/console_bridge_bench" $( [ "$QUICK" = 1 ] && echo --mib 16 --rounds 200 --trials 1 )
 bench "VMM API client" "$B/vmm_api/vmm_api_bench" --vmm "$BUILD/tests/vmm_double/vmm-double" --kernel "$BUILD/guests/pvh-guest.elf" --n "$(r 200 2000)"
 # A real CH cannot migrate under this machine's nested KVM (vm.send-migration fails with

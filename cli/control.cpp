@@ -78,6 +78,18 @@ void print_status(const json& j) {
         std::printf("             %s\n", pr.get<std::string>().c_str());
       if (iso.contains("error")) std::printf("             %s\n", iso.value("error", "").c_str());
     }
+    if (v.contains("realtime") && v["realtime"].is_object()) {
+      // realtime: each vCPU thread's policy read now (drivers/cloud_hypervisor/vcpu_realtime.hpp).
+      const auto& rt = v["realtime"];
+      std::string vcpus;
+      for (const auto& c : rt.value("vcpus", json::array()))
+        vcpus += (vcpus.empty() ? "" : ", ") + ("vCPU " + c.value("vcpu", json()).dump() + " " +
+                                                c.value("policy", "?") + " " + c.value("priority", json()).dump());
+      std::printf("  realtime:  %s: %s\n", rt.value("realtime", false) ? "SCHED_FIFO" : "NOT realtime",
+                  vcpus.empty() ? "no vCPU in the mask" : vcpus.c_str());
+      for (const auto& pr : rt.value("problems", json::array()))
+        std::printf("             %s\n", pr.get<std::string>().c_str());
+    }
   }
   if (j.contains("console")) {
     const auto& c = j["console"];
@@ -89,7 +101,10 @@ void print_status(const json& j) {
     const auto& info = j["info"];
     const auto& cfg = info.value("config", json::object());
     auto cpus = cfg.value("cpus", json::object()).value("boot_vcpus", 0);
-    auto mem = cfg.value("memory", json::object()).value("size", 0ULL);
+    const auto memory = cfg.value("memory", json::object());
+    auto mem = memory.value("size", 0ULL);
+    // With NUMA passthrough the memory is in zones (memory.size 0).
+    for (const auto& z : memory.value("zones", json::array())) mem += z.value("size", 0ULL);
     std::printf("  vm:        %d vCPU, %llu MiB, %zu disk(s), VMM state %s\n", cpus,
                 static_cast<unsigned long long>(mem >> 20),
                 cfg.contains("disks") && cfg["disks"].is_array() ? cfg["disks"].size() : 0,

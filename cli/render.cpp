@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 
 #include "drivers/libvirt/accel_probe.hpp"
 #include "drivers/cloud_hypervisor/translate.hpp"
@@ -10,6 +11,7 @@
 #include "cli/args.hpp"
 #include "cli/registry.hpp"
 #include "launcher/plan.hpp"
+#include "vmi/parser.hpp"
 #include "vmi/validator.hpp"
 
 namespace {
@@ -41,6 +43,15 @@ int run(const std::vector<std::string>& argv) {
   auto checked = chl::cli::checked_vmi_or_print(*vmi, args.get_or("--hypervisor", "cloud-hypervisor"));
   if (!checked) return 2;
   in.device_env = chl::launcher::device_plugin_env(environ);
+  // KubeVirt's network-info (SR-IOV VFs), as `run` reads it by default.
+  if (std::error_code ec; std::filesystem::exists(chl::launcher::kNetworkInfoPath, ec)) {
+    auto text = chl::vmi::read_manifest(std::string(chl::launcher::kNetworkInfoPath));
+    if (!text) {
+      std::fprintf(stderr, "ch-launcher render: SR-IOV network-info: %s\n", text.error().message().c_str());
+      return 1;
+    }
+    in.network_info = std::move(*text);
+  }
   if (!in.cpu_set && checked->vmi.spec.domain.cpu.dedicated_cpu_placement) {
     if (auto cs = chl::launcher::read_cgroup_cpu_set()) in.cpu_set = std::move(*cs);
   }
@@ -54,6 +65,14 @@ int run(const std::vector<std::string>& argv) {
   }
   auto accel = chl::libvirt::accel_request_from_string(args.get_or("--accel", "auto"));
   if (!accel) return chl::cli::usage_error("render", "--accel takes auto, kvm or tcg");
+  if (checked->vmi.spec.domain.cpu.numa_guest_mapping_passthrough) {
+    auto numa = chl::launcher::read_host_numa();
+    if (!numa) {
+      std::fprintf(stderr, "ch-launcher render: numa.guestMappingPassthrough: %s\n", numa.error().message().c_str());
+      return 1;
+    }
+    in.host_numa = std::move(*numa);
+  }
   auto plan = chl::launcher::plan_launch(checked->vmi, *checked->caps, in);
   if (!plan) {
     std::fputs(chl::vmi::format_violations(plan.error(), *vmi == "-" ? "<stdin>" : *vmi).c_str(),

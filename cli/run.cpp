@@ -18,7 +18,7 @@ const char* kUsage =
     "                       [--vmm-verbose N] [--vmm-seccomp true|false] [--accel auto|kvm|tcg]\n"
     "                       [--restore SNAPSHOT-DIR] [--seccomp enforce|log|off] [--api-timeout SECONDS]\n"
     "                       [--allow-host-network] [--virtiofs-dir DIR] [--virtiofs-wait SECONDS]\n"
-    "                       [--cpu-set LIST]\n\n"
+    "                       [--cpu-set LIST] [--network-info PATH]\n\n"
     "Run the VMI until it ends. SIGTERM/SIGINT press the ACPI power button and force the VM off after\n"
     "the grace period (default: the VMI's terminationGracePeriodSeconds, else 30).\n"
     "qemu-kvm (spec.hypervisor or --hypervisor) runs QEMU through libvirt (qemu:///system; a libvirtd is started\n"
@@ -33,12 +33,13 @@ const char* kUsage =
     "Filesystems (virtiofs) connect to <--virtiofs-dir>/<name>.sock (default /var/run/kubevirt/virtiofs-containers,\n"
     "KubeVirt's), served by a virtiofsd the launcher does not start; it waits --virtiofs-wait (default 60) for each.\n"
     "--cpu-set (e.g. 2-5): the pod's CPUs for dedicatedCpuPlacement (default: the cgroup's cpuset.cpus.effective).\n"
+    "--network-info: KubeVirt's network-info file giving each SR-IOV network's VF (default /etc/podinfo/network-info).\n"
     "Exit codes: 0 guest shut down cleanly, 1 could not start, 2 bad input, 3 crashed, 4 forced off.";
 
 int run(const std::vector<std::string>& argv) {
   Args a({"--vmi", "--state-dir", "--volume", "--vmm-binary", "--hypervisor", "--grace-period", "--firmware-dir",
           "--log-level", "--log-file", "--vmm-verbose", "--vmm-seccomp", "--accel", "--restore", "--seccomp",
-          "--api-timeout", "--virtiofs-dir", "--virtiofs-wait", "--cpu-set"},
+          "--api-timeout", "--virtiofs-dir", "--virtiofs-wait", "--cpu-set", "--network-info"},
          {"--pod-layout", "--console-take-over", "--allow-host-network"});
   if (!a.parse(argv)) return usage_error("run", a.error());
   if (!a.positionals().empty()) return usage_error("run", "unexpected argument " + a.positionals()[0]);
@@ -100,6 +101,7 @@ int run(const std::vector<std::string>& argv) {
     }
   }
   if (auto d = a.get("--virtiofs-dir")) o.virtiofs_dir = std::filesystem::absolute(*d).string();
+  if (auto n = a.get("--network-info")) o.network_info_path = std::filesystem::absolute(*n).string();
   if (auto cs = a.get("--cpu-set")) {
     o.cpu_set = launcher::parse_cpu_list(*cs);
     if (!o.cpu_set || o.cpu_set->empty()) return usage_error("run", "--cpu-set takes a CPU list such as 2-5 or 0,2, got '" + *cs + "'");

@@ -159,8 +159,19 @@ int run_launcher(const launcher::LaunchOptions& opts, const LaunchHooks& hooks) 
   in.state_dir = dir.string();
   in.cpu_set = opts.cpu_set ? opts.cpu_set : pod_cpu_set();
   in.device_env = launcher::device_plugin_env(environ);
+  // KubeVirt's network-info (SR-IOV VFs): a file that is not there gives none.
+  if (std::error_code ec; fs::exists(opts.network_info_path, ec)) {
+    auto text = vmi::read_manifest(opts.network_info_path);
+    if (!text) return launch_error("SR-IOV network-info: " + text.error().message());
+    in.network_info = std::move(*text);
+  }
   if (rlimit ml{}; ::getrlimit(RLIMIT_MEMLOCK, &ml) == 0 && ml.rlim_cur != RLIM_INFINITY)
     in.memlock_limit = static_cast<std::uint64_t>(ml.rlim_cur);
+  if (vmi.spec.domain.cpu.numa_guest_mapping_passthrough) {
+    auto numa = launcher::read_host_numa();
+    if (!numa) return launch_error("numa.guestMappingPassthrough: " + numa.error().message());
+    in.host_numa = std::move(*numa);
+  }
   auto plan = launcher::plan_launch(vmi, *checked->caps, in);
   if (!plan) return print_violations(plan.error());
   for (auto& d : plan->disks)
@@ -197,12 +208,21 @@ int run_launcher(const launcher::LaunchOptions& opts, const LaunchHooks& hooks) 
   //     in virt-launcher mode; the child refuses to wire the host's own namespace.)
   boost::asio::io_context io;
   std::unique_ptr<network::WiredNetwork> wired;
-  if (!plan->nics.empty()) {
+  // SR-IOV VFs are passed through (plan->host_devices, aliased sriov-<name>): the SR-IOV CNI
+  // made them; nothing is wired for them in the pod.
+  std::map<std::string, std::string> sriov_vfs;
+  for (const auto& h : plan->host_devices)
+    if (h.alias.rfind("sriov-", 0) == 0) sriov_vfs[h.name] = h.address;
+  const bool wire_pod = std::any_of(plan->nics.begin(), plan->nics.end(),
+                                    [](const launcher::PlannedNic& n) { return n.binding != vmi::Binding::Sriov; });
+  if (wire_pod) {
     const auto t0 = std::chrono::steady_clock::now();
     network::Phase1Options p1;
     p1.allow_host_network = opts.allow_host_network;
+    p1.sriov_vf_pci = sriov_vfs;
     auto facts = opts.network_phase1 ? network::wire_in_child(vmi, p1) : network::read_pod_facts("/etc/resolv.conf");
     if (!facts) return launch_error("pod network: " + facts.error().message());
+    facts->sriov_vf_pci = sriov_vfs;
     auto nets = network::plan_networks(vmi, *facts, vmi::cpu_topology(vmi).vcpus());
     if (!nets.refusals.empty()) return print_violations(nets.refusals);
     network::Phase2Options p2;
@@ -241,6 +261,9 @@ int run_launcher(const launcher::LaunchOptions& opts, const LaunchHooks& hooks) 
         for (auto& wi : wired->interfaces()) wi.tap_fds.clear();
     }
   }
+  // On Cloud Hypervisor an SR-IOV interface is its VF as a VFIO device, never a virtio-net NIC.
+  if (!qemu)
+    std::erase_if(plan->nics, [](const launcher::PlannedNic& n) { return n.binding == vmi::Binding::Sriov; });
   // 4. The driver: Cloud Hypervisor (its binary), or QEMU through libvirt (the accelerator, the
   //    domain XML, then the module: a libvirt daemon and the driver, which keeps the daemon until
   //    it is destroyed).
@@ -307,6 +330,9 @@ int run_launcher(const launcher::LaunchOptions& opts, const LaunchHooks& hooks) 
     co.verbosity = opts.vmm_verbosity;
     co.on_vmm_started = record_vmm;
     co.emulator_cpus = plan->cpus.emulator_cpus;
+    co.realtime = plan->cpus.realtime;
+    co.realtime_vcpus = plan->cpus.realtime_vcpus;
+    co.realtime_priority = plan->cpus.realtime_priority;
     // A live migration holds CH's API for as long as it runs: bounded by CH's own timeout_s
     // (KubeVirt's CompletionTimeoutPerGiB), not by the HTTP client.
     co.client.migration_timeout = std::chrono::hours(24 * 7);

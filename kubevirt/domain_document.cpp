@@ -88,9 +88,11 @@ DomainDocument document_of(const vmi::Vmi& v, const std::string& hypervisor) {
     pod.links[link.name] = link;
   }
   for (const auto& i : v.spec.domain.devices.interfaces) {
-    // SR-IOV interfaces are host devices (HostDevices, alias "sriov-<name>"), not interfaces.
+    // SR-IOV interfaces are host devices (HostDevices, alias "sriov-<name>"), not interfaces. On
+    // Cloud Hypervisor they are listed once CH has attached the VF (apply_vmm_info), never from
+    // the VMI alone.
     if (i.binding == vmi::Binding::Sriov) {
-      d.sriov_interfaces.push_back(i.name);
+      if (hypervisor != "cloud-hypervisor") d.sriov_interfaces.push_back(i.name);
       continue;
     }
     DomainInterface di;
@@ -129,7 +131,8 @@ DomainDocument document_of(const vmi::Vmi& v, const std::string& hypervisor) {
 }
 
 bool apply_vmm_info(DomainDocument& d, const Json& info,
-                    const std::map<std::string, std::string>& hotplug_ids) {
+                    const std::map<std::string, std::string>& hotplug_ids,
+                    const std::set<std::string>& keep) {
   const Json before = to_domain_json(d);
   const Json config = object_at(info, "config");
   // Disks: by the VMM's device id (the volume name, or the hotplug id naming it).
@@ -155,6 +158,7 @@ bool apply_vmm_info(DomainDocument& d, const Json& info,
     ++n;
   }
   for (auto& dd : d.disks) {
+    if (keep.count(dd.name)) continue;
     auto it = by_name.find(dd.name);
     if (it == by_name.end()) {
       dd.source.clear();
@@ -187,6 +191,25 @@ bool apply_vmm_info(DomainDocument& d, const Json& info,
     else if (auto mtu = tap_mtu(di->target_device))
       di->mtu =
           mtu;  // CH given no `mtu` (it would need CAP_NET_ADMIN): the tap's, which the guest has
+  }
+  // VFIO devices: only those Cloud Hypervisor has really attached. vm.create keeps devices[] in
+  // the config before any is opened (and a failed vm.boot leaves them there); a device enters
+  // the device tree only once add_vfio_device has opened it (vmm/src/device_manager.rs
+  // 3987-3997, v52.0), with its guest PCI address; vm.add-device adds it to the config after
+  // (vm.rs:2209-2222). So: in the config and in the device tree.
+  d.host_devices.clear();
+  const Json tree = object_at(info, "device_tree");
+  for (const auto& dc : array_at(config, "devices")) {
+    const std::string id = string_at(dc, "id");
+    if (id.empty() || !tree.contains(id)) continue;
+    std::string path = string_at(dc, "path");
+    while (path.size() > 1 && path.back() == '/') path.pop_back();
+    DomainHostDevice h;
+    h.alias = id;
+    h.mdev = path.rfind("/sys/bus/mdev/devices/", 0) == 0;
+    h.source = std::filesystem::path(path).filename().string();
+    h.guest_bdf = string_at(tree[id], "pci_bdf");
+    d.host_devices.push_back(std::move(h));
   }
   if (const std::string machine = string_at(info, "machine"); !machine.empty()) d.machine = machine;
   return to_domain_json(d) != before;

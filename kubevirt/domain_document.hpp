@@ -6,6 +6,7 @@
 // Internal to the kubevirt room's launcher side (libchl-kubevirt.so).
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 
 #include "kubevirt/domain_json.hpp"
@@ -27,9 +28,11 @@ DomainDocument document_of(const vmi::Vmi& v, const std::string& hypervisor);
 // its own targets), each interface's MAC, MTU, tap and model as the VMM has them, the machine type
 // libvirt expanded. `hotplug_ids` maps a VMM device id to the volume it serves ("hotplug-hp1" ->
 // "hp1"). Disks the VMM no longer has keep their name with no source (virt-handler then skips
-// them, vm.go:536). Returns true when something changed.
+// them, vm.go:536) -- except those named in `keep` (detached volumes whose device the VMM still
+// has), left as they were. Returns true when something changed.
 bool apply_vmm_info(DomainDocument& d, const nlohmann::json& info,
-                    const std::map<std::string, std::string>& hotplug_ids);
+                    const std::map<std::string, std::string>& hotplug_ids,
+                    const std::set<std::string>& keep = {});
 
 // The guest's name for the n-th (0-based) disk on a bus with the `prefix` ("vd", "sd"): vda…vdz,
 // vdaa… as libvirt and Linux name them.

@@ -75,6 +75,53 @@ json sriov_json(const std::string& iface) {
   return {{"Type", "pci"}, {"Managed", "no"}, {"Alias", user_alias("sriov-" + iface)}};
 }
 
+// A Go slice: null when empty, as encoding/json writes a nil slice.
+template <typename T, typename F>
+json slice(const std::vector<T>& items, F&& to_json) {
+  if (items.empty()) return nullptr;
+  json a = json::array();
+  for (const auto& i : items) a.push_back(to_json(i));
+  return a;
+}
+
+// "0000:81:00.1" as api.Address (device.NewPciAddressField, device/pciaddress.go:27-40:
+// Type "pci", each field "0x" and its hex digits); null when it is not one.
+json pci_address_json(const std::string& a) {
+  if (a.size() != 12 || a[4] != ':' || a[7] != ':' || a[10] != '.') return nullptr;
+  return {{"Type", "pci"},
+          {"Domain", "0x" + a.substr(0, 4)},
+          {"Bus", "0x" + a.substr(5, 2)},
+          {"Slot", "0x" + a.substr(8, 2)},
+          {"Function", "0x" + a.substr(11, 1)}};
+}
+
+// A passed-through device as KubeVirt's hostdevice package writes it (hostdev.go:140-194); the
+// guest address as libvirt's live XML has it (<address type='pci' .../>).
+json host_device_json(const DomainHostDevice& h) {
+  json j = {{"Alias", user_alias(h.alias)},
+            {"Address", h.guest_bdf.empty() ? json(nullptr) : pci_address_json(h.guest_bdf)}};
+  if (h.mdev) {
+    j["Type"] = "mdev";
+    j["Mode"] = "subsystem";
+    j["Model"] = "vfio-pci";
+    j["Source"] = {{"Address", {{"UUID", h.source}}}};
+  } else {
+    j["Type"] = "pci";
+    j["Managed"] = "no";
+    j["Source"] = {{"Address", pci_address_json(h.source)}};
+  }
+  return j;
+}
+
+json host_devices_json(const DomainDocument& d) {
+  json all = slice(d.sriov_interfaces, sriov_json);
+  for (const auto& h : d.host_devices) {
+    if (all.is_null()) all = json::array();
+    all.push_back(host_device_json(h));
+  }
+  return all;
+}
+
 // api.FilesystemDevice as converter/storage/virtiofs.go fills it; no json tags, so Go's field
 // names, and Source.Dir (no omitempty) written empty.
 json filesystem_json(const DomainFilesystem& f) {
@@ -86,15 +133,6 @@ json filesystem_json(const DomainFilesystem& f) {
       {"Driver", {{"Type", "virtiofs"}, {"Queue", "1024"}}},
       {"Binary", nullptr},
   };
-}
-
-// A Go slice: null when empty, as encoding/json writes a nil slice.
-template <typename T, typename F>
-json slice(const std::vector<T>& items, F&& to_json) {
-  if (items.empty()) return nullptr;
-  json a = json::array();
-  for (const auto& i : items) a.push_back(to_json(i));
-  return a;
 }
 
 json migration_json(const std::optional<DomainMigration>& m) {
@@ -176,7 +214,7 @@ json spec_json(const DomainDocument& d) {
         {"Disks", slice(d.disks, disk_json)},
         {"Filesystems", slice(d.filesystems, filesystem_json)},
         {"Channels", channels_json(d)},
-        {"HostDevices", slice(d.sriov_interfaces, sriov_json)}}},
+        {"HostDevices", host_devices_json(d)}}},
       {"Metadata", metadata_json(d, true)},
       {"Features", d.acpi ? json{{"ACPI", json::object()}} : json(nullptr)},
       {"VCPU", {{"Placement", "static"}, {"CPUs", d.vcpus}}},

@@ -49,6 +49,19 @@ struct DomainFilesystem {
   std::string socket;  // the virtiofs container's socket (Source.Socket)
 };
 
+// A host device the VMM has passed through (api.HostDevice, schema.go:743-757), as KubeVirt's
+// hostdevice package writes it (device/hostdevice/hostdev.go:140-194): a PCI function (Type
+// "pci", Managed "no", Source.Address its host address) or a mediated device (Type "mdev", Mode
+// "subsystem", Model "vfio-pci", Source.Address.UUID); the alias is KubeVirt's, user-defined
+// ("hostdevice-<name>", "gpu-<name>", "sriov-<interface>"). Only what the VMM reports attached.
+struct DomainHostDevice {
+  std::string alias;
+  bool mdev = false;
+  std::string source;     // the host PCI address "0000:81:00.1", or the mdev UUID
+  std::string guest_bdf;  // the guest's PCI address ("0000:00:05.0"; "" when not known)
+  bool operator==(const DomainHostDevice&) const = default;
+};
+
 // Guest panic details (api.GuestPanicInfo): the panic type and, for Hyper-V, its 5 arguments.
 struct GuestPanic {
   std::string type;  // "hyper-v", "s390", "unknown", ...
@@ -117,6 +130,9 @@ struct DomainDocument {
   // SR-IOV interfaces, passed through as host devices: Spec.Devices.HostDevices with the alias
   // "sriov-<interface>" (virt-handler's status for them, netstat.go:313-323, 415-423).
   std::vector<std::string> sriov_interfaces;
+  // VFIO host devices, GPUs (and on Cloud Hypervisor SR-IOV VFs) read back from the VMM
+  // (apply_vmm_info): Spec.Devices.HostDevices after the SR-IOV ones above.
+  std::vector<DomainHostDevice> host_devices;
   // The state, in the launcher's vocabulary; translated with to_kubevirt_state.
   events::DomainState state = events::DomainState::Shutoff;
   events::StateReason reason = events::StateReason::Unknown;

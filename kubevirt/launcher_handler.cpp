@@ -124,6 +124,12 @@ void LauncherHandler::attach(launcher::LauncherService& service, const vmi::Chec
   service.bus().subscribe([this](const events::DomainEvent& e) {
     if (e.type == events::DomainEventType::Crashed && e.reason == events::StateReason::Panicked)
       k8s_event("Warning", "GuestPanicked", "the guest panicked (" + e.cause + ")");
+    if (e.type == events::DomainEventType::DeviceRemoved && e.properties.is_object() &&
+        e.properties.contains("id") && e.properties["id"].is_string())
+      on_device_removed(e.properties["id"].get<std::string>());
+    // CH's reboot makes a new VM from the config (vmm/src/lib.rs vm_reboot): a removed device
+    // not yet ejected is gone with the old one, no device-removed said.
+    if (e.cause == "vm/rebooted") on_device_removed("");
     on_state(e.state, e.reason);
   });
   start_agent(service);
@@ -339,9 +345,25 @@ void LauncherHandler::apply_status(const Json& status, bool send_anyway) {
   std::lock_guard lock(mu_);
   bool changed = send_anyway;
   if (status.contains("info")) {
+    const Json& info = status["info"];
+    // A detached volume's device gone from the VMM's device tree (its device-removed event
+    // lost or not yet seen): the disk goes too; until then it stays as it was.
+    std::set<std::string> keep;
+    for (auto it = detaching_.begin(); it != detaching_.end();) {
+      const bool gone = info.is_object() && info.contains("device_tree") && info["device_tree"].is_object() &&
+                        !info["device_tree"].contains(it->first);
+      if (gone) {
+        drop_disk_locked(it->second);
+        changed = true;
+        it = detaching_.erase(it);
+      } else {
+        keep.insert(it->second);
+        ++it;
+      }
+    }
     std::map<std::string, std::string> ids;  // the VMM's device id -> the hotplug volume
     for (const auto& [name, id] : hotplugged_) ids[id] = name;
-    changed = apply_vmm_info(doc_, status["info"], ids) || changed;
+    changed = apply_vmm_info(doc_, info, ids, keep) || changed;
   }
   if (changed && notify_ && phase_ == Phase::Running)
     notify_->send_domain_event(to_domain_json(doc_).dump(), DomainEventType::Modified);

@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "kubevirt/access_credentials.hpp"
@@ -200,6 +201,18 @@ class LauncherHandler final : public CmdHandler {
   // Volumes hotplugged into the running VM (virt-handler's hotplug volumes): name -> the VMM's
   // device id.
   std::map<std::string, std::string> hotplugged_;
+  // Volumes detached whose device the VMM still has (Cloud Hypervisor keeps it, in vm.info's
+  // device_tree, until the guest ejects it): the VMM's device id -> the volume. The domain keeps
+  // their disks, as libvirt keeps a disk until QEMU's DEVICE_DELETED, until the VMM's
+  // device-removed event (or a device tree without them) -- then a MODIFIED event, as
+  // virt-launcher sends on libvirt's DEVICE_REMOVED (notify-client/client.go).
+  std::map<std::string, std::string> detaching_;
+  // device-removed ids seen before their detach was recorded (bounded).
+  std::set<std::string> ejected_;
+  // A device-removed event (service loop); "" for all the devices still detaching (a reboot).
+  void on_device_removed(const std::string& id);
+  // Drop a detached volume's disk from doc_ (mu_ held).
+  void drop_disk_locked(const std::string& name);
   // Attach the VMI's mounted hotplug volumes that are not attached, detach the attached ones it
   // no longer has (the service's add_disk/remove_device); tell virt-handler the new disks.
   common::Status sync_hotplug_volumes(const nlohmann::json& vmi);

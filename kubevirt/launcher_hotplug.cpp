@@ -74,9 +74,22 @@ Status LauncherHandler::sync_hotplug_volumes(const Json& vmi) {
     if (h != hot.end() && h->second && disks.count(name)) continue;
     CHL_TRY_VOID(command("detaching hotplug volume " + name,
                          [id = id](auto& s, auto reply) { s.remove_device(id, std::move(reply)); }));
+    // Cloud Hypervisor drops the disk from its config at once but keeps the device until the
+    // guest ejects it (vmm/src/vm.rs Vm::remove_device, device_manager.rs eject_device): while
+    // its device tree has the id the domain keeps the disk (on_device_removed drops it).
+    auto st = on_service("domain devices", [](auto& s, auto reply) { s.status(std::move(reply)); });
+    const bool still_there = st && st->contains("info") && (*st)["info"].is_object() &&
+                             (*st)["info"].contains("device_tree") && (*st)["info"]["device_tree"].is_object() &&
+                             (*st)["info"]["device_tree"].contains(id);
     std::lock_guard lock(mu_);
     hotplugged_.erase(name);
-    std::erase_if(doc_.disks, [&name](const DomainDisk& d) { return d.name == name; });
+    if (still_there && !ejected_.erase(id)) {
+      CHL_LOG_INFO("hotplug volume {}: detached; the VMM keeps device {} until the guest ejects it", name, id);
+      detaching_[id] = name;
+      continue;
+    }
+    ejected_.erase(id);
+    drop_disk_locked(name);
     changed = true;
   }
   for (const auto& [name, mounted] : hot) {
@@ -120,6 +133,32 @@ Status LauncherHandler::sync_hotplug_volumes(const Json& vmi) {
                    st.error().message());
   }
   return {};
+}
+
+void LauncherHandler::drop_disk_locked(const std::string& name) {
+  std::erase_if(doc_.disks, [&name](const DomainDisk& d) { return d.name == name; });
+}
+
+void LauncherHandler::on_device_removed(const std::string& id) {
+  std::lock_guard lock(mu_);
+  if (id.empty()) {  // every device still detaching went with the VM
+    if (detaching_.empty()) return;
+    for (const auto& [dev, name] : detaching_) drop_disk_locked(name);
+    detaching_.clear();
+    if (notify_ && phase_ == Phase::Running) send_locked(DomainEventType::Modified);
+    return;
+  }
+  auto it = detaching_.find(id);
+  if (it == detaching_.end()) {
+    // The guest was quicker than the detach's own look at the device tree.
+    if (ejected_.size() >= 64) ejected_.clear();
+    ejected_.insert(id);
+    return;
+  }
+  CHL_LOG_INFO("hotplug volume {}: the guest ejected device {}: the domain no longer has it", it->second, id);
+  drop_disk_locked(it->second);
+  detaching_.erase(it);
+  if (notify_ && phase_ == Phase::Running) send_locked(DomainEventType::Modified);
 }
 
 LauncherHandler::Hotplug LauncherHandler::hotplug_now() const {

@@ -52,6 +52,9 @@ struct LaunchOptions {
   // Where the virtiofs containers' sockets are (KubeVirt's share dir + /virtiofs-containers), and
   // how long to wait for each (plan.hpp, prepare.hpp).
   std::string virtiofs_dir = "/var/run/kubevirt/virtiofs-containers";
+  // KubeVirt's network-info (the SR-IOV VFs' PCI addresses: launcher/sriov_devices.hpp),
+  // `--network-info`; a missing file gives no VF.
+  std::string network_info_path = "/etc/podinfo/network-info";
   // The pod's CPU set for dedicatedCpuPlacement (`--cpu-set`); nullopt = read from
   // /sys/fs/cgroup/cpuset.cpus.effective.
   std::optional<std::vector<std::uint32_t>> cpu_set;

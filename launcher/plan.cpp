@@ -7,6 +7,7 @@
 #include <set>
 
 #include "common/thread_affinity.hpp"
+#include "vmi/realtime_mask.hpp"
 #include "vmi/validator.hpp"
 
 namespace chl::launcher {
@@ -42,6 +43,7 @@ class Planner {
     while (plan_.state_dir.size() > 1 && plan_.state_dir.back() == '/') plan_.state_dir.pop_back();
     plan_cpus();
     plan_memory();
+    plan_numa();
     plan_payload();
     plan_disks();
     plan_filesystems();
@@ -123,26 +125,60 @@ class Planner {
     p.pinning.assign(in_.cpu_set->begin(), in_.cpu_set->begin() + p.boot_vcpus);
     p.emulator_cpus.assign(in_.cpu_set->begin() + p.boot_vcpus,
                            in_.cpu_set->begin() + static_cast<std::ptrdiff_t>(need));
+    if (c.realtime) {
+      auto mask = vmi::parse_realtime_mask(c.realtime_mask);
+      if (!mask) {
+        add("spec.domain.cpu.realtime.mask", mask.error());
+        return;
+      }
+      p.realtime = true;
+      p.realtime_vcpus = mask->enabled_among(p.boot_vcpus);
+    }
+  }
+
+  // numa.guestMappingPassthrough (numa.hpp): after plan_cpus (the pinning) and plan_memory.
+  void plan_numa() {
+    const vmi::Domain& d = vmi_.spec.domain;
+    if (!d.cpu.numa_guest_mapping_passthrough || plan_.cpus.pinning.empty() || !in_.host_numa) return;
+    auto nodes = numa_mapping(plan_.cpus.pinning, *in_.host_numa, static_cast<std::uint64_t>(plan_.memory.size),
+                              static_cast<std::uint64_t>(plan_.memory.hugepage_size));
+    if (!nodes) {
+      add("spec.domain.cpu.numa.guestMappingPassthrough", nodes.error());
+      return;
+    }
+    plan_.memory.numa = std::move(*nodes);
   }
 
   // hostDevices and gpus from KubeVirt's device plugins (host_devices.hpp). VFIO maps all guest
   // memory for DMA, so the memory-lock limit must cover it: KubeVirt's virt-handler raises it only
   // for QEMU (pkg/hypervisor/kvm/runtime.go AdjustResources), so a pod whose container runtime
   // keeps a small default is refused here, before anything starts.
+  // SR-IOV interfaces are VFIO devices too (sriov_devices.hpp), after the host devices and GPUs.
   void plan_vfio() {
     // The QEMU path's host devices are libvirt's business (its domain XML), not planned here.
-    if (vmi_.spec.domain.devices.host_devices.empty() || caps_.name != "cloud-hypervisor") return;
-    auto devs = plan_host_devices(vmi_, in_.device_env);
-    if (!devs) {
-      for (auto& v : devs.error()) add(std::move(v.path), std::move(v.message));
+    if (caps_.name != "cloud-hypervisor") return;
+    if (!vmi_.spec.domain.devices.host_devices.empty()) {
+      auto devs = plan_host_devices(vmi_, in_.device_env);
+      if (!devs) {
+        for (auto& v : devs.error()) add(std::move(v.path), std::move(v.message));
+        return;
+      }
+      plan_.host_devices = std::move(*devs);
+    }
+    auto vfs = plan_sriov_devices(vmi_, in_.network_info);
+    if (!vfs) {
+      for (auto& v : vfs.error()) add(std::move(v.path), std::move(v.message));
       return;
     }
-    plan_.host_devices = std::move(*devs);
+    plan_.host_devices.insert(plan_.host_devices.end(), vfs->begin(), vfs->end());
     if (plan_.host_devices.empty()) return;
     const auto need = static_cast<std::uint64_t>(plan_.memory.size + plan_.memory.hotplug_size);
     if (in_.memlock_limit && *in_.memlock_limit < need) {
-      const bool gpu = plan_.host_devices.front().gpu;
-      add(gpu ? "spec.domain.devices.gpus" : "spec.domain.devices.hostDevices",
+      const auto& first = plan_.host_devices.front();
+      const bool sriov = first.alias.rfind("sriov-", 0) == 0;
+      add(sriov        ? "spec.domain.devices.interfaces"
+          : first.gpu ? "spec.domain.devices.gpus"
+                      : "spec.domain.devices.hostDevices",
           "VFIO locks all guest memory (" + std::to_string(need >> 20) + " MiB) but the launcher's memory-lock limit "
           "(RLIMIT_MEMLOCK) is " + std::to_string(*in_.memlock_limit >> 10) + " KiB; KubeVirt's virt-handler raises it "
           "only for a QEMU process: raise the container runtime's default (e.g. LimitMEMLOCK=infinity for containerd)");

@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "launcher/host_devices.hpp"
+#include "launcher/numa.hpp"
+#include "launcher/sriov_devices.hpp"
 #include "vmi/hypervisor_capabilities.hpp"
 #include "vmi/vmi.hpp"
 #include "common/error.hpp"
@@ -53,9 +55,14 @@ struct PlanInputs {
   std::string firmware_path;
   // KubeVirt's device-plugin variables (PCI_RESOURCE_*, MDEV_PCI_RESOURCE_*: host_devices.hpp).
   std::map<std::string, std::string> device_env;
+  // The text of KubeVirt's network-info file (sriov_devices.hpp); "" when there is none.
+  std::string network_info;
   // The launcher's RLIMIT_MEMLOCK (bytes; nullopt = unlimited or not known): VFIO locks all guest
   // memory, and KubeVirt's virt-handler raises the limit only for QEMU.
   std::optional<std::uint64_t> memlock_limit;
+  // The host's NUMA nodes (numa.hpp read_host_numa), for numa.guestMappingPassthrough; nullopt =
+  // none known, and then, as in KubeVirt, no guest NUMA nodes are made.
+  std::optional<std::vector<HostNumaNode>> host_numa;
 };
 
 enum class PreparationKind {
@@ -141,6 +148,11 @@ struct PlannedCpus {
   // isolateEmulatorThread: the host CPUs of every thread that is not a vCPU (the VMM's, its
   // devices', the launcher's); empty = not isolated.
   std::vector<std::uint32_t> emulator_cpus;
+  // realtime: the vCPUs (of realtime.mask) whose threads are made SCHED_FIFO at
+  // realtime_priority after boot (KubeVirt: priority 1, pkg/hypervisor/kvm/realtime.go).
+  bool realtime = false;
+  std::vector<std::uint32_t> realtime_vcpus;
+  int realtime_priority = 1;
   bool kvm_hyperv = false;
 };
 
@@ -149,6 +161,9 @@ struct PlannedMemory {
   std::int64_t hotplug_size = 0;
   bool shared = false;
   std::int64_t hugepage_size = 0;  // 0 = no hugepages
+  // numa.guestMappingPassthrough: the guest NUMA nodes, each with its memory (numa.hpp); empty =
+  // one memory of `size`.
+  std::vector<GuestNumaNode> numa;
 };
 
 // The guest agent's channel (docs/guest-agent.md). On Cloud Hypervisor, whose console has one

@@ -101,6 +101,7 @@ json phase1(const vmi::Vmi& vmi, const Phase1Options& o) {
     return {{"error", host_namespace_refusal()}};
   auto facts = module->api->discover_pod(o.resolv_conf);
   if (!facts) return {{"error", facts.error().message()}};
+  facts->sriov_vf_pci = o.sriov_vf_pci;
   auto nets = plan_networks(vmi, *facts, vmi::cpu_topology(vmi).vcpus());
   if (nets.refusals.empty()) {
     auto wired = module->api->wire_pod_network(nets.plans, nullptr);

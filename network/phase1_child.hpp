@@ -19,6 +19,7 @@
 // drivers come later), so the child may load libraries and allocate freely; it leaves with
 // _exit, running no destructor of the launcher's.
 #include <memory>
+#include <map>
 #include <string>
 
 #include "common/error.hpp"
@@ -33,6 +34,8 @@ struct Phase1Options {
   std::string resolv_conf = "/etc/resolv.conf";
   // Wire even in the host's own network namespace (network/host_namespace.hpp).
   bool allow_host_network = false;
+  // The SR-IOV VFs the launcher passes through, by network name (PodFacts::sriov_vf_pci).
+  std::map<std::string, std::string> sriov_vf_pci;
 };
 
 // Phase 1 in a child process (above). Errors, as the child saw them: the module missing or

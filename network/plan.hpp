@@ -44,8 +44,8 @@ struct PodFacts {
   std::map<std::string, PodLink> links;
   std::vector<Ipv4> dns_servers;
   std::vector<std::string> search_domains;
-  // SR-IOV VFs allocated to the pod, by network name (KubeVirt reads them from the device
-  // plugin's environment); none here means "no VF".
+  // SR-IOV VFs allocated to the pod, by network name (KubeVirt's network-info file:
+  // launcher/sriov_devices.hpp); none here means "no VF".
   std::map<std::string, std::string> sriov_vf_pci;
 };
 

@@ -43,10 +43,13 @@ constexpr std::array<FeatureSupport, static_cast<std::size_t>(F::kCount)> kChFea
      "interface"},
     {F::BindingBridge, true, "tap device bridged to the pod interface"},
     {F::BindingMasquerade, true, "tap device behind NAT on the pod interface"},
-    {F::BindingSriov, false,
-     "SR-IOV needs VFIO passthrough of the pod's virtual function, which ch-launcher does not do "
-     "for cloud-hypervisor yet (and KubeVirt's virt-handler raises the memory-lock limit VFIO "
-     "needs only for a QEMU process); use bridge or masquerade"},
+    // The VF from KubeVirt's network-info (launcher/sriov_devices.hpp) as a VFIO device; like
+    // host devices it needs /dev/vfio and a memory-lock limit covering guest memory, which the
+    // launcher checks at start (virt-handler raises it only for QEMU).
+    {F::BindingSriov, true,
+     "VFIO passthrough of the pod's virtual function (its PCI address from /etc/podinfo/"
+     "network-info), aliased sriov-INTERFACE; needs /dev/vfio and a pod memory-lock limit covering "
+     "guest memory"},
     {F::BindingSlirp, false, "slirp user networking exists only in QEMU; use masquerade"},
     {F::BindingPasst, false,
      "passt needs vhost-user networking, which ch-launcher does not set up for cloud-hypervisor "
@@ -98,17 +101,18 @@ constexpr std::array<FeatureSupport, static_cast<std::size_t>(F::kCount)> kChFea
      "every cloud-hypervisor thread but the vCPUs (and the launcher's own) on the pod's extra "
      "CPU: the VMM starts with that affinity, so the threads it starts later inherit it; vCPUs "
      "one to one through cpus.affinity"},
-    {F::NumaPassthrough, false,
-     "ch-launcher does not map guest NUMA nodes for cloud-hypervisor yet; remove "
-     "numa.guestMappingPassthrough"},
+    {F::NumaPassthrough, true,
+     "guest NUMA nodes mirror the host NUMA nodes of the vCPUs' dedicated CPUs (KubeVirt's "
+     "numaMapping): one memory zone per node, hugepage-backed and bound to its host node "
+     "(host_numa_node), the guest memory split among them"},
     // virt-handler makes vCPUs SCHED_FIFO only for QEMU: threads "CPU N/KVM" of a "qemu-system"
     // or "qemu-kvm" child (pkg/hypervisor/kvm/realtime.go, runtime.go GetQEMUProcess); CH's are
-    // "vcpuN" (vmm/src/cpu.rs) and the non-root pod has no CAP_SYS_NICE (rendercontainer.go
-    // requiredCapabilities) for the launcher to do it instead.
-    {F::Realtime, false,
-     "KubeVirt's virt-handler makes only QEMU's vCPU threads SCHED_FIFO (cloud-hypervisor's "
-     "\"vcpuN\" threads are never found), and the non-root launcher pod lacks CAP_SYS_NICE to do "
-     "it itself; remove realtime"},
+    // "vcpuN" (vmm/src/cpu.rs), so the launcher does it after boot, which needs CAP_SYS_NICE:
+    // a root launcher pod has it, the non-root one does not (rendercontainer.go
+    // requiredCapabilities), and validate refuses realtime there.
+    {F::Realtime, true,
+     "the launcher makes the vCPU threads of realtime.mask SCHED_FIFO, priority 1, after boot "
+     "(all or the start fails); needs CAP_SYS_NICE, which only a root launcher pod has"},
     {F::Hugepages, true, "memory backed by hugetlbfs pages of the given size"},
     {F::MemoryHotplug, true, "ACPI memory hotplug up to maxGuest"},
     {F::BiosBoot, true,

@@ -26,7 +26,11 @@ void parse_cpu(Reader& r, const YAML::Node& n, const std::string& p, Cpu& cpu) {
     r.object(numa, "guestMappingPassthrough", np, gm);
     cpu.numa_guest_mapping_passthrough = gm;
   }
-  r.object(n, "realtime", p, cpu.realtime);
+  YAML::Node rt = r.object(n, "realtime", p, cpu.realtime);
+  if (cpu.realtime) {
+    r.unknown_keys(rt, p + ".realtime", {"mask"});
+    cpu.realtime_mask = r.str(rt, "mask", p + ".realtime").value_or("");
+  }
   YAML::Node feats = Reader::child(n, "features");
   if (feats.IsDefined() && r.expect_list(feats, p + ".features")) {
     for (std::size_t i = 0; i < feats.size(); ++i) {

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "vmi/checker.hpp"
+#include "vmi/realtime_mask.hpp"
 
 namespace chl::vmi {
 
@@ -106,13 +107,37 @@ void Checker::check_cpu() {
     }
     require(Feature::IsolateEmulatorThread, p + ".isolateEmulatorThread");
   }
+  // KubeVirt's virt-api (vmi-create-admitter.go validateNUMA, validateRealtime; d923fdb): NUMA
+  // passthrough needs dedicated CPUs and hugepages; realtime needs dedicated CPUs and NUMA
+  // passthrough; neither takes memory hotplug (pkg/liveupdate/memory/memory.go
+  // ValidateLiveUpdateMemory: "Memory hotplug is not compatible with ...").
   if (c.numa_guest_mapping_passthrough) {
-    require(Feature::NumaPassthrough, p + ".numa.guestMappingPassthrough");
-    if (!d.memory.hugepages_page_size) {
-      add(p + ".numa.guestMappingPassthrough", "requires memory.hugepages");
-    }
+    const std::string np = p + ".numa.guestMappingPassthrough";
+    require(Feature::NumaPassthrough, np);
+    if (!c.dedicated_cpu_placement) add(np, "requires dedicatedCpuPlacement: true");
+    if (!d.memory.hugepages_page_size) add(np, "requires memory.hugepages");
+    if (d.memory.max_guest && d.memory.max_guest->value > guest_memory_bytes(vmi_).value_or(0))
+      add("spec.domain.memory.maxGuest",
+          "memory hotplug is not compatible with numa.guestMappingPassthrough");
   }
-  if (c.realtime) require(Feature::Realtime, p + ".realtime");
+  if (c.realtime) {
+    const std::string rp = p + ".realtime";
+    require(Feature::Realtime, rp);
+    if (!c.dedicated_cpu_placement) add(rp, "requires dedicatedCpuPlacement: true");
+    if (!c.numa_guest_mapping_passthrough) add(rp, "requires numa.guestMappingPassthrough");
+    if (auto m = parse_realtime_mask(c.realtime_mask); !m) add(rp + ".mask", m.error());
+    if (d.memory.max_guest && d.memory.max_guest->value > guest_memory_bytes(vmi_).value_or(0))
+      add("spec.domain.memory.maxGuest", "memory hotplug is not compatible with realtime");
+    // The vCPU threads are made SCHED_FIFO by the launcher (on cloud-hypervisor; virt-handler
+    // does it only for QEMU's threads): that takes CAP_SYS_NICE, or an RLIMIT_RTPRIO of at least
+    // KubeVirt's priority 1 (sched(7)). KubeVirt gives CAP_SYS_NICE only to a root virt-launcher
+    // pod (pkg/virt-controller/services/rendercontainer.go requiredCapabilities).
+    if (caps_.supports(Feature::Realtime) && !host_.realtime_scheduling)
+      add(rp,
+          "the launcher cannot make its vCPU threads SCHED_FIFO here: it has no CAP_SYS_NICE "
+          "and an RLIMIT_RTPRIO of 0 (KubeVirt gives CAP_SYS_NICE only to a root "
+          "virt-launcher pod; a non-root pod cannot run a realtime VMI on cloud-hypervisor)");
+  }
 }
 
 void Checker::check_memory() {

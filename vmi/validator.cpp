@@ -1,9 +1,12 @@
 #include "vmi/validator.hpp"
 
+#include <sys/resource.h>
 #include <sys/utsname.h>
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -125,12 +128,28 @@ bool starts_with(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
 }
 
+// CAP_SYS_NICE (bit 23) in /proc/self/status's CapEff, or RLIMIT_RTPRIO >= 1. Unknown counts as
+// able: the start then fails with the kernel's own EPERM, naming the thread.
+bool can_schedule_realtime() {
+  constexpr unsigned kCapSysNice = 23;
+  if (rlimit rt{}; ::getrlimit(RLIMIT_RTPRIO, &rt) == 0 && rt.rlim_cur >= 1) return true;
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("CapEff:", 0) != 0) continue;
+    const unsigned long long eff = std::strtoull(line.c_str() + 7, nullptr, 16);
+    return ((eff >> kCapSysNice) & 1ULL) != 0;
+  }
+  return true;
+}
+
 }  // namespace
 
 HostFacts current_host() {
   HostFacts h;
   struct utsname u {};
   if (::uname(&u) == 0) h.arch = u.machine;
+  h.realtime_scheduling = can_schedule_realtime();
   return h;
 }
 

@@ -14,6 +14,9 @@ namespace chl::vmi {
 // Facts about the machine the VM would run on.
 struct HostFacts {
   std::string arch = "x86_64";  // uname machine
+  // The launcher may make threads SCHED_FIFO (priority 1): CAP_SYS_NICE in its effective set,
+  // or RLIMIT_RTPRIO >= 1 (sched(7)). Needed for spec.domain.cpu.realtime on cloud-hypervisor.
+  bool realtime_scheduling = true;
 };
 HostFacts current_host();
 

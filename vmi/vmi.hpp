@@ -50,6 +50,7 @@ struct Cpu {
   bool isolate_emulator_thread = false;
   bool numa_guest_mapping_passthrough = false;
   bool realtime = false;
+  std::string realtime_mask;  // realtime.mask: the vCPUs made SCHED_FIFO ("" = all), "0-3,^1"
   std::vector<CpuFeature> features;
 };
 

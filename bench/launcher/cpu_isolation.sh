@@ -29,7 +29,7 @@ grep -q isolateEmulatorThread "$W/isolated.yaml"
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 one() {  # one VMI-FILE -> start->Running in microseconds on stdout
-  rm -rf "$W/state"
+  rm -rf "$W/state" "$W/run.log"  # else the wait below may read the previous run's log (the shell truncates it only once the background job starts)
   local t0 lp ts t1
   t0=$(( $(date +%s%N) / 1000 ))
   "$CHL" run --vmi "$1" --state-dir "$W/state" --vmm-binary "$VMM" --cpu-set "$FIRST,$SECOND" \

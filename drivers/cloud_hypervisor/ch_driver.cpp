@@ -13,6 +13,7 @@
 #include "common/syscall.hpp"
 #include "common/thread_affinity.hpp"
 #include "drivers/cloud_hypervisor/thread_isolation.hpp"
+#include "drivers/cloud_hypervisor/vcpu_realtime.hpp"
 #include "vmm_api/error.hpp"
 
 namespace chl::cloud_hypervisor {
@@ -209,6 +210,8 @@ json CloudHypervisorDriver::vmm_identity() const {
     j["cpu_isolation"] = threads ? isolation_report(*threads, vcpu_cpus(), opts_.emulator_cpus)
                                  : json{{"error", threads.error().message()}, {"isolated", false}};
   }
+  if (vmm_ && opts_.realtime && vmm_->child.running())
+    j["realtime"] = realtime_report(vmm_->child.pid(), opts_.realtime_vcpus, opts_.realtime_priority);
   return j;
 }
 
@@ -226,6 +229,11 @@ Result<std::optional<std::string>> CloudHypervisorDriver::create_and_boot() {
   }
   CHL_TRY_VOID(common::wrap(client_.vm_boot(), "booting the VM"));
   CHL_TRY_VOID(keep_threads_isolated("boot"));
+  if (opts_.realtime && vmm_) {
+    CHL_TRY_VOID(make_vcpus_realtime(vmm_->child.pid(), opts_.realtime_vcpus, opts_.realtime_priority));
+    CHL_LOG_INFO("realtime: vCPUs {} SCHED_FIFO priority {}", common::format_cpu_list(opts_.realtime_vcpus),
+                 opts_.realtime_priority);
+  }
   learn_version();
   return pty;
 }

@@ -37,6 +37,11 @@ struct ChDriverOptions {
   // starts on these CPUs, so every thread it starts inherits them, and the launcher's own threads
   // join them; the vCPUs pin themselves through cpus.affinity. Empty = not isolated.
   std::vector<std::uint32_t> emulator_cpus;
+  // realtime (launcher::PlannedCpus::realtime_vcpus; vcpu_realtime.hpp): these vCPUs' threads are
+  // made SCHED_FIFO at realtime_priority right after boot, all or the start fails.
+  bool realtime = false;
+  std::vector<std::uint32_t> realtime_vcpus;
+  int realtime_priority = 1;
   // The event monitor closing while the VMM lives leaves the launcher blind: after this long
   // (time for a VMM that is exiting to be seen dead), the VMM is ended and the domain reported
   // Shutoff/Failed (libvirt's qemuProcessHandleMonitorEOF).

@@ -42,6 +42,47 @@ vmm_api::VmConfig to_ch_vm_config(const launcher::LaunchPlan& plan) {
     mem.hugepages = true;
     mem.hugepage_size = static_cast<std::uint64_t>(plan.memory.hugepage_size);
   }
+  if (!plan.memory.numa.empty()) {
+    // numa.guestMappingPassthrough: memory.size 0 and one zone per guest node (CH v52
+    // vmm/src/vm_config.rs MemoryZoneConfig: id, size, shared, hugepages, hugepage_size,
+    // host_numa_node; memory_manager.rs: "User defined memory regions can't be provided if the
+    // memory size is not 0"), each mbind()ed to its host node (create_ram_region_raw: MPOL_BIND,
+    // MPOL_MF_STRICT|MPOL_MF_MOVE); NumaConfig (guest_numa_id, cpus, distances, memory_zones)
+    // puts the vCPUs and the zone in the guest node. A guest node's distance to itself is CH's
+    // own 10 (acpi.rs create_slit_table), so only the others are given.
+    mem.size = 0;
+    mem.hugepages.reset();
+    mem.hugepage_size.reset();
+    std::vector<vmm_api::MemoryZoneConfig> zones;
+    std::vector<vmm_api::NumaConfig> numa;
+    for (const auto& n : plan.memory.numa) {
+      vmm_api::MemoryZoneConfig z;
+      z.id = "numa" + std::to_string(n.guest_id);
+      z.size = n.memory;
+      if (plan.memory.shared) z.shared = true;
+      z.hugepages = true;
+      z.hugepage_size = static_cast<std::uint64_t>(plan.memory.hugepage_size);
+      z.host_numa_node = static_cast<std::int32_t>(n.host_node);
+      vmm_api::NumaConfig nc;
+      nc.guest_numa_id = n.guest_id;
+      nc.cpus = n.vcpus;
+      nc.memory_zones = std::vector<std::string>{z.id};
+      std::vector<vmm_api::NumaDistance> dist;
+      for (const auto& [to, d] : n.distances) {
+        if (to == n.guest_id) continue;
+        vmm_api::NumaDistance nd;
+        nd.destination = to;
+        nd.distance = d;
+        dist.push_back(std::move(nd));
+      }
+      if (!dist.empty()) nc.distances = std::move(dist);
+      zones.push_back(std::move(z));
+      numa.push_back(std::move(nc));
+    }
+    mem.shared.reset();
+    mem.zones = std::move(zones);
+    c.numa = std::move(numa);
+  }
   c.memory = std::move(mem);
 
   if (!plan.host_devices.empty()) {

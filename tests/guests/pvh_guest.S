@@ -24,6 +24,9 @@
  * is pressed prints
  * "guest: ACPI power button: powering off" and powers off -- unless the word "ignore-acpi"
  * (command line or typed) was seen: then it prints "guest: ignoring the power button".
+ * Under Cloud Hypervisor it also ejects the PCI devices CH asks it to remove (the GED's
+ * PCI_DEVICES_CHANGED, CH's PCI hotplug registers PCST found in the same AML: pci_hotplug),
+ * printing "guest: ACPI PCI hotplug: ejected slot N" -- unless the word "no-eject" was seen.
  */
 
 #define COM1            0x3f8
@@ -58,6 +61,17 @@
         .long   0               /* address bits it maps: 0 = the CPU's MAXPHYADDR */
         .long   2               /* paging: 0 none (below 4 GiB), 1 PAE, 2 4-level */
         .balign 4
+/* type 2: what the guest does when Cloud Hypervisor asks it (GED PCI_DEVICES_CHANGED, PCID)
+   to remove a PCI device: 1 = it ejects it through B0EJ (pci_hotplug below), as an ACPI OS
+   does; 0 (or no such entry) = it never does, and CH keeps the device. Keep it true when
+   pci_hotplug changes. */
+        .long   15              /* namesz */
+        .long   4               /* descsz */
+        .long   2               /* type 2: ACPI PCI hot-unplug */
+        .asciz  "chl-test-guest"
+        .balign 4
+        .long   1               /* ejects */
+        .balign 4
 
         .text
         .globl  pvh_start
@@ -69,6 +83,7 @@ pvh_start:
         movl    $0, line_len
         movl    $0, beat_count
         movl    $0, ignore_acpi
+        movl    $0, no_eject
 
         call    uart_init
         movl    $msg_banner, %esi
@@ -312,6 +327,10 @@ do_ignore_acpi:
         movl    $1, ignore_acpi
         ret
 
+do_no_eject:
+        movl    $1, no_eject
+        ret
+
 /* ---- the ACPI power button, polled (interrupts stay off) ---- */
 
 /* pwrbtn_setup: Cloud Hypervisor or QEMU?  CH's DSDT declares its GED notification register
@@ -330,6 +349,12 @@ pwrbtn_setup:
         pushl   %ebx
         pushl   %ebp
         movl    $0, ged_addr
+        movl    $0, ged_found
+        movl    $0, pcst_addr
+        movl    $0, pcst_lo
+        movl    $0, pcst_hi
+        movl    $0, pcst_found
+        movl    $1, pci_segments
         movl    $0, pwrbtn_mode
         movl    start_info, %ebx
         testl   %ebx, %ebx
@@ -373,7 +398,7 @@ pwrbtn_setup:
         addl    4(%edi), %edx           /* end of the table */
 42:     leal    (%ecx,%ebp), %eax
         cmpl    %edx, %eax
-        ja      40f                     /* every table seen, no GDST: QEMU */
+        ja      39f                     /* every table seen */
         movl    (%ecx), %esi
         cmpl    $8, %ebp
         jne     43f
@@ -384,6 +409,8 @@ pwrbtn_setup:
         movl    %esi, %edi
         cmpl    $0x54445353, (%esi)     /* "SSDT": scan it */
         je      48f
+        cmpl    $0x4746434d, (%esi)     /* "MCFG": one 16-byte entry per PCI segment */
+        je      38f
         cmpl    $0x50434146, (%esi)     /* "FACP": scan its DSDT */
         jne     44f
         movl    40(%esi), %edi          /* DSDT (32-bit) */
@@ -399,15 +426,49 @@ pwrbtn_setup:
         jz      44f
         cmpl    $0x54445344, (%edi)     /* "DSDT" */
         jne     44f
-48:     call    aml_find_gdst
-        jnc     49f
+48:     cmpl    $0, ged_found
+        jne     37f
+        movl    $0x54534447, %ebx       /* "GDST" */
+        call    aml_find_region
+        jc      37f
+        movl    $1, ged_found
+        movl    region_lo, %eax
+        movl    %eax, ged_lo
+        movl    region_hi, %eax
+        movl    %eax, ged_hi
+37:     cmpl    $0, pcst_found
+        jne     44f
+        movl    $0x54534350, %ebx       /* "PCST" (SystemMemory: QEMU's PCST is SystemIO) */
+        call    aml_find_region
+        jc      44f
+        movl    $1, pcst_found
+        movl    region_lo, %eax
+        movl    %eax, pcst_lo
+        movl    region_hi, %eax
+        movl    %eax, pcst_hi
+        jmp     44f
+38:     movl    4(%esi), %eax           /* (length - 44) / 16 segments, 1 to 256 */
+        subl    $44, %eax
+        jb      44f
+        shrl    $4, %eax
+        jz      44f
+        cmpl    $256, %eax
+        jbe     36f
+        movl    $256, %eax
+36:     movl    %eax, pci_segments
 44:     addl    %ebp, %ecx
         jmp     42b
-49:     /* Found: ged_hi:ged_lo. Below 4 GiB a flat access reaches it; above, map it. */
+39:     cmpl    $0, ged_found           /* no GDST: QEMU */
+        je      40f
+        /* Found: ged_hi:ged_lo (and PCST's). Below 4 GiB a flat access reaches them; above, map them. */
         cmpl    $0, ged_hi
+        jne     47f
+        cmpl    $0, pcst_hi
         jne     47f
         movl    ged_lo, %eax
         movl    %eax, ged_addr
+        movl    pcst_lo, %eax
+        movl    %eax, pcst_addr
         jmp     45f
 47:     call    map_ged
         jc      50f                     /* out of reach: no polling at all */
@@ -418,6 +479,20 @@ pwrbtn_setup:
         call    put_hex
         movl    ged_lo, %eax
         call    put_hex
+        movl    $msg_crlf, %esi
+        call    puts
+        cmpl    $0, pcst_addr
+        je      50f
+        movl    $msg_pcst, %esi
+        call    puts
+        movl    pcst_hi, %eax
+        call    put_hex
+        movl    pcst_lo, %eax
+        call    put_hex
+        movl    $msg_pcst_segments, %esi
+        call    puts
+        movl    pci_segments, %eax
+        call    put_dec
         movl    $msg_crlf, %esi
         call    puts
         jmp     50f
@@ -431,10 +506,11 @@ pwrbtn_setup:
         popl    %ebx
         ret
 
-/* aml_find_gdst: %edi = a DSDT or SSDT. Scans its AML for OperationRegion (GDST, SystemMemory,
-   <DWord or QWord address>, ...): CF=0 and ged_hi:ged_lo = the address when found, else CF=1.
-   Keeps %ecx, %edx, %ebp, %esi. */
-aml_find_gdst:
+/* aml_find_region: %edi = a DSDT or SSDT, %ebx = a region's 4-character name. Scans its AML
+   for OperationRegion (<name>, SystemMemory, <DWord or QWord address>, ...): CF=0 and
+   region_hi:region_lo = the address when found, else CF=1.
+   Keeps %ebx, %ecx, %edx, %ebp, %esi, %edi. */
+aml_find_region:
         pushl   %ecx
         pushl   %edx
         movl    %edi, %edx
@@ -445,20 +521,20 @@ aml_find_gdst:
         ja      63f
         cmpw    $0x805b, (%ecx)         /* OperationRegion */
         jne     62f
-        cmpl    $0x54534447, 2(%ecx)    /* "GDST" */
+        cmpl    %ebx, 2(%ecx)           /* the name */
         jne     62f
         cmpb    $0, 6(%ecx)             /* SystemMemory */
         jne     62f
-        movl    $0, ged_hi
+        movl    $0, region_hi
         movb    7(%ecx), %al
         cmpb    $0x0c, %al              /* DWordPrefix */
         je      61f
         cmpb    $0x0e, %al              /* QWordPrefix */
         jne     62f
         movl    12(%ecx), %eax
-        movl    %eax, ged_hi
+        movl    %eax, region_hi
 61:     movl    8(%ecx), %eax
-        movl    %eax, ged_lo
+        movl    %eax, region_lo
         popl    %edx
         popl    %ecx
         clc
@@ -470,22 +546,29 @@ aml_find_gdst:
         stc
         ret
 
-/* map_ged: reach the GED register at ged_hi:ged_lo (above 4 GiB) by turning on paging.  The
+/* map_ged: reach the GED register at ged_hi:ged_lo and CH's PCI hotplug registers at
+   pcst_hi:pcst_lo (when found) -- one of them above 4 GiB -- by turning on paging.  The
    guest goes on running its 32-bit code in IA-32e compatibility mode (EFER.LME, 4-level
    paging, the same 32-bit code segment): 32-bit PAE paging would do as well on bare KVM, but
    the nested kvm_pvm of our test machines only runs paged guests in long mode (a PAE-paged
    guest triple-faults there as soon as CR0.PG is set; tested).  The low 4 GiB stay
    identity-mapped with 2 MiB pages (code, data, ACPI tables, COM1, PCI BARs all where they
-   were), except the 2 MiB window at GED_WINDOW -- guest RAM the guest never uses (CH: just
-   below its 32-bit device area at 3 GiB) -- which maps the 2 MiB frame holding the register,
-   uncached.  ged_addr = its address in the window.  CF=1 (paging left off) when the CPU has
-   no long mode or the address is past its physical address width. */
+   were), except the 2 MiB windows at GED_WINDOW and PCST_WINDOW -- guest RAM the guest never
+   uses (CH: just below its 32-bit device area at 3 GiB) -- which map the 2 MiB frames holding
+   the registers, uncached.  ged_addr and pcst_addr = their addresses as the guest reads them
+   (pcst_addr 0: not reachable, not used).  CF=1 (paging left off) when the CPU has no long
+   mode or the GED's address is past its physical address width. */
 #define GED_WINDOW 0xbfe00000
+#define PCST_WINDOW 0xbfc00000
 map_ged:
         pushl   %ebx
         pushl   %ecx
         pushl   %edx
         pushl   %edi
+        movl    ged_lo, %eax            /* below 4 GiB: where it is */
+        movl    %eax, ged_addr
+        movl    pcst_lo, %eax
+        movl    %eax, pcst_addr
         movl    $0x80000000, %eax
         cpuid
         cmpl    $0x80000008, %eax
@@ -500,11 +583,12 @@ map_ged:
         subl    $32, %ecx
         jbe     66f
         movl    ged_hi, %eax
-        shrl    %cl, %eax               /* address bits at or above MAXPHYADDR must be 0 */
-        cmpl    $32, %ecx
-        jae     67f
-        testl   %eax, %eax
-        jnz     66f
+        call    high_fits
+        jc      66f
+        movl    pcst_hi, %eax
+        call    high_fits
+        jnc     67f
+        call    pcst_unreachable
 67:     /* 2048 PDEs: entry i maps i * 2 MiB, P | RW | PS. */
         movl    $page_dirs, %edi
         xorl    %ecx, %ecx
@@ -516,13 +600,33 @@ map_ged:
         incl    %ecx
         cmpl    $2048, %ecx
         jb      64b
-        movl    ged_lo, %eax            /* the window: P | RW | PWT | PCD | PS */
+        cmpl    $0, ged_hi
+        je      69f
+        movl    ged_lo, %eax            /* the GED window: P | RW | PWT | PCD | PS */
         andl    $0xffe00000, %eax
         orl     $0x9b, %eax
         movl    %eax, page_dirs + (GED_WINDOW >> 21) * 8
         movl    ged_hi, %eax
         movl    %eax, page_dirs + (GED_WINDOW >> 21) * 8 + 4
-        /* 4 PDPTEs, one per page directory, and the PML4's first entry (P | RW). */
+        movl    ged_lo, %eax
+        andl    $0x1fffff, %eax
+        addl    $GED_WINDOW, %eax
+        movl    %eax, ged_addr
+69:     cmpl    $0, pcst_addr
+        je      70f
+        cmpl    $0, pcst_hi
+        je      70f
+        movl    pcst_lo, %eax           /* the PCST window, the same way */
+        andl    $0xffe00000, %eax
+        orl     $0x9b, %eax
+        movl    %eax, page_dirs + (PCST_WINDOW >> 21) * 8
+        movl    pcst_hi, %eax
+        movl    %eax, page_dirs + (PCST_WINDOW >> 21) * 8 + 4
+        movl    pcst_lo, %eax
+        andl    $0x1fffff, %eax
+        addl    $PCST_WINDOW, %eax
+        movl    %eax, pcst_addr
+70:     /* 4 PDPTEs, one per page directory, and the PML4's first entry (P | RW). */
         movl    $pdpt, %edi
         xorl    %ecx, %ecx
 65:     movl    %ecx, %eax
@@ -551,17 +655,25 @@ map_ged:
         orl     $0x80000000, %eax       /* CR0.PG: now in compatibility mode */
         movl    %eax, %cr0
         jmp     68f
-68:     movl    ged_lo, %eax
-        andl    $0x1fffff, %eax
-        addl    $GED_WINDOW, %eax
-        movl    %eax, ged_addr
+68:     popl    %edi
+        popl    %edx
+        popl    %ecx
+        popl    %ebx
+        clc
+        ret
+66:     /* No paging: what lies below 4 GiB is still reachable. */
+        cmpl    $0, pcst_hi
+        je      71f
+        call    pcst_unreachable
+71:     cmpl    $0, ged_hi
+        jne     72f
         popl    %edi
         popl    %edx
         popl    %ecx
         popl    %ebx
         clc
         ret
-66:     movl    $msg_ged_unreachable, %esi
+72:     movl    $msg_ged_unreachable, %esi
         call    puts
         popl    %edi
         popl    %edx
@@ -569,6 +681,28 @@ map_ged:
         popl    %ebx
         stc
         ret
+
+/* high_fits: CF=0 when %eax, the high 32 bits of an address, is below the CPU's physical
+   address width (%ecx = MAXPHYADDR - 32, > 0). Keeps %ecx. */
+high_fits:
+        cmpl    $32, %ecx
+        jae     73f
+        shrl    %cl, %eax               /* address bits at or above MAXPHYADDR must be 0 */
+        testl   %eax, %eax
+        jnz     74f
+73:     clc
+        ret
+74:     stc
+        ret
+
+/* pcst_unreachable: the PCI hotplug registers are out of reach: say so, never use them. */
+pcst_unreachable:
+        cmpl    $0, pcst_found
+        je      75f
+        movl    $0, pcst_addr
+        movl    $msg_pcst_unreachable, %esi
+        call    puts
+75:     ret
 
 /* pwrbtn_poll: the button pressed? Power off, unless ignore-acpi. */
 pwrbtn_poll:
@@ -579,7 +713,12 @@ pwrbtn_poll:
         jne     52f
         movl    ged_addr, %eax
         movb    (%eax), %al             /* CH: reading returns and clears the flags */
-        testb   $0x08, %al              /* POWER_BUTTON_CHANGED */
+        testb   $0x04, %al              /* PCI_DEVICES_CHANGED */
+        jz      58f
+        pushl   %eax
+        call    pci_hotplug
+        popl    %eax
+58:     testb   $0x08, %al              /* POWER_BUTTON_CHANGED */
         jz      52f
         jmp     53f
 51:     movw    $0x600, %dx             /* QEMU: PM1a_STS.PWRBTN_STS */
@@ -596,6 +735,75 @@ pwrbtn_poll:
 54:     movl    $msg_pwrbtn_ignored, %esi
         call    puts
 52:     ret
+
+/* pci_hotplug: Cloud Hypervisor's GED said PCI_DEVICES_CHANGED.  Do what an ACPI OS does with
+   CH's AML (vmm/src/pci_segment.rs, vmm/src/device_manager.rs): for each PCI segment, PCNT
+   selects it (PSEG) and reads PCIU (devices added: device check) and PCID (devices to remove:
+   eject request), each read clearing the bitmap; the OS answers an eject request with the
+   slot's _EJ0, which is PCEJ (slot, segment): PSEG = segment, B0EJ = 1 << slot -- CH then
+   ejects the device (DeviceManager::eject_device) and emits vm/device-removed.  The registers
+   are 32-bit fields (CH's BusDevice read asserts 4-byte accesses). */
+pci_hotplug:
+        pushl   %ebx
+        cmpl    $0, pcst_addr
+        jne     76f
+        movl    $msg_pci_no_pcst, %esi
+        call    puts
+        jmp     79f
+76:     movl    $0, pci_seg
+77:     movl    pci_seg, %eax
+        cmpl    pci_segments, %eax
+        jae     79f
+        movl    pcst_addr, %ebx
+        movl    %eax, 12(%ebx)          /* PSEG */
+        movl    (%ebx), %eax            /* PCIU */
+        movl    %eax, pci_up
+        movl    4(%ebx), %eax           /* PCID */
+        movl    %eax, pci_down
+78:     bsfl    pci_up, %eax            /* each device added: say so (this guest drives none) */
+        jz      80f
+        btrl    %eax, pci_up
+        movl    %eax, pci_slot
+        movl    $msg_pci_added, %esi
+        call    pci_say
+        jmp     78b
+80:     bsfl    pci_down, %eax          /* each device to remove: eject it */
+        jz      81f
+        btrl    %eax, pci_down
+        movl    %eax, pci_slot
+        cmpl    $0, no_eject            /* "no-eject": say so, leave it to CH */
+        je      83f
+        movl    $msg_pci_not_ejected, %esi
+        call    pci_say
+        jmp     80b
+83:     movl    pcst_addr, %ebx
+        movl    pci_seg, %edx
+        movl    %edx, 12(%ebx)          /* PSEG */
+        movl    %eax, %ecx
+        movl    $1, %edx
+        shll    %cl, %edx
+        movl    %edx, 8(%ebx)           /* B0EJ */
+        movl    $msg_pci_ejected, %esi
+        call    pci_say
+        jmp     80b
+81:     incl    pci_seg
+        jmp     77b
+79:     popl    %ebx
+        ret
+
+/* pci_say: prints %esi, pci_slot, and " of segment S" when pci_seg is not 0. */
+pci_say:
+        call    puts
+        movl    pci_slot, %eax
+        call    put_dec
+        cmpl    $0, pci_seg
+        je      82f
+        movl    $msg_pci_of_segment, %esi
+        call    puts
+        movl    pci_seg, %eax
+        call    put_dec
+82:     movl    $msg_crlf, %esi
+        jmp     puts
 
 /* ---- heartbeat: TSC, its rate from CPUID ---- */
 
@@ -807,8 +1015,17 @@ msg_pwrbtn:     .asciz  "guest: ACPI power button: powering off\r\n"
 msg_pwrbtn_ignored: .asciz "guest: ignoring the power button\r\n"
 msg_ged:        .asciz  "guest: ACPI power button: Cloud Hypervisor GED register at 0x"
 msg_ged_unreachable: .asciz "guest: ACPI power button: the GED register is out of reach, not polled\r\n"
+msg_pcst:       .asciz  "guest: ACPI PCI hotplug: Cloud Hypervisor PCST registers at 0x"
+msg_pcst_segments: .asciz ", PCI segments: "
+msg_pcst_unreachable: .asciz "guest: ACPI PCI hotplug: the PCST registers are out of reach, devices are not ejected\r\n"
+msg_pci_no_pcst: .asciz "guest: ACPI PCI hotplug: PCI devices changed, but no PCST registers: nothing ejected\r\n"
+msg_pci_added:  .asciz  "guest: ACPI PCI hotplug: added slot "
+msg_pci_ejected: .asciz "guest: ACPI PCI hotplug: ejected slot "
+msg_pci_of_segment: .asciz " of segment "
+msg_pci_not_ejected: .asciz "guest: ACPI PCI hotplug: not ejecting (no-eject) slot "
 hex_digits:     .ascii  "0123456789abcdef"
 word_ignore_acpi: .asciz "ignore-acpi"
+word_no_eject:  .asciz  "no-eject"
 word_poweroff:  .asciz  "poweroff"
 word_reboot:    .asciz  "reboot"
 word_panic:     .asciz  "panic"
@@ -820,6 +1037,7 @@ cmd_table:
         .long   word_panic, do_panic
         .long   word_ping, do_ping
         .long   word_ignore_acpi, do_ignore_acpi
+        .long   word_no_eject, do_no_eject
         .long   0, 0
 
         .bss
@@ -832,8 +1050,21 @@ tsc_mhz:        .skip 4
 ged_addr:       .skip 4                 /* where the guest reads it (a paged window above 4 GiB) */
 ged_lo:         .skip 4                 /* its physical address, from the AML */
 ged_hi:         .skip 4
+ged_found:      .skip 4
+region_lo:      .skip 4                 /* aml_find_region's answer */
+region_hi:      .skip 4
+pcst_addr:      .skip 4                 /* CH's PCI hotplug registers as the guest reads them, 0: none */
+pcst_lo:        .skip 4                 /* their physical address, from the AML */
+pcst_hi:        .skip 4
+pcst_found:     .skip 4
+pci_segments:   .skip 4                 /* from the MCFG table, else 1 */
+pci_seg:        .skip 4
+pci_slot:       .skip 4
+pci_up:         .skip 4
+pci_down:       .skip 4
 pwrbtn_mode:    .skip 4                 /* 0 none, 1 QEMU PM1 at 0x600, 2 CH GED at ged_addr */
 ignore_acpi:    .skip 4
+no_eject:       .skip 4                 /* the word no-eject: PCI devices are not ejected */
         .balign 8
 beat_ticks:     .skip 8
 next_beat:      .skip 8

@@ -124,7 +124,8 @@ const GoType* domain_type() {
                                                                     {"Port", &kUint},
                                                                     {"State", &kString}}))}});
     const GoType* host_device = strukt("api.HostDevice", {{"XMLName", xml_name},
-                                                          {"Source", any},
+                                                          {"Source", strukt("api.HostDeviceSource",
+                                                                            {{"Address", ptr(address)}})},
                                                           {"Type", &kString},
                                                           {"BootOrder", any},
                                                           {"Managed", &kString},

@@ -140,6 +140,15 @@ TEST_CASE(
   CHECK(d.interfaces[0].target_device == "tap0");  // CH has the tap by fd, not by name: ours stays
   // The same again changes nothing.
   CHECK_FALSE(apply_vmm_info(d, info, {{"hotplug-hp1", "hp1"}}));
+  // hp1 detached: CH's config no longer has it, but the guest has not ejected it yet -- kept
+  // as it was (`keep`), as libvirt keeps a disk until DEVICE_DELETED; after that, no source.
+  json without = info;
+  without["config"]["disks"].erase(2);
+  CHECK_FALSE(apply_vmm_info(d, without, {}, {"hp1"}));
+  CHECK(d.disks[3].source == "/var/run/kubevirt/hotplug-disks/hp1.img");
+  CHECK(d.disks[3].target_device == "vdc");
+  CHECK(apply_vmm_info(d, without, {}));
+  CHECK(d.disks[3].source.empty());
 }
 
 TEST_CASE(
@@ -187,10 +196,20 @@ TEST_CASE(
   auto vmi = read_json(kGolden / "sync-vmis/pvc-emptydisk-bridge-multus.sync.json");
   vmi["spec"]["domain"]["devices"]["interfaces"][1] = {
       {"name", "storage"}, {"sriov", json::object()}, {"macAddress", "02:00:00:aa:bb:01"}};
-  DomainDocument d = document_of(chl::vmi::parse_vmi(vmi.dump()).vmi, "cloud-hypervisor");
+  DomainDocument d = document_of(chl::vmi::parse_vmi(vmi.dump()).vmi, "qemu-kvm");
   d.state = chl::events::DomainState::Running;
   REQUIRE(d.interfaces.size() == 1);
   REQUIRE(d.sriov_interfaces == std::vector<std::string>{"storage"});
+  // On Cloud Hypervisor: only once CH has the VF attached (vm.info's config and device tree).
+  DomainDocument c = document_of(chl::vmi::parse_vmi(vmi.dump()).vmi, "cloud-hypervisor");
+  CHECK(c.sriov_interfaces.empty());
+  CHECK(apply_vmm_info(c,
+                       {{"config", {{"devices", {{{"id", "sriov-storage"}, {"path", "/sys/bus/pci/devices/0000:65:00.2/"}}}}}},
+                        {"device_tree", {{"sriov-storage", {{"pci_bdf", "0000:00:04.0"}}}}}},
+                       {}));
+  c.state = chl::events::DomainState::Running;
+  CHECK(chl::kubevirt::to_domain_json(c)["Spec"]["Devices"]["HostDevices"][0]["Alias"] ==
+        json({{"Name", "sriov-storage"}, {"UserDefined", true}}));
   const json doc = chl::kubevirt::to_domain_json(d);
   CHECK(doc["Spec"]["Devices"]["HostDevices"][0]["Alias"] ==
         json({{"Name", "sriov-storage"}, {"UserDefined", true}}));
@@ -226,4 +245,56 @@ TEST_CASE("isolateEmulatorThread: the domain never carries CPUTune") {
   const json doc = chl::kubevirt::to_domain_json(d);
   CHECK((!doc["Spec"].contains("CPUTune") || doc["Spec"]["CPUTune"].is_null()));
   CHECK(doc["Spec"]["Type"] == "kvm");  // not "qemu": no SoftwareEmulation condition (vm.go:753)
+}
+
+TEST_CASE(
+    "domain document: host devices and GPUs are the VFIO devices Cloud Hypervisor attached (config and "
+    "device tree), in KubeVirt's HostDevice shape") {
+  auto vmi = read_json(kGolden / "sync-vmis/pvc-emptydisk-bridge-multus.sync.json");
+  DomainDocument d = document_of(chl::vmi::parse_vmi(vmi.dump()).vmi, "cloud-hypervisor");
+  d.state = chl::events::DomainState::Running;
+  CHECK(d.host_devices.empty());  // nothing from the plan
+  // vm.info as CH v52 answers it: devices[] in the config; the device tree has those attached
+  // (a device whose boot or add failed is in neither; one only created is in the config alone).
+  json info = {{"state", "Running"},
+               {"config",
+                {{"devices",
+                  {{{"id", "hostdevice-nic"}, {"path", "/sys/bus/pci/devices/0000:81:00.1/"}},
+                   {{"id", "gpu-vgpu1"}, {"path", "/sys/bus/mdev/devices/4b20d080-1b54-4048-85b3-a6a62d165c01/"}},
+                   {{"id", "hostdevice-notyet"}, {"path", "/sys/bus/pci/devices/0000:82:00.0/"}}}}}},
+               {"device_tree",
+                {{"hostdevice-nic", {{"id", "hostdevice-nic"}, {"pci_bdf", "0000:00:05.0"}}},
+                 {"gpu-vgpu1", {{"id", "gpu-vgpu1"}, {"pci_bdf", "0000:00:06.0"}}},
+                 {"__rng", {{"id", "__rng"}, {"pci_bdf", "0000:00:01.0"}}}}}};
+  CHECK(apply_vmm_info(d, info, {}));
+  REQUIRE(d.host_devices.size() == 2);
+  const json doc = chl::kubevirt::to_domain_json(d);
+  const json& hd = doc["Spec"]["Devices"]["HostDevices"];
+  REQUIRE(hd.size() == 2);
+  // generic/hostdev.go:34 and hostdev.go:140-150: alias "hostdevice-<name>", user-defined; the
+  // host address as device.NewPciAddressField writes it.
+  CHECK(hd[0]["Alias"] == json({{"Name", "hostdevice-nic"}, {"UserDefined", true}}));
+  CHECK(hd[0]["Type"] == "pci");
+  CHECK(hd[0]["Managed"] == "no");
+  CHECK(hd[0]["Source"]["Address"] ==
+        json({{"Type", "pci"}, {"Domain", "0x0000"}, {"Bus", "0x81"}, {"Slot", "0x00"}, {"Function", "0x1"}}));
+  CHECK(hd[0]["Address"]["Slot"] == "0x05");
+  // gpu/hostdev.go:34 and hostdev.go:181-194: a mediated device.
+  CHECK(hd[1]["Alias"]["Name"] == "gpu-vgpu1");
+  CHECK(hd[1]["Type"] == "mdev");
+  CHECK(hd[1]["Mode"] == "subsystem");
+  CHECK(hd[1]["Model"] == "vfio-pci");
+  CHECK(hd[1]["Source"]["Address"]["UUID"] == "4b20d080-1b54-4048-85b3-a6a62d165c01");
+  // Go decodes it (every field typed), and virt-handler reads it without a failure.
+  const auto decoded = chl::test::go_decode_domain(doc.dump());
+  CHECK(decoded.error.empty());
+  CHECK_MESSAGE(decoded.unmodelled.empty(), all(decoded.unmodelled));
+  CHECK(decoded.value["Spec"]["Devices"]["HostDevices"][0]["Source"]["Address"]["Bus"] == "0x81");
+  const auto r = chl::test::decode_and_read(doc.dump(), chl::test::HandlerVmi::from_vmi_json(vmi));
+  CHECK_MESSAGE(r.failures.empty(), all(r.failures));
+  // The VM gone (no device tree, as after a failed vm.boot): nothing is claimed any more.
+  info.erase("device_tree");
+  CHECK(apply_vmm_info(d, info, {}));
+  CHECK(d.host_devices.empty());
+  CHECK(chl::kubevirt::to_domain_json(d)["Spec"]["Devices"]["HostDevices"].is_null());
 }

@@ -519,3 +519,89 @@ TEST_CASE("virt-launcher lifecycle (" CHL_VL_HYPERVISOR
   check_exit_0(pod, 30s);
   check_final_notification(notify);
 }
+
+// A detached hotplug volume whose device the VMM keeps: Cloud Hypervisor drops the disk from its
+// config at once but keeps the device until the guest ejects it (vmm/src/vm.rs
+// Vm::remove_device), so the domain keeps the disk -- source and target: virt-handler's volume
+// status stays Ready (vm.go updateVolumeStatusesFromDomain) -- as libvirt keeps a disk until
+// QEMU's DEVICE_DELETED. The PVH guest's word no-eject makes it leave removed devices to CH (on
+// the real CH and, by its command line, in the double); test_virt_launcher.cpp has the eject.
+TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a detached volume the guest does not eject stays in the domain (Ready)") {
+  if (kQemu) return;  // libvirt's detach waits for QEMU itself
+  if (!guest_runnable()) return;
+  if (chl::test::using_real_vmm() && !chl::test::is_project_pvh_guest(chl::test::guest_kernel())) {
+    chl::test::skip("needs the project's PVH guest (its word no-eject; CHL_TEST_GUEST_KERNEL names another)");
+    return;
+  }
+  Pod pod;
+  chl::test::TestNotifyServer notify(pod.share() / "domain-notify-pipe.sock");
+  fs::create_directories(pod.hotplug());
+  { std::ofstream(pod.hotplug() / "hp1.img").put('\0'); }
+  fs::resize_file(pod.hotplug() / "hp1.img", 1 << 20);
+  auto cmd = pod.serve();
+  auto base = nlohmann::json::parse(vmi_json());
+  base["spec"]["domain"]["firmware"]["kernelBoot"]["kernelArgs"] = "console=ttyS0 kv-flow no-eject";
+  auto j = base;
+  j["spec"]["volumes"] = nlohmann::json::parse(R"([{"name": "hp1", "persistentVolumeClaim": {"claimName": "hp1-pvc", "hotpluggable": true}}])");
+  j["spec"]["domain"]["devices"]["disks"] = nlohmann::json::parse(R"([{"name": "hp1", "disk": {"bus": "scsi"}}])");
+  j["status"]["volumeStatus"] = nlohmann::json::parse(
+      R"([{"name": "hp1", "target": "", "phase": "HotplugVolumeMounted", "hotplugVolume": {"attachPodName": "hp-volume-x", "attachPodUID": "u1"}}])");
+  v1::VMIRequest plugged;
+  plugged.mutable_vmi()->set_vmijson(j.dump());
+  v1::Response r;
+  REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, plugged, &r); }, 120s).ok());
+  REQUIRE_MESSAGE(r.success(), r.message() << "\n" << pod.output());
+  // The guest has read its command line (words act after `guest ready`) before the unplug.
+  const fs::path console = pod.priv() / kUid / "virt-serial0";
+  std::optional<chl::common::UniqueFd> client;  // kept: virt-serial0 serves one client at a time
+  REQUIRE(chl::test::wait_until(30s, [&] {
+    auto c = chl::common::connect_unix(console);
+    if (c) client.emplace(std::move(*c));
+    return client.has_value();
+  }));
+  std::string seen;
+  const auto read_more = [&] {
+    char buf[4096];
+    pollfd p{client->get(), POLLIN, 0};
+    while (::poll(&p, 1, 0) > 0) {
+      const ssize_t n = ::read(client->get(), buf, sizeof buf);
+      if (n <= 0) break;
+      seen.append(buf, static_cast<std::size_t>(n));
+    }
+  };
+  REQUIRE_MESSAGE(chl::test::wait_until(60s, [&] {
+                    read_more();
+                    return seen.find("ready") != std::string::npos;
+                  }),
+                  seen);
+  // Unplugged: CH's config loses it at once; the domain keeps it while the device stays.
+  v1::VMIRequest unplugged;
+  unplugged.mutable_vmi()->set_vmijson(base.dump());
+  REQUIRE(call([&](auto& c) { return cmd->SyncVirtualMachine(&c, unplugged, &r); }).ok());
+  CHECK_MESSAGE(r.success(), r.message());
+  const auto st = pod.status();
+  REQUIRE(st.contains("info"));
+  CHECK(st["info"]["config"].dump().find("hp1.img") == std::string::npos);
+  CHECK(st["info"]["device_tree"].contains("hotplug-hp1"));
+  std::string text;
+  const auto read = get_domain(*cmd, chl::test::HandlerVmi::from_vmi_json(j), &text);
+  CHECK_MESSAGE(text.find((pod.hotplug() / "hp1.img").string()) != std::string::npos, text);
+  REQUIRE(read.status.volume("hp1"));
+  CHECK_MESSAGE(!read.status.volume("hp1")->target.empty(), text);
+  CHECK(read.status.volume("hp1")->phase == "Ready");
+  CHECK(pod.output().find("the VMM keeps device hotplug-hp1 until the guest ejects it") != std::string::npos);
+  // A guest reboot: CH makes a new VM from its config (vmm/src/lib.rs vm_reboot), without the
+  // device and with no device-removed said: the domain loses the disk then.
+  const std::string words = "reboot\r";
+  REQUIRE(::write(client->get(), words.data(), words.size()) == static_cast<ssize_t>(words.size()));
+  CHECK_MESSAGE(chl::test::wait_until(60s, [&] {
+                  read_more();
+                  get_domain(*cmd, chl::test::HandlerVmi::from_vmi_json(j), &text);
+                  return text.find("hp1.img") == std::string::npos;
+                }),
+                text << "\nconsole:\n" << seen);
+  kill_and_delete(*cmd, unplugged);
+  auto end = pod.child.wait_for(30s);
+  REQUIRE(end);
+  CHECK(*end);
+}

@@ -35,8 +35,8 @@ bool using_real_vmm();
 // The project's PVH test guest, as built: <build>/guests/pvh-guest.elf.
 std::filesystem::path project_pvh_guest();
 // True when `kernel` holds the same bytes as project_pvh_guest(): a guest known to power off on
-// the ACPI power button (Cloud Hypervisor's GED register, QEMU's PM1) and never to eject a
-// hot-removed device (docs/guests.md).
+// the ACPI power button (Cloud Hypervisor's GED register, QEMU's PM1) and, under Cloud
+// Hypervisor, to eject a hot-removed PCI device (docs/guests.md).
 bool is_project_pvh_guest(const std::filesystem::path& kernel);
 // A test that relies on the guest powering off when the ACPI power button is pressed (a
 // cooperative guest) says so by calling this first with the guest it boots. True when `kernel`

@@ -450,11 +450,6 @@ TEST_CASE("cloud-hypervisor refuses what it cannot serve, qemu-kvm serves it") {
              "[{name: gpu1, deviceName: nvidia.com/GRID_T4-1Q, virtualGPUOptions: {display: {}}}]");
        },
        "spec.domain.devices.gpus[0].virtualGPUOptions.display", "no display for a vGPU"},
-      {"sriov",
-       [](YAML::Node& n) {
-         n["spec"]["domain"]["devices"]["interfaces"][0] = YAML::Load("{name: default, sriov: {}}");
-       },
-       "spec.domain.devices.interfaces[0].sriov", "SR-IOV", false},
       {"slirp",
        [](YAML::Node& n) {
          n["spec"]["domain"]["devices"]["interfaces"][0] = YAML::Load("{name: default, slirp: {}}");
@@ -469,15 +464,6 @@ TEST_CASE("cloud-hypervisor refuses what it cannot serve, qemu-kvm serves it") {
          n["spec"]["domain"]["devices"]["disks"][0]["disk"]["pciAddress"] = "0000:00:05.0";
        },
        "spec.domain.devices.disks[0].disk.pciAddress", "assigns PCI addresses itself"},
-      // virt-handler's realtime setup finds only QEMU's "CPU N/KVM" threads
-      // (pkg/hypervisor/kvm/realtime.go): the refusal names the field and that reason.
-      {"realtime",
-       [](YAML::Node& n) {
-         n["spec"]["domain"]["cpu"] =
-             YAML::Load("{dedicatedCpuPlacement: true, realtime: {mask: \"0\"}}");
-       },
-       "spec.domain.cpu.realtime", "only QEMU's vCPU threads SCHED_FIFO",
-       false},  // nor on qemu-kvm: the libvirt path renders no <vcpusched> yet
       {"launch security",
        [](YAML::Node& n) { n["spec"]["domain"]["launchSecurity"] = YAML::Load("{sev: {}}"); },
        "spec.domain.launchSecurity", "confidential", false},
@@ -702,6 +688,79 @@ TEST_CASE("cloud-hypervisor takes an isolated emulator thread with dedicated CPU
   }));
   CHECK(has(without, "spec.domain.cpu.isolateEmulatorThread",
             "requires dedicatedCpuPlacement: true"));
+}
+
+// KubeVirt's shapes (vmi-create-admitter.go validateNUMA/validateRealtime): NUMA passthrough
+// with dedicated CPUs and hugepages, realtime on top of both.
+constexpr const char* kNumaCpu = "{cores: 2, dedicatedCpuPlacement: true, numa: {guestMappingPassthrough: {}}}";
+constexpr const char* kRealtimeCpu =
+    "{cores: 2, dedicatedCpuPlacement: true, numa: {guestMappingPassthrough: {}}, realtime: {mask: \"0-1,^1\"}}";
+
+std::string numa_vmi(const char* cpu, const char* memory = "{hugepages: {pageSize: 2Mi}}") {
+  return vmi_with([&](YAML::Node& n) {
+    n["spec"]["domain"]["cpu"] = YAML::Load(cpu);
+    n["spec"]["domain"]["memory"] = YAML::Load(memory);
+  });
+}
+
+TEST_CASE("cloud-hypervisor takes NUMA passthrough and realtime in KubeVirt's shape, qemu-kvm refuses them") {
+  for (const char* cpu : {kNumaCpu, kRealtimeCpu}) {
+    CAPTURE(cpu);
+    auto r = check_vmi(numa_vmi(cpu), "cloud-hypervisor");
+    CHECK_MESSAGE(r.has_value(), dump(r ? Violations{} : r.error()));
+    if (r) {
+      CHECK(r->vmi.spec.domain.cpu.numa_guest_mapping_passthrough);
+      CHECK(r->vmi.spec.domain.cpu.realtime == (cpu == kRealtimeCpu));
+      if (cpu == kRealtimeCpu) CHECK(r->vmi.spec.domain.cpu.realtime_mask == "0-1,^1");
+      // Memory hotplug is not defaulted on (defaults.cpp, KubeVirt's ValidateLiveUpdateMemory).
+      CHECK_FALSE(r->vmi.spec.domain.memory.max_guest.has_value());
+    }
+  }
+  CHECK(has(problems(numa_vmi(kNumaCpu), "qemu-kvm"), "spec.domain.cpu.numa.guestMappingPassthrough", "<numatune>"));
+  CHECK(has(problems(numa_vmi(kRealtimeCpu), "qemu-kvm"), "spec.domain.cpu.realtime", "<vcpusched>"));
+}
+
+TEST_CASE("NUMA passthrough and realtime refusals name the field") {
+  struct Row {
+    std::string name;
+    std::string text;
+    std::string path;
+    std::string reason;
+  };
+  const std::vector<Row> rows = {
+      {"numa without dedicated CPUs", numa_vmi("{numa: {guestMappingPassthrough: {}}}"),
+       "spec.domain.cpu.numa.guestMappingPassthrough", "requires dedicatedCpuPlacement: true"},
+      {"numa without hugepages", numa_vmi(kNumaCpu, "{guest: 1Gi}"), "spec.domain.cpu.numa.guestMappingPassthrough",
+       "requires memory.hugepages"},
+      {"numa with memory hotplug", numa_vmi(kNumaCpu, "{guest: 1Gi, maxGuest: 4Gi, hugepages: {pageSize: 2Mi}}"),
+       "spec.domain.memory.maxGuest", "not compatible with numa.guestMappingPassthrough"},
+      {"realtime without dedicated CPUs",
+       numa_vmi("{numa: {guestMappingPassthrough: {}}, realtime: {}}"), "spec.domain.cpu.realtime",
+       "requires dedicatedCpuPlacement: true"},
+      {"realtime without numa", numa_vmi("{dedicatedCpuPlacement: true, realtime: {}}"),
+       "spec.domain.cpu.realtime", "requires numa.guestMappingPassthrough"},
+      {"realtime with a bad mask",
+       numa_vmi("{dedicatedCpuPlacement: true, numa: {guestMappingPassthrough: {}}, realtime: {mask: \"0-1,x\"}}"),
+       "spec.domain.cpu.realtime.mask", "invalid mask value 'x' in '0-1,x'"},
+      {"realtime with a reversed range",
+       numa_vmi("{dedicatedCpuPlacement: true, numa: {guestMappingPassthrough: {}}, realtime: {mask: \"3-1\"}}"),
+       "spec.domain.cpu.realtime.mask", "invalid mask range `3-1`"},
+  };
+  for (const auto& row : rows) {
+    CAPTURE(row.name);
+    auto v = problems(row.text);
+    CHECK_MESSAGE(has(v, row.path, row.reason), row.name << ":\n" << dump(v));
+  }
+}
+
+TEST_CASE("realtime is refused where the launcher cannot make threads SCHED_FIFO (a non-root pod)") {
+  HostFacts pod;
+  pod.realtime_scheduling = false;  // uid 107 without CAP_SYS_NICE, RLIMIT_RTPRIO 0
+  auto r = check_vmi(numa_vmi(kRealtimeCpu), "cloud-hypervisor", pod);
+  REQUIRE_FALSE(r.has_value());
+  CHECK_MESSAGE(has(r.error(), "spec.domain.cpu.realtime", "no CAP_SYS_NICE"), dump(r.error()));
+  // NUMA passthrough alone needs no capability.
+  CHECK(check_vmi(numa_vmi(kNumaCpu), "cloud-hypervisor", pod).has_value());
 }
 
 TEST_CASE("references between interfaces, networks and bindings are checked") {

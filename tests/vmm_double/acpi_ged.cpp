@@ -32,6 +32,8 @@ std::optional<GuestReach> notes(const std::vector<char>& f) {
     Phdr ph;
     std::memcpy(&ph, f.data() + off, sizeof ph);
     if (ph.p_type != PT_NOTE || ph.p_offset + ph.p_filesz > f.size()) continue;
+    std::optional<GuestReach> reach;
+    bool ejects = false;
     std::uint64_t p = ph.p_offset;
     const std::uint64_t end = ph.p_offset + ph.p_filesz;
     while (p + 12 <= end) {
@@ -48,9 +50,17 @@ std::optional<GuestReach> notes(const std::vector<char>& f) {
         std::uint32_t bits, paging;
         std::memcpy(&bits, f.data() + desc_at, 4);
         std::memcpy(&paging, f.data() + desc_at + 4, 4);
-        return GuestReach{bits, static_cast<GuestPaging>(std::min<std::uint32_t>(paging, 2))};
+        reach = GuestReach{bits, static_cast<GuestPaging>(std::min<std::uint32_t>(paging, 2))};
+      } else if (name == "chl-test-guest" && type == 2 && descsz >= 4) {
+        std::uint32_t v;
+        std::memcpy(&v, f.data() + desc_at, 4);
+        ejects = v == 1;
       }
       p = next;
+    }
+    if (reach) {
+      reach->ejects_pci = ejects;
+      return reach;
     }
   }
   return std::nullopt;
@@ -65,6 +75,11 @@ std::uint64_t ch_ged_address(unsigned phys_bits, bool acpi_memory_hotplug) {
   const unsigned before =
       acpi_memory_hotplug ? 3 : 2;  // memory manager?, device manager, CPU manager
   return top - (before + 1) * 0x1000;
+}
+
+std::uint64_t ch_pcst_address(unsigned phys_bits, bool acpi_memory_hotplug) {
+  const std::uint64_t top = (std::uint64_t{1} << phys_bits) - (std::uint64_t{1} << 16);
+  return top - (acpi_memory_hotplug ? 2 : 1) * 0x1000;  // after the memory manager's, if any
 }
 
 std::optional<GuestReach> read_guest_reach(const std::string& kernel) {

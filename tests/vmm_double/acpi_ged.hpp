@@ -24,13 +24,20 @@ unsigned ch_phys_bits(unsigned max_phys_bits);
 // (device_manager.rs DeviceManager::new), then the GED (add_acpi_devices).
 std::uint64_t ch_ged_address(unsigned phys_bits, bool acpi_memory_hotplug);
 
-// How the guest reaches MMIO above 4 GiB, from its ELF note.
+// The PCI hotplug registers' address (the DeviceManager's ACPI device, 16 bytes: PCIU, PCID,
+// B0EJ, PSEG; vmm/src/device_manager.rs DEVICE_MANAGER_ACPI_SIZE): the first allocation after
+// the memory manager's.
+std::uint64_t ch_pcst_address(unsigned phys_bits, bool acpi_memory_hotplug);
+
+// How the guest reaches MMIO above 4 GiB, from its ELF note (type 1), and whether it ejects a
+// PCI device CH asks it to remove (type 2, descriptor 1; tests/guests/pvh_guest.S pci_hotplug).
 enum class GuestPaging : std::uint32_t { None = 0, Pae = 1, FourLevel = 2 };
 struct GuestReach {
   unsigned address_bits = 0;  // 0: the CPU's MAXPHYADDR
   GuestPaging paging = GuestPaging::None;
+  bool ejects_pci = false;  // no type-2 entry: it never ejects (CH keeps the device)
 };
-// The note of `kernel` (nullopt: not an ELF file with it).
+// The note of `kernel` (nullopt: not an ELF file with a type-1 entry).
 std::optional<GuestReach> read_guest_reach(const std::string& kernel);
 
 // Whether a guest with `reach` polls a register at `addr`; `why` says why not. A PAE-paged guest

@@ -136,6 +136,28 @@ const SchemaType* cpus_config() {
   return t;
 }
 
+// CH v52 vmm/src/vm_config.rs MemoryZoneConfig (line 163).
+const SchemaType* memory_zone_config() {
+  static const SchemaType* t = struct_of(
+      "MemoryZoneConfig",
+      {req("id", t_string()), req("size", t_u64()), opt("file", t_path()), def("shared", t_bool(), false),
+       def("hugepages", t_bool(), false), opt("hugepage_size", t_u64()), opt("host_numa_node", t_u32()),
+       opt("hotplug_size", t_u64()), opt("hotplugged_size", t_u64()), def("prefault", t_bool(), false),
+       def("mergeable", t_bool(), false)});
+  return t;
+}
+
+// CH v52 vmm/src/vm_config.rs NumaDistance, NumaConfig (lines 774-794).
+const SchemaType* numa_config() {
+  static const SchemaType* distance = struct_of(
+      "NumaDistance", {def("destination", t_u32(), 0), def("distance", t_u8(), 0)});
+  static const SchemaType* t = struct_of(
+      "NumaConfig", {req("guest_numa_id", t_u32()), opt("cpus", seq_of(t_u32())),
+                     opt("distances", seq_of(distance)), opt("memory_zones", seq_of(t_string())),
+                     opt("pci_segments", seq_of(t_u16())), opt("device_id", t_string())});
+  return t;
+}
+
 const SchemaType* memory_config() {
   static const SchemaType* t =
       struct_of("MemoryConfig",
@@ -144,7 +166,7 @@ const SchemaType* memory_config() {
                  opt("hotplug_size", t_u64()), opt("hotplugged_size", t_u64()),
                  def("shared", t_bool(), false), def("hugepages", t_bool(), false),
                  opt("hugepage_size", t_u64()), def("prefault", t_bool(), false),
-                 opt("zones", seq_of(t_any())), def("thp", t_bool(), true)});
+                 opt("zones", seq_of(memory_zone_config())), def("thp", t_bool(), true)});
   return t;
 }
 
@@ -490,7 +512,7 @@ const SchemaType& vm_config_type() {
        opt("vsock", &vsock_config_type()),
        def("pvpanic", t_bool(), false),
        def("iommu", t_bool(), false),
-       opt("numa", seq_of(t_any())),
+       opt("numa", seq_of(numa_config())),
        def("watchdog", t_bool(), false),
        opt("pci_segments", seq_of(t_any())),
        opt("platform", platform_config()),

@@ -44,6 +44,7 @@ Faults Faults::from_env() {
   f.phase_delay_ms = number("VMM_DOUBLE_PHASE_DELAY_MS", 20);
   f.heartbeat_ms = number("VMM_DOUBLE_HEARTBEAT_MS", 0);
   f.poweroff_teardown_ms = number("VMM_DOUBLE_POWEROFF_TEARDOWN_MS", 0);
+  f.vfio_root = env("VMM_DOUBLE_VFIO_ROOT");
   return f;
 }
 

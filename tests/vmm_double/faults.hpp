@@ -29,6 +29,10 @@
 //                                          control loop in vmm_shutdown): API requests wait
 //                                          meanwhile and are answered as CH answers them then
 //                                          (0 by default: at once).
+//   VMM_DOUBLE_VFIO_ROOT=<dir>             a directory standing for / where VFIO devices are
+//                                          looked up (<dir>/dev/vfio/vfio, <dir><path>/iommu_group,
+//                                          <dir>/dev/vfio/<group>): a machine with VFIO, for the
+//                                          double only (vfio.hpp; it does no VFIO ioctls).
 // Endpoint names are as in the URL: vm.boot, vmm.ping, vm.add-net, ...
 #include <set>
 #include <string>
@@ -47,6 +51,7 @@ struct Faults {
   int phase_delay_ms = 20;
   int heartbeat_ms = 0;
   int poweroff_teardown_ms = 0;
+  std::string vfio_root;  // "": the machine's own /dev/vfio and /sys
 
   static Faults from_env();
   [[nodiscard]] bool crash(const std::string& phase) const { return crash_at == phase; }

@@ -18,7 +18,9 @@
 //   reboot   -> vm/rebooting, vm/rebooted, a NEW PTY (as CH recreates console devices), banner
 //   panic    -> guest/panic {"event":"panic"} when config.pvpanic is true; the guest halts
 // A cmdline word `poweroff` powers off right after the banner; vm.power-button (204, no event)
-// powers the guest off unless its cmdline has the word `ignore-acpi`.
+// powers the guest off unless its cmdline has the word `ignore-acpi` (both only for a kernel whose
+// ELF note says it reaches CH's GED); vm.remove-device's device is ejected (vm/device-removed)
+// for a kernel whose note says it ejects, unless the word `no-eject` was seen.
 //
 // Fault injection (environment variables; full list in faults.hpp and docs/vmm-double.md):
 //   VMM_DOUBLE_CRASH_AT=<phase>  VMM_DOUBLE_EXIT_WITHOUT_EVENTS=<phase>

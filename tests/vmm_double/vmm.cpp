@@ -23,6 +23,7 @@
 
 #include "common/syscall.hpp"
 #include "tests/vmm_double/acpi_ged.hpp"
+#include "tests/vmm_double/guest_memory.hpp"
 
 namespace chl::vmm_double {
 
@@ -694,6 +695,16 @@ std::vector<std::string> Vmm::validate_config(const Json& cfg) {
   }
   if (vhost_user && !shared)
     return {"Failed to validate config", "Using vhost-user requires using shared memory or huge pages"};
+  // Each VFIO device's path once (vmm/src/config.rs:3150-3157, ValidationError::
+  // DuplicateDevicePath "Duplicated device path: {0}"). CH checks it inside its walk of the lists
+  // and the ids; a config with both faults gets this one here.
+  if (cfg["devices"].is_array()) {
+    std::set<std::string> paths;
+    for (const auto& d : cfg["devices"]) {
+      if (d["path"].is_string() && !paths.insert(d["path"].get<std::string>()).second)
+        return {"Failed to validate config", "Duplicated device path: " + d["path"].get<std::string>()};
+    }
+  }
   // Unique device ids across the device lists.
   std::set<std::string> ids;
   for (const char* list : kDeviceLists) {
@@ -711,7 +722,8 @@ std::vector<std::string> Vmm::validate_config(const Json& cfg) {
     return {"Failed to validate config",
             "Identifier " + cfg["vsock"]["id"].get<std::string>() + " is not unique"};
   }
-  return {};
+  // Then the memory zones and NUMA nodes (guest_memory.hpp).
+  return validate_memory_config(cfg, ids);
 }
 
 std::vector<std::string> Vmm::check_bootable() {
@@ -719,6 +731,9 @@ std::vector<std::string> Vmm::check_bootable() {
   disk_files_.clear();
   auto& cfg = *config_;
   if (auto err = validate_config(cfg); !err.empty()) return err;
+  // Vm::new makes the guest memory (MemoryManager::new) and its NUMA nodes first.
+  const GuestMemoryOutcome memory = create_guest_memory(cfg);
+  if (!memory.error.empty()) return memory.error;
   const Json& payload = cfg["payload"];
   // Vm::new creates the devices (disks opened) before the payload is loaded.
   if (cfg["disks"].is_array()) {
@@ -764,22 +779,22 @@ std::vector<std::string> Vmm::check_bootable() {
       }
     }
   }
-  // Then the VFIO devices (DeviceManager::add_vfio_devices, after the virtio ones): the first
-  // opens the VFIO container, /dev/vfio/vfio (vmm/src/device_manager.rs: VfioContainer::new ->
-  // DeviceManagerError::VfioCreate "Cannot create a VFIO device", vfio-ioctls' "failed to open
-  // /dev/vfio/vfio container"; the chain as CH v52 answers it on a machine without VFIO). The
-  // devices' own paths (their IOMMU groups) are not modelled: no machine of ours has VFIO.
-  if (cfg["devices"].is_array() && !cfg["devices"].empty()) {
-    const int c = ::open("/dev/vfio/vfio", O_RDWR | O_CLOEXEC);
-    if (c < 0) {
-      const int e = errno;
+  // Then the VFIO devices (DeviceManager::add_vfio_devices, after the virtio ones), in the
+  // config's order: the first opens the VFIO container, each its IOMMU group (vfio.hpp, with
+  // CH's chains: "Cannot create a VFIO device", "failed to open /dev/vfio/vfio container: ..."
+  // as CH v52 answers on a machine without VFIO).
+  vfio_.reset();
+  if (cfg["devices"].is_array()) {
+    for (const auto& d : cfg["devices"]) {
+      auto err = vfio_.attach(d["path"].get<std::string>());
+      if (err.empty()) continue;
+      vfio_.reset();
       vhost_user_.clear();
       net_devices_.clear();
       disk_files_.clear();
-      return {"Error from device manager", "Cannot create a VFIO device",
-              "failed to open /dev/vfio/vfio container: " + os_error(e), os_error(e)};
+      err.insert(err.begin(), "Error from device manager");
+      return err;
     }
-    ::close(c);
   }
   struct PayloadFile {
     const char* field;
@@ -799,6 +814,13 @@ std::vector<std::string> Vmm::check_bootable() {
       return {f.error, os_error(e)};
     }
     ::close(fd);
+  }
+  // Loading the payload writes guest memory: hugetlb memory with no free hugepage faults, and
+  // CH dies of SIGBUS with vm.boot unanswered (checked with the real v52: exit 135).
+  if (memory.sigbus) {
+    log(0, "dying of SIGBUS as cloud-hypervisor does: " + memory.why);
+    ::signal(SIGBUS, SIG_DFL);
+    ::raise(SIGBUS);
   }
   return {};
 }
@@ -929,6 +951,7 @@ Reply Vmm::vm_boot(std::uint64_t conn) {
       events_.emit("vm", "resumed");
       enter_state(VmState::Running);
       if (power_button_pending_) guest_power_button();
+      if (!unplug_pending_.empty()) guest_pci_eject();
       events_.emit("vm", "booted");
       return {204, "", false};
     }
@@ -1008,6 +1031,7 @@ Reply Vmm::vm_resume() {
   if (vsock_) vsock_->set_paused(false);
   events_.emit("vm", "resumed");
   if (power_button_pending_) guest_power_button();
+  if (!unplug_pending_.empty()) guest_pci_eject();
   return {204, "", false};
 }
 
@@ -1022,6 +1046,7 @@ bool Vmm::vm_shutdown_internal() {
   disk_files_.clear();
   close_consoles();  // CH drains console_info: the PTY goes away with the VM
   vsock_.reset();    // the device shuts down: its socket file goes (vsock/device.rs:533)
+  vfio_.reset();     // and the VFIO container with its groups
   events_.emit("vm", "shutdown");
   return true;
 }
@@ -1261,13 +1286,13 @@ Reply Vmm::vm_add(const std::string& endpoint, const Json& body,
   if (endpoint == "vm.add-pmem") {
     if (auto err = open_pmem(cfg); !err.empty()) return api_error(endpoint, err);
   }
-  if (endpoint == "vm.add-device") {
-    const std::string p = cfg["path"].get<std::string>();
-    struct stat st {};
-    if (::stat(p.c_str(), &st) != 0) {
-      const int e = errno;
-      return api_error(endpoint,
-                       {"Error from device manager", "Cannot create VFIO device", os_error(e)});
+  if (endpoint == "vm.add-device" && vm_) {
+    // Vm::add_device -> DeviceManager::add_device -> add_vfio_device (vmm/src/vm.rs:2209-2215):
+    // the container (the first VFIO device of this VM opens it), then the device's IOMMU group
+    // (vfio.hpp). Not yet booted, CH only adds it to the config (vmm/src/lib.rs:2233-2236).
+    if (auto err = vfio_.attach(cfg["path"].get<std::string>()); !err.empty()) {
+      err.insert(err.begin(), "Error from device manager");
+      return api_error(endpoint, err);
     }
   }
   if (!cfg["id"].is_string()) cfg["id"] = next_device_name(h->prefix);
@@ -1297,20 +1322,23 @@ Reply Vmm::vm_remove_device(const Json& body) {
   if (!config_) return api_error("vm.remove-device", {"VM is not created"});
   // A running VM (DeviceManager::remove_device): the id must be in the device tree. CH then
   // takes the device out of the config and asks the guest to eject it; only the guest's eject
-  // (DeviceManager::eject_device) removes the node. The test guest never ejects, so the node
-  // stays and removing the same id again succeeds again (real CH v52 answered 204 twice).
+  // (DeviceManager::eject_device) removes the node (guest_pci_eject, for a guest whose note says
+  // it ejects). Until then removing the same id again succeeds again (real CH v52 answered 204
+  // twice).
   if (vm_ && bdfs_.count(id) == 0) {
     return api_error("vm.remove-device",
                      {"Error from device manager", "Failed to find device corresponding to the given identifier"});
   }
   auto& config = *config_;
   bool found = false;
+  std::string disk_path;
   for (const char* list : kDeviceLists) {
     if (!config[list].is_array()) continue;
     auto& arr = config[list];
     for (auto it = arr.begin(); it != arr.end(); ++it) {
       if ((*it)["id"] == id) {
         if (std::string(list) == "fs" && (*it)["socket"].is_string()) vhost_user_.erase((*it)["socket"].get<std::string>());
+        if (std::string(list) == "disks" && (*it)["path"].is_string()) disk_path = (*it)["path"].get<std::string>();
         arr.erase(it);
         found = true;
         break;
@@ -1326,6 +1354,17 @@ Reply Vmm::vm_remove_device(const Json& body) {
   if (!vm_ && !found) return api_error("vm.remove-device", {"No device with id \"" + id + "\" to remove"});
   // CH closes a removed net device's preserved fds at once.
   net_fds_.erase(id);
+  // Then it notifies the guest (GED PCI_DEVICES_CHANGED, the slot in PCID): a guest that ejects
+  // does so once its vCPUs run; another never does.
+  if (vm_) {
+    if (guest_ejects_) {
+      if (std::none_of(unplug_pending_.begin(), unplug_pending_.end(), [&id](const Unplug& u) { return u.id == id; }))
+        unplug_pending_.push_back({id, disk_path});
+      if (state_ == VmState::Running) schedule(std::chrono::milliseconds(10), [this] { guest_pci_eject(); }, true);
+    } else {
+      log(0, "vm.remove-device " + id + ": the guest does not eject it: its device-tree node stays");
+    }
+  }
   return {204, "", false};
 }
 
@@ -1500,7 +1539,9 @@ void Vmm::guest_start(bool banner) {
   guest_running_ = true;
   guest_halted_ = false;
   power_button_pending_ = false;
+  unplug_pending_.clear();
   ignore_acpi_ = cmdline_has("ignore-acpi");
+  no_eject_ = cmdline_has("no-eject");
   guest_line_.clear();
   heartbeat_ = 0;
   // CH's power button: the GED register where CH's memory manager puts it; the guest sees the
@@ -1523,6 +1564,17 @@ void Vmm::guest_start(bool banner) {
   std::snprintf(ged_hex, sizeof ged_hex, "0x%016llx", static_cast<unsigned long long>(ged));
   log(0, std::string("power button: CH's GED register at ") + ged_hex +
              (ged_reachable_ ? ": the guest polls it" : ": not seen by the guest: " + why));
+  // CH's PCI hotplug registers: the guest ejects what CH removes only if its note says it does
+  // and it reaches them (the notification itself comes through the GED).
+  const std::uint64_t pcst = ch_pcst_address(ch_phys_bits(max_bits), acpi_hotplug);
+  std::string why_pcst;
+  guest_ejects_ = ged_reachable_ && reach && reach->ejects_pci && guest_reaches(reach, pcst, why_pcst);
+  char pcst_hex[24];
+  std::snprintf(pcst_hex, sizeof pcst_hex, "0x%016llx", static_cast<unsigned long long>(pcst));
+  log(0, std::string("PCI hot-unplug: CH's PCI hotplug registers at ") + pcst_hex +
+             (guest_ejects_ ? ": the guest ejects removed devices"
+                            : ": the guest never ejects a removed device: CH keeps its node"));
+  const Json segments = field("platform", "num_pci_segments");
   if (banner && serial_) {
     std::string cmdline;
     if ((*config_)["payload"]["cmdline"].is_string())
@@ -1536,6 +1588,10 @@ void Vmm::guest_start(bool banner) {
               ? std::string("guest: ACPI power button: Cloud Hypervisor GED register at ") +
                     ged_hex + "\r\n"
               : "guest: ACPI power button: the GED register is out of reach, not polled\r\n");
+      if (guest_ejects_)
+        serial_->write(std::string("guest: ACPI PCI hotplug: Cloud Hypervisor PCST registers at ") + pcst_hex +
+                       ", PCI segments: " +
+                       std::to_string(segments.is_number_unsigned() ? segments.get<unsigned>() : 1U) + "\r\n");
     }
     serial_->write("ready\r\n");
   }
@@ -1604,6 +1660,7 @@ void Vmm::guest_line(const std::string& raw) {
     }
     if (word == "ping") serial_->write("pong\r\n");
     if (word == "ignore-acpi") ignore_acpi_ = true;
+    if (word == "no-eject") no_eject_ = true;
   }
 }
 
@@ -1677,6 +1734,36 @@ void Vmm::guest_power_button() {
   if (serial_) serial_->write("ACPI power button: powering off\r\n");
   schedule(
       std::chrono::milliseconds(10), [this] { guest_poweroff(); }, true);
+}
+
+// The guest ejects what CH asked it to remove (its PCNT reads PCID, its _EJ0 writes B0EJ), as
+// the PVH guest does: CH's DeviceManager::eject_device removes the device-tree node, frees the
+// slot and emits vm/device-removed with the device's id and bdf (vmm/src/device_manager.rs).
+void Vmm::guest_pci_eject() {
+  if (state_ != VmState::Running || !guest_running_ || guest_halted_) return;  // on resume
+  for (const auto& [id, disk_path] : unplug_pending_) {
+    auto it = bdfs_.find(id);
+    if (it == bdfs_.end()) continue;
+    if (no_eject_) {  // the guest reads PCID (clearing it) and leaves the device to CH
+      if (serial_)
+        serial_->write("guest: ACPI PCI hotplug: not ejecting (no-eject) slot " +
+                       std::to_string(std::stoul(it->second.substr(8, 2), nullptr, 16)) + "\r\n");
+      continue;
+    }
+    const std::string bdf = it->second;
+    bdfs_.erase(it);
+    // The virtio device goes with its disk image: the file is closed, its lock released.
+    if (!disk_path.empty()) {
+      auto f = std::find_if(disk_files_.begin(), disk_files_.end(), [&](const DiskFile& d) { return d.path == disk_path; });
+      if (f != disk_files_.end()) disk_files_.erase(f);
+    }
+    unsigned slot = 0;
+    if (bdf.size() >= 10) slot = static_cast<unsigned>(std::stoul(bdf.substr(8, 2), nullptr, 16));
+    if (serial_) serial_->write("guest: ACPI PCI hotplug: ejected slot " + std::to_string(slot) + "\r\n");
+    log(0, "vm.remove-device " + id + ": the guest ejected it (" + bdf + ")");
+    events_.emit("vm", "device-removed", {{"id", id}, {"bdf", bdf}});
+  }
+  unplug_pending_.clear();
 }
 
 }  // namespace chl::vmm_double

@@ -22,6 +22,7 @@
 #include "tests/vmm_double/serial_port.hpp"
 #include "tests/vmm_double/tap_device.hpp"
 #include "tests/vmm_double/vcpu_threads.hpp"
+#include "tests/vmm_double/vfio.hpp"
 #include "tests/vmm_double/vhost_user.hpp"
 
 namespace chl::vmm_double {
@@ -117,6 +118,7 @@ class Vmm final : private MigrationVm {
   void guest_reboot();
   void guest_panic();
   void guest_power_button();
+  void guest_pci_eject();
   [[nodiscard]] bool cmdline_has(const std::string& word) const;
 
   // --- loop plumbing ---
@@ -154,13 +156,15 @@ class Vmm final : private MigrationVm {
 
   std::optional<Json> config_;  // CH: vm_config
   VcpuThreads vcpus_;           // CH: CpuManager's vCPU threads, "vcpu<N>" (vcpu_threads.hpp)
+  VfioModel vfio_{faults_.vfio_root};  // CH: DeviceManager's VFIO container and groups
   bool vm_ = false;             // CH: vm.is_some()
   VmState state_ = VmState::Created;
   std::optional<SerialPort> serial_;
   std::optional<SerialPort> console_;
   std::unique_ptr<HybridVsock> vsock_;
-  // The device tree: device id -> bdf. vm.remove-device leaves its node in place (CH removes it
-  // when the guest ejects the device, which the test guest never does).
+  // The device tree: device id -> bdf. vm.remove-device leaves its node in place; CH removes it
+  // when the guest ejects the device (guest_pci_eject), which a guest without the note saying
+  // so never does.
   std::map<std::string, std::string> bdfs_;
   std::map<std::string, std::vector<common::UniqueFd>> net_fds_;  // by id, or "#<index>" before one
   // Tap files, per net device, while a VM exists.
@@ -184,8 +188,17 @@ class Vmm final : private MigrationVm {
   std::uint64_t hotplugged_ram_ = 0;  // ACPI memory hotplug so far (CH: within hotplug_size)
   bool power_button_pending_ = false;
   bool ignore_acpi_ = false;  // the word ignore-acpi, on the command line or typed
+  bool no_eject_ = false;     // the word no-eject: the PVH guest ejects no PCI device
   bool ged_reachable_ =
       false;  // the guest maps CH's GED register (acpi_ged.hpp); else the button is never seen
+  // The guest ejects a PCI device CH asks it to remove (its note says so, and it maps the GED
+  // and the PCI hotplug registers); else removed devices keep their device-tree nodes.
+  bool guest_ejects_ = false;
+  struct Unplug {
+    std::string id;
+    std::string disk_path;  // a disk's image: closed (its lock released) when the device goes
+  };
+  std::vector<Unplug> unplug_pending_;  // removed, not yet ejected (the guest paused…)
   std::string guest_line_;
   unsigned heartbeat_ = 0;
 

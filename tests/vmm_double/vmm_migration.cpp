@@ -136,6 +136,7 @@ Json Vmm::guest_snapshot() {
                      {"guest_halted", guest_halted_},
                      {"heartbeat", heartbeat_},
                      {"ignore_acpi", ignore_acpi_},
+                     {"no_eject", no_eject_},
                      {"hotplugged_ram", hotplugged_ram_},
                      {"note", "sent by vmm-double, a test double of Cloud Hypervisor"}};
   return s;
@@ -202,6 +203,7 @@ std::vector<std::string> Vmm::receive_state(const Json& snapshot) {
   guest_halted_ = s.value("guest_halted", false);
   heartbeat_ = s.value("heartbeat", 0U);
   ignore_acpi_ = s.value("ignore_acpi", false);
+  no_eject_ = s.value("no_eject", false);
   hotplugged_ram_ = s.value("hotplugged_ram", std::uint64_t{0});
   enter_state(VmState::Paused);
   return {};
