@@ -84,7 +84,10 @@ TEST_CASE("run: without VFIO on the machine, Cloud Hypervisor's own error chain 
         std::string::npos);
 }
 
-TEST_CASE("run: with VFIO (the double's VMM_DOUBLE_VFIO_ROOT), the device plugin's address is attached by sysfs path and alias") {
+// Suite double (label double: the vmm lane runs it, the real-ch lane leaves it out): the machine
+// with VFIO is the double's VMM_DOUBLE_VFIO_ROOT knob; no machine of ours has VFIO.
+TEST_CASE("run: with VFIO (the double's VMM_DOUBLE_VFIO_ROOT) the device plugin's address is attached by sysfs path and alias" *
+          doctest::test_suite("double")) {
   if (chl::test::using_real_vmm()) {
     chl::test::skip("VMM_DOUBLE_VFIO_ROOT (a machine with VFIO) is a knob of the VMM double; no machine of ours has VFIO");
     return;

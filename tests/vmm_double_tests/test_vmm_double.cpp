@@ -1667,7 +1667,7 @@ TEST_CASE("VFIO: without /dev/vfio, CH's container chain at boot and on vm.add-d
 
 // The double's VMM_DOUBLE_VFIO_ROOT: a directory standing for / with a container, groups and
 // sysfs links, so the device-path checks past the container are reached (vfio.hpp).
-TEST_CASE("double: VFIO device paths - no iommu_group link, a group without its file, then attached" *
+TEST_CASE("double: VFIO device paths - no iommu_group link - a group without its file - then attached" *
           doctest::test_suite("double")) {
   SKIP_ON_REAL_VMM("lane double: VMM_DOUBLE_VFIO_ROOT is a knob of the double (a machine with VFIO)");
   TempDir root("vfioroot");
