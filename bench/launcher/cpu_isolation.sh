@@ -26,27 +26,15 @@ sed -e 's/name: pvh-demo/name: bench/' \
     -e 's/^      cores: 1$/      cores: 1\n      dedicatedCpuPlacement: true\n      isolateEmulatorThread: true/' \
     "$ROOT/examples/vmi-pvh-demo.yaml" > "$W/isolated.yaml"
 grep -q isolateEmulatorThread "$W/isolated.yaml"
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-
+NAME=cpu_isolation
+. "$ROOT/bench/launcher/start_to_running.sh"
+cpus_line() { "$CHL" status --state-dir "$W/state" | grep '  cpus:'; }
 one() {  # one VMI-FILE -> start->Running in microseconds on stdout
-  rm -rf "$W/state" "$W/run.log"  # else the wait below may read the previous run's log (the shell truncates it only once the background job starts)
-  local t0 lp ts t1
-  t0=$(( $(date +%s%N) / 1000 ))
-  "$CHL" run --vmi "$1" --state-dir "$W/state" --vmm-binary "$VMM" --cpu-set "$FIRST,$SECOND" \
-    --volume "kernel-boot=$W/kernel" --log-level info 2> "$W/run.log" &
-  lp=$!
-  until grep -q '"msg":"domain event Started' "$W/run.log" 2>/dev/null; do
-    if ! kill -0 "$lp" 2>/dev/null; then cat "$W/run.log" >&2; echo "cpu_isolation: the launcher ended" >&2; exit 1; fi
-    sleep 0.005
-  done
-  ts=$(grep -m1 '"msg":"domain event Started' "$W/run.log" | sed 's/.*"timestamp":"\([^"]*\)".*/\1/')
-  t1=$(date -d "$ts" +%s%6N)
   if [ "$1" = "$W/isolated.yaml" ]; then
-    "$CHL" status --state-dir "$W/state" | grep '  cpus:' >&2 || true
+    start_to_running "$1" "$FIRST,$SECOND" cpus_line
+  else
+    start_to_running "$1" "$FIRST,$SECOND"
   fi
-  "$CHL" kill --state-dir "$W/state" > /dev/null
-  wait "$lp" 2>/dev/null || true
-  echo $((t1 - t0))
 }
 
 plain=(); iso=()

@@ -35,25 +35,9 @@ sed -e 's/name: pvh-demo/name: bench/' \
 sed -e 's/^      dedicatedCpuPlacement: true$/      dedicatedCpuPlacement: true\n      numa:\n        guestMappingPassthrough: {}/' \
     "$W/plain.yaml" > "$W/numa.yaml"
 grep -q pageSize "$W/plain.yaml" && grep -q guestMappingPassthrough "$W/numa.yaml"
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-
-one() {  # one VMI-FILE -> start->Running in microseconds on stdout
-  rm -rf "$W/state" "$W/run.log"  # else the wait below may read the previous run's log (the shell truncates it only once the background job starts)
-  local t0 lp ts t1
-  t0=$(( $(date +%s%N) / 1000 ))
-  "$CHL" run --vmi "$1" --state-dir "$W/state" --vmm-binary "$VMM" --cpu-set "$FIRST" \
-    --volume "kernel-boot=$W/kernel" --log-level info 2> "$W/run.log" &
-  lp=$!
-  until grep -q '"msg":"domain event Started' "$W/run.log" 2>/dev/null; do
-    if ! kill -0 "$lp" 2>/dev/null; then cat "$W/run.log" >&2; echo "numa_passthrough: the launcher ended" >&2; exit 1; fi
-    sleep 0.005
-  done
-  ts=$(grep -m1 '"msg":"domain event Started' "$W/run.log" | sed 's/.*"timestamp":"\([^"]*\)".*/\1/')
-  t1=$(date -d "$ts" +%s%6N)
-  "$CHL" kill --state-dir "$W/state" > /dev/null
-  wait "$lp" 2>/dev/null || true
-  echo $((t1 - t0))
-}
+NAME=numa_passthrough
+. "$ROOT/bench/launcher/start_to_running.sh"
+one() { start_to_running "$1" "$FIRST"; }  # one VMI-FILE -> start->Running in microseconds on stdout
 
 plain=(); numa=()
 for i in $(seq 1 "$N"); do
