@@ -65,6 +65,11 @@ class CmdHandler {
   virtual common::Result<std::string> get_qemu_version() = 0;
   virtual common::Status sync_cpus(std::string_view vmi_json) = 0;
   virtual common::Status sync_memory(std::string_view vmi_json) = 0;
+  // HotplugHostDevices: attach the VMI's SR-IOV VFs the domain does not have yet.
+  virtual common::Status hotplug_host_devices(std::string_view vmi_json) {
+    (void)vmi_json;
+    return not_supported("HotplugHostDevices");
+  }
   // Live migration (docs/kubevirt/migration.md, "Live migration"). A handler without it refuses.
   // The target: get ready to receive the VMI's VM (answer once it can).
   virtual common::Status sync_migration_target(std::string_view vmi_json, const SyncOptions& options) {

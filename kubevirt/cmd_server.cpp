@@ -139,6 +139,7 @@ class Routes {
     vmi("CancelVirtualMachineMigration", &CmdHandler::cancel_migration);
     vmi("FinalizeVirtualMachineMigration", &CmdHandler::finalize_migration);
     vmi("SignalTargetPodCleanup", &CmdHandler::signal_target_pod_cleanup);
+    vmi("HotplugHostDevices", &CmdHandler::hotplug_host_devices);
     add<v1::EmptyRequest, v1::Response>(
         "Ping", [&h](const auto&, auto& out) { answer(&out, "Ping", [&] { return h.ping(); }); });
     add<v1::EmptyRequest, v1::DomainResponse>("GetDomain", [&h](const auto&, auto& out) {
@@ -162,7 +163,6 @@ class Routes {
     add_guest_agent_routes();
 
     // Everything else (docs/kubevirt/protocol.md lists why each is not supported): refused at once.
-    refuse<v1::VMIRequest, v1::Response>("HotplugHostDevices");
     refuse<v1::MemoryDumpRequest, v1::Response>("VirtualMachineMemoryDump");
     refuse<v1::EmptyRequest, v1::SEVInfoResponse>("GetSEVInfo");
     refuse<v1::VMIRequest, v1::LaunchMeasurementResponse>("GetLaunchMeasurement");

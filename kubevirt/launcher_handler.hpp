@@ -71,6 +71,9 @@ struct LauncherHandlerOptions {
   // <--kubevirt-share-dir>/virtiofs-containers: the virtiofs containers' sockets, as the domain
   // shows them (Spec.Devices.Filesystems).
   std::string virtiofs_dir = "/var/run/kubevirt/virtiofs-containers";
+  // KubeVirt's network-info (the SR-IOV VFs' PCI addresses, launcher/sriov_devices.hpp), read
+  // again by HotplugHostDevices.
+  std::string network_info_path = "/etc/podinfo/network-info";
 };
 
 class LauncherHandler final : public CmdHandler {
@@ -118,6 +121,8 @@ class LauncherHandler final : public CmdHandler {
   common::Result<std::string> get_qemu_version() override;
   common::Status sync_cpus(std::string_view vmi_json) override;
   common::Status sync_memory(std::string_view vmi_json) override;
+  // SR-IOV VFs Multus plugged after the start (launcher_hotplug.cpp), on Cloud Hypervisor.
+  common::Status hotplug_host_devices(std::string_view vmi_json) override;
   // Live migration (launcher_migration.cpp).
   common::Status sync_migration_target(std::string_view vmi_json, const SyncOptions& options) override;
   common::Status migrate(std::string_view vmi_json, std::string_view options_json) override;
@@ -198,6 +203,7 @@ class LauncherHandler final : public CmdHandler {
     std::int64_t memory = 0, max_memory = 0;
   };
   Hotplug hotplug_;
+  std::mutex host_device_hotplug_mu_;  // one HotplugHostDevices at a time
   // Volumes hotplugged into the running VM (virt-handler's hotplug volumes): name -> the VMM's
   // device id.
   std::map<std::string, std::string> hotplugged_;

@@ -1,14 +1,18 @@
 // LauncherHandler's hotplug (launcher_handler.hpp): volumes through Sync, CPU and memory through
-// SyncVirtualMachineCPUs/Memory, each applied on the service's loop and told to virt-handler.
+// SyncVirtualMachineCPUs/Memory, SR-IOV VFs through HotplugHostDevices, each applied on the
+// service's loop and told to virt-handler.
 #include "kubevirt/launcher_hotplug.hpp"
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <system_error>
 
 #include "common/log.hpp"
 #include "kubevirt/launcher_handler.hpp"
 #include "launcher/launcher_service.hpp"
+#include "launcher/sriov_devices.hpp"
 #include "vmi/parser.hpp"
 
 namespace chl::kubevirt {
@@ -24,6 +28,37 @@ std::string join_paths(const std::vector<std::string>& v) {
   std::string all;
   for (const auto& s : v) all += (all.empty() ? "" : "; ") + s;
   return all;
+}
+
+// The interfaces of the VMI's status whose infoSource has "multus-status" (KubeVirt's
+// vmispec.ContainsInfoSource: the sources joined by ", ").
+std::set<std::string> multus_status_interfaces(const Json& vmi) {
+  std::set<std::string> out;
+  const Json status = vmi.value("status", Json::object());
+  for (const auto& i : status.value("interfaces", Json::array())) {
+    if (!i.is_object() || !i.contains("infoSource") || !i["infoSource"].is_string()) continue;
+    std::stringstream sources(i["infoSource"].get<std::string>());
+    for (std::string src; std::getline(sources, src, ',');) {
+      src.erase(0, src.find_first_not_of(' '));
+      if (src == "multus-status") out.insert(i.value("name", ""));
+    }
+  }
+  return out;
+}
+
+// The entry named `name` of the array `key` of `parent`; null when none.
+Json named_entry(const Json& parent, const char* key, const std::string& name) {
+  if (!parent.is_object() || !parent.contains(key) || !parent[key].is_array()) return nullptr;
+  for (const auto& e : parent[key])
+    if (e.is_object() && e.value("name", "") == name) return e;
+  return nullptr;
+}
+
+// Add `entry` to the array `key` of `parent` unless it has one of that name.
+void add_named_entry(Json& parent, const char* key, const Json& entry) {
+  if (entry.is_null() || !named_entry(parent, key, entry.value("name", "")).is_null()) return;
+  if (!parent.contains(key) || !parent[key].is_array()) parent[key] = Json::array();
+  parent[key].push_back(entry);
 }
 
 }  // namespace
@@ -225,6 +260,87 @@ Status LauncherHandler::sync_memory(std::string_view vmi_json) {
   const auto mem = vmi::guest_memory_bytes(want);
   if (!mem) return fail(std::errc::invalid_argument, "memory hotplug: the VMI sets no guest memory (spec.domain.memory.guest)");
   return hotplug("memory hotplug", std::nullopt, *mem);
+}
+
+// HotplugHostDevices, as virt-launcher's hotPlugHostDevices (KubeVirt d923fdb
+// pkg/virt-launcher/virtwrap/manager.go:720-749): the host devices of the VMI's SR-IOV interfaces
+// that have the multus-status source (sriov/hostdev.go CreateHostDevices:44-65), their VFs from
+// the pod's network-info, less those whose alias the domain has (GetHostDevicesToAttach:223-233,
+// here: Cloud Hypervisor's device tree), each attached (hostdevice/hotplug.go AttachHostDevices:
+// every one tried, the failures joined). Unlike virt-launcher, which answers at once and only logs
+// the outcome of its goroutine (manager.go:703-718), the answer waits for the attach and carries
+// Cloud Hypervisor's error chain.
+Status LauncherHandler::hotplug_host_devices(std::string_view vmi_json) {
+  static const std::string kPrefix = "failed to hot-plug host-devices";
+  CHL_TRY(const Json doc, this_pods_vmi(vmi_json));
+  if (opts_.hypervisor != "cloud-hypervisor")
+    return fail(std::errc::operation_not_supported,
+                kPrefix + ": not supported by " + opts_.hypervisor + " (the libvirt path refuses SR-IOV interfaces)");
+  // One at a time, as virt-launcher's hotplugHostDevicesInProgress (manager.go:704-708).
+  std::unique_lock busy(host_device_hotplug_mu_, std::try_to_lock);
+  if (!busy.owns_lock()) return fail(std::errc::device_or_resource_busy, "hot-plug host-devices is in progress");
+  vmi::Vmi vmi = vmi::parse_vmi(vmi_json).vmi;
+  const auto with_status = multus_status_interfaces(doc);
+  std::erase_if(vmi.spec.domain.devices.interfaces, [&with_status](const vmi::Interface& i) {
+    return i.binding == vmi::Binding::Sriov && !with_status.count(i.name);
+  });
+  // A network-info file that cannot be read gives no VF (newPCIAddressPoolWithNetworkStatusFromFile).
+  std::string network_info;
+  if (std::ifstream f(opts_.network_info_path); f) {
+    std::ostringstream text;
+    text << f.rdbuf();
+    network_info = text.str();
+  }
+  auto planned = launcher::plan_sriov_devices(vmi, network_info);
+  if (!planned) {
+    std::vector<std::string> why;
+    for (const auto& v : planned.error()) why.push_back(v.path + ": " + v.message);
+    return fail(std::errc::invalid_argument, kPrefix + ": " + join_paths(why));
+  }
+  if (planned->empty()) return {};
+  CHL_TRY(const Json st, on_service(kPrefix, [](auto& s, auto reply) { s.status(std::move(reply)); }));
+  const Json info = st.value("info", Json::object());
+  const Json tree = info.is_object() ? info.value("device_tree", Json::object()) : Json::object();
+  std::vector<std::string> failed;
+  std::vector<std::string> present;  // the SR-IOV interfaces whose VF the VM has now
+  bool added = false;
+  for (const auto& d : *planned) {
+    if (tree.is_object() && tree.contains(d.alias)) {
+      present.push_back(d.name);
+      continue;
+    }
+    auto r = on_service("attaching host-device " + d.alias + " (" + d.address + ")",
+                        [d](auto& s, auto reply) { s.add_host_device(d.alias, d.sysfs_path, std::move(reply)); });
+    if (!r) {
+      CHL_LOG_ERROR("{}", r.error().message());
+      failed.push_back(r.error().message());
+      continue;
+    }
+    CHL_LOG_INFO("hot-plugged host-device {} ({})", d.alias, d.address);
+    present.push_back(d.name);
+    added = true;
+  }
+  {
+    // A later Sync carries these interfaces: they are part of the running domain now.
+    std::lock_guard lock(mu_);
+    const Json& spec = doc["spec"];
+    for (const auto& name : present) {
+      if (!launched_spec_.contains("domain")) launched_spec_["domain"] = Json::object();
+      Json& domain = launched_spec_["domain"];
+      if (!domain.contains("devices")) domain["devices"] = Json::object();
+      add_named_entry(domain["devices"], "interfaces",
+                      named_entry(spec.value("domain", Json::object()).value("devices", Json::object()), "interfaces", name));
+      add_named_entry(launched_spec_, "networks", named_entry(spec, "networks", name));
+    }
+  }
+  // virt-handler reads the interfaces' status from the domain's HostDevices (netstat.go:313-323):
+  // the domain as the VMM has it now, only what it attached.
+  if (added) {
+    if (auto r = refresh_devices(true); !r)
+      CHL_LOG_WARN("virt-handler: the hot-plugged host-devices could not be read from the VMM: {}", r.error().message());
+  }
+  if (!failed.empty()) return fail(std::errc::io_error, kPrefix + ": " + join_paths(failed));
+  return {};
 }
 
 }  // namespace chl::kubevirt

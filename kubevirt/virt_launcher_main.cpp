@@ -65,7 +65,7 @@ const std::set<std::string> kValueFlags = {
     "--name", "--uid", "--namespace", "--kubevirt-share-dir", "--ephemeral-disk-dir", "--container-disk-dir",
     "--hotplug-disk-dir", "--grace-period-seconds", "--hypervisor", "--qemu-timeout", "--ovmf-path",
     "--hook-sidecars", "--private-dir", "--vmm-binary", "--state-dir", "--log-level", "--log-file", "--seccomp",
-    "--accel", "--firmware-dir", "--access-credentials-batch-ms"};
+    "--accel", "--firmware-dir", "--access-credentials-batch-ms", "--network-info"};
 const std::set<std::string> kSwitches = {"--allow-emulation", "--keep-after-failure", "--no-fork",
                                          "--simulate-crash", "--run-as-nonroot"};
 
@@ -246,6 +246,10 @@ int virt_launcher_main(const std::vector<std::string>& argv, const launcher::Run
   if (hypervisor == "cloud-hypervisor")
     ho.agent_vsock_socket = (*lo.state_dir / "agent.vsock").string();
   ho.virtiofs_dir = lo.virtiofs_dir;
+  // KubeVirt's network-info through the downward API (pkg/network/downwardapi); a flag of ours
+  // (virt-launcher has none: its path is fixed), for tests.
+  lo.network_info_path = get(f, "--network-info", lo.network_info_path);
+  ho.network_info_path = lo.network_info_path;
   // The access-credential Secrets: KubeVirt's config.SecretSourceDir (pkg/config/config.go:65).
   ho.secret_dir = (private_dir / "secret").string();
   if (auto b = get(f, "--access-credentials-batch-ms", ""); !b.empty()) {

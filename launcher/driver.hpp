@@ -110,6 +110,15 @@ class Driver {
   virtual common::Status restore(const std::filesystem::path& dir) = 0;
   virtual common::Result<nlohmann::json> add_disk(const nlohmann::json& disk) = 0;
   virtual common::Status remove_device(const std::string& id) = 0;
+  // A VFIO device hotplugged into the running VM (KubeVirt's HotplugHostDevices: an SR-IOV VF):
+  // `path` is its sysfs directory ("/sys/bus/pci/devices/<addr>/"), `id` the device's id (the
+  // alias, "sriov-<interface>"). Replies what the hypervisor answered about it (CH: its
+  // PciDeviceInfo). The libvirt path refuses SR-IOV when it validates the VMI, so there is no
+  // VF to hotplug there: refused by default.
+  virtual common::Result<nlohmann::json> add_host_device(const std::string& id, const std::string& path) {
+    (void)id, (void)path;
+    return common::fail(std::errc::operation_not_supported, "host device hotplug: not supported by " + hypervisor());
+  }
   // CPU and memory hotplug within the headroom the VM was created with (maxSockets, maxGuest):
   // the vCPU count and the guest memory in bytes, each when given.
   virtual common::Status resize(std::optional<std::uint32_t> vcpus, std::optional<std::uint64_t> memory_bytes) = 0;

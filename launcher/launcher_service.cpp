@@ -554,6 +554,17 @@ void LauncherService::remove_device(const std::string& id, Reply reply) {
   }, std::move(reply));
 }
 
+void LauncherService::add_host_device(const std::string& id, const std::string& path, Reply reply) {
+  auto st = driver_->state();
+  if ((st != DomainState::Running && st != DomainState::Paused) || stopping_)
+    return reply(state_error("add a host device", "Running or Paused"));
+  on_worker([this, id, path]() -> Result<json> {
+    CHL_TRY(json added, driver_->add_host_device(id, path));
+    CHL_LOG_INFO("host device {} ({}) added: {}", id, path, added.dump());
+    return added;
+  }, std::move(reply));
+}
+
 void LauncherService::resize(std::optional<std::uint32_t> vcpus, std::optional<std::uint64_t> memory_bytes,
                              Reply reply) {
   auto st = driver_->state();

@@ -103,6 +103,9 @@ class LauncherService {
   void restore(const std::filesystem::path& dir, Reply reply);
   void add_disk(const nlohmann::json& disk, Reply reply);
   void remove_device(const std::string& id, Reply reply);
+  // A VFIO device into the running VM (Driver::add_host_device), Running or Paused; replies the
+  // hypervisor's answer about it.
+  void add_host_device(const std::string& id, const std::string& path, Reply reply);
   // CPU/memory hotplug (Driver::resize), Running or Paused; replies {"vcpus", "memory"} as asked.
   void resize(std::optional<std::uint32_t> vcpus, std::optional<std::uint64_t> memory_bytes, Reply reply);
   // Live migration out (Driver::send_migration), Running or Paused; replies once it ended.

@@ -416,6 +416,19 @@ Result<json> CloudHypervisorDriver::add_disk(const json& disk) {
   return json(*added);
 }
 
+// vm.add-device (CH v52 vmm/src/api/mod.rs VmAddDevice; DeviceConfig path and id, as the
+// VFIO devices of vm.create in translate.cpp): on CH's error answer its chain is the error.
+Result<json> CloudHypervisorDriver::add_host_device(const std::string& id, const std::string& path) {
+  vmm_api::DeviceConfig d;
+  d.path = path;
+  d.id = id;
+  CHL_TRY(auto added, client_.vm_add_device(d));
+  if (auto st = keep_threads_isolated("adding host device " + id); !st)
+    CHL_LOG_ERROR("{}", st.error().message());
+  if (!added) return json::object();
+  return json(*added);
+}
+
 Status CloudHypervisorDriver::remove_device(const std::string& id) {
   vmm_api::VmRemoveDevice rd;
   rd.id = id;

@@ -77,6 +77,7 @@ class CloudHypervisorDriver final : public launcher::Driver {
   common::Status restore(const std::filesystem::path& dir) override;
   common::Result<nlohmann::json> add_disk(const nlohmann::json& disk) override;
   common::Status remove_device(const std::string& id) override;
+  common::Result<nlohmann::json> add_host_device(const std::string& id, const std::string& path) override;
   common::Status resize(std::optional<std::uint32_t> vcpus, std::optional<std::uint64_t> memory_bytes) override;
   common::Status send_migration(const launcher::MigrationSend& m) override;
   common::Status receive_migration(const std::string& receiver) override;

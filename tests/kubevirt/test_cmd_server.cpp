@@ -241,7 +241,9 @@ TEST_CASE(
                                              "MigrateVirtualMachine",
                                              "CancelVirtualMachineMigration",
                                              "FinalizeVirtualMachineMigration",
-                                             "SignalTargetPodCleanup"};
+                                             "SignalTargetPodCleanup",
+                                             // SR-IOV hotplug: the handler's to answer
+                                             "HotplugHostDevices"};
   // Each method by its wire name, with an empty request (a valid encoding of every request);
   // the answer's Response is field 1 of every answer type but Response itself.
   grpc::TemplatedGenericStub<v1::EmptyRequest, v1::Response> plain(f.channel);
@@ -273,8 +275,13 @@ TEST_CASE(
     CHECK(response.message() == "not supported by cloud-hypervisor");
     ++refused;
   }
-  CHECK(refused == 17);
+  CHECK(refused == 16);
   CHECK(f.handler.take_calls().empty());
+  // HotplugHostDevices reaches the handler: one without it (CmdHandler's default) refuses.
+  v1::Response r;
+  REQUIRE(f.cmd->HotplugHostDevices(Fixture::ctx().get(), vmi_request("{}"), &r).ok());
+  CHECK_FALSE(r.success());
+  CHECK(r.message() == "HotplugHostDevices: not supported");
 }
 
 TEST_CASE("cmd server: a client leaving mid-call does not stop the server") {
