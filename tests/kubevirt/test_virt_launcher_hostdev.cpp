@@ -56,7 +56,7 @@ std::unique_ptr<v1::Cmd::Stub> start_plain(Pod& pod, const std::string& network_
 
 }  // namespace
 
-TEST_CASE("virt-launcher mode (cloud-hypervisor): HotplugHostDevices with VFIO (the double's VMM_DOUBLE_VFIO_ROOT) attaches the new SR-IOV VF as sriov-<name>, a second call is a no-op") {
+TEST_CASE("virt-launcher mode (cloud-hypervisor): HotplugHostDevices with VFIO (the double's VMM_DOUBLE_VFIO_ROOT) attaches the new SR-IOV VF as sriov-<name> and a second call is a no-op") {
   if (chl::test::using_real_vmm()) {
     chl::test::skip("VMM_DOUBLE_VFIO_ROOT (a machine with VFIO) is a knob of the VMM double; no machine of ours has VFIO");
     return;
@@ -115,7 +115,7 @@ TEST_CASE("virt-launcher mode (cloud-hypervisor): HotplugHostDevices with VFIO (
   kill_and_delete(*cmd, request(vmi_json()));
 }
 
-TEST_CASE("virt-launcher mode (cloud-hypervisor): HotplugHostDevices without VFIO answers Cloud Hypervisor's chain, the domain claims no host device, the launcher serves on") {
+TEST_CASE("virt-launcher mode (cloud-hypervisor): HotplugHostDevices without VFIO answers Cloud Hypervisor's chain — the domain claims no host device and the launcher serves on") {
   if (fs::exists("/dev/vfio/vfio")) {
     chl::test::skip("this machine has /dev/vfio/vfio: what CH does with 0000:00:00.0 depends on its IOMMU groups");
     return;
