@@ -56,7 +56,10 @@ std::unique_ptr<v1::Cmd::Stub> start_plain(Pod& pod, const std::string& network_
 
 }  // namespace
 
-TEST_CASE("virt-launcher mode (cloud-hypervisor): HotplugHostDevices with VFIO (the double's VMM_DOUBLE_VFIO_ROOT) attaches the new SR-IOV VF as sriov-<name> and a second call is a no-op") {
+// Suite double (label double: the vmm lane runs it, the real-ch lane leaves it out): the machine
+// with VFIO is the double's VMM_DOUBLE_VFIO_ROOT knob; no machine of ours has VFIO.
+TEST_CASE("virt-launcher mode (cloud-hypervisor): HotplugHostDevices with VFIO (the double's VMM_DOUBLE_VFIO_ROOT) attaches the new SR-IOV VF as sriov-<name> and a second call is a no-op" *
+          doctest::test_suite("double")) {
   if (chl::test::using_real_vmm()) {
     chl::test::skip("VMM_DOUBLE_VFIO_ROOT (a machine with VFIO) is a knob of the VMM double; no machine of ours has VFIO");
     return;
