@@ -541,28 +541,6 @@ tl::expected<LaunchPlan, vmi::Violations> plan_launch(const vmi::Vmi& vmi, const
   return Planner(vmi, caps, inputs).run();
 }
 
-const char* to_string(PreparationKind k) {
-  switch (k) {
-    case PreparationKind::CreateEmptyDisk:
-      return "create-empty-disk";
-    case PreparationKind::ConvertContainerDisk:
-      return "convert-container-disk";
-    case PreparationKind::CreateOverlay:
-      return "create-overlay";
-    case PreparationKind::CreateHostDisk:
-      return "create-host-disk";
-    case PreparationKind::WriteCloudInit:
-      return "write-cloud-init";
-    case PreparationKind::WriteConfigDisk:
-      return "write-config-disk";
-    case PreparationKind::FindFirmware:
-      return "find-firmware";
-    case PreparationKind::WaitVirtiofsSocket:
-      return "wait-virtiofs-socket";
-  }
-  return "?";
-}
-
 std::string generated_mac(const vmi::Vmi& vmi, const std::string& interface_name) {
   // FNV-1a, 64 bits, over "<uid or namespace/name>/<interface>".
   std::string key = vmi.metadata.uid.empty() ? vmi.metadata.namespace_ + "/" + vmi.metadata.name
@@ -592,34 +570,6 @@ common::Result<std::vector<std::uint32_t>> read_cgroup_cpu_set(const std::string
   if (!cpus)
     return common::fail(std::errc::invalid_argument, path + ": not a CPU list: \"" + text + "\"");
   return *cpus;
-}
-
-nlohmann::json preparations_json(const LaunchPlan& plan) {
-  nlohmann::json arr = nlohmann::json::array();
-  for (const auto& p : plan.preparations) {
-    nlohmann::json j;
-    j["kind"] = to_string(p.kind);
-    auto put = [&](const char* key, const std::string& v) {
-      if (!v.empty()) j[key] = v;
-    };
-    put("volume", p.volume);
-    put("source", p.source);
-    put("target", p.target);
-    if (p.size_bytes) j["size_bytes"] = p.size_bytes;
-    put("format", p.format);
-    put("volume_label", p.volume_label);
-    put("datasource", p.datasource);
-    put("user_data", p.user_data);
-    put("network_data", p.network_data);
-    put("user_data_file", p.user_data_file);
-    put("network_data_file", p.network_data_file);
-    put("instance_id", p.instance_id);
-    put("hostname", p.hostname);
-    put("uuid", p.uuid);
-    put("firmware", p.firmware);
-    arr.push_back(std::move(j));
-  }
-  return arr;
 }
 
 }  // namespace chl::launcher
