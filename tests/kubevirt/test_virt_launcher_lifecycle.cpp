@@ -94,6 +94,37 @@ bool cooperative_guest_runnable() {
   return kQemu || chl::test::needs_cooperative_guest(chl::test::guest_kernel());
 }
 
+// The guest's console on virt-serial0: one client, connected once the bridge listens and read
+// until the guest says "ready" (its words act after that); `seen` is all it has written.
+struct GuestConsole {
+  std::optional<chl::common::UniqueFd> client;
+  std::string seen;
+  explicit GuestConsole(const fs::path& console) {
+    REQUIRE(chl::test::wait_until(30s, [&] {
+      auto c = chl::common::connect_unix(console);
+      if (c) client.emplace(std::move(*c));
+      return client.has_value();
+    }));
+    REQUIRE_MESSAGE(chl::test::wait_until(60s, [&] {
+                      read_more();
+                      return seen.find("ready") != std::string::npos;
+                    }),
+                    seen);
+  }
+  void read_more() {
+    char buf[4096];
+    pollfd p{client->get(), POLLIN, 0};
+    while (::poll(&p, 1, 0) > 0) {
+      const ssize_t n = ::read(client->get(), buf, sizeof buf);
+      if (n <= 0) break;
+      seen.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+  void type(const std::string& words) {
+    REQUIRE(::write(client->get(), words.data(), words.size()) == static_cast<ssize_t>(words.size()));
+  }
+};
+
 }  // namespace
 
 TEST_CASE("virt-launcher lifecycle (" CHL_VL_HYPERVISOR
@@ -466,29 +497,8 @@ TEST_CASE("virt-launcher lifecycle (" CHL_VL_HYPERVISOR
   auto cmd = start_running(pod, notify, vmi);
   const fs::path console = pod.priv() / kUid / "virt-serial0";
   // One console client, kept until the end (virt-serial0 serves one client at a time).
-  std::optional<chl::common::UniqueFd> client;
-  REQUIRE(chl::test::wait_until(30s, [&] {
-    auto c = chl::common::connect_unix(console);
-    if (c) client.emplace(std::move(*c));
-    return client.has_value();
-  }));
-  std::string seen;
-  const auto read_more = [&] {
-    char buf[4096];
-    pollfd p{client->get(), POLLIN, 0};
-    while (::poll(&p, 1, 0) > 0) {
-      const ssize_t n = ::read(client->get(), buf, sizeof buf);
-      if (n <= 0) break;
-      seen.append(buf, static_cast<std::size_t>(n));
-    }
-  };
-  REQUIRE_MESSAGE(chl::test::wait_until(60s, [&] {
-                    read_more();
-                    return seen.find("ready") != std::string::npos;
-                  }),
-                  seen);
-  const std::string words = "poweroff\r";
-  REQUIRE(::write(client->get(), words.data(), words.size()) == static_cast<ssize_t>(words.size()));
+  GuestConsole guest(console);
+  guest.type("poweroff\r");
   v1::VMIRequest req;
   req.mutable_vmi()->set_vmijson(vmi);
   int shutdowns = 0;
@@ -503,8 +513,8 @@ TEST_CASE("virt-launcher lifecycle (" CHL_VL_HYPERVISOR
         return has_state(notify, "MODIFIED Shutoff/Shutdown");
       },
       0ms);
-  read_more();
-  REQUIRE_MESSAGE(off, states_text(notify) << "\nconsole:\n" << seen);
+  guest.read_more();
+  REQUIRE_MESSAGE(off, states_text(notify) << "\nconsole:\n" << guest.seen);
   CHECK_MESSAGE(failed.empty(), failed.size() << " of " << shutdowns << " Shutdowns failed, the first: "
                                               << (failed.empty() ? "" : failed.front()));
   const bool in_window = pod.output().find("the VM is already ending") != std::string::npos;
@@ -553,27 +563,7 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a detached volume the gue
   REQUIRE_MESSAGE(r.success(), r.message() << "\n" << pod.output());
   // The guest has read its command line (words act after `guest ready`) before the unplug.
   const fs::path console = pod.priv() / kUid / "virt-serial0";
-  std::optional<chl::common::UniqueFd> client;  // kept: virt-serial0 serves one client at a time
-  REQUIRE(chl::test::wait_until(30s, [&] {
-    auto c = chl::common::connect_unix(console);
-    if (c) client.emplace(std::move(*c));
-    return client.has_value();
-  }));
-  std::string seen;
-  const auto read_more = [&] {
-    char buf[4096];
-    pollfd p{client->get(), POLLIN, 0};
-    while (::poll(&p, 1, 0) > 0) {
-      const ssize_t n = ::read(client->get(), buf, sizeof buf);
-      if (n <= 0) break;
-      seen.append(buf, static_cast<std::size_t>(n));
-    }
-  };
-  REQUIRE_MESSAGE(chl::test::wait_until(60s, [&] {
-                    read_more();
-                    return seen.find("ready") != std::string::npos;
-                  }),
-                  seen);
+  GuestConsole guest(console);  // kept: virt-serial0 serves one client at a time
   // Unplugged: CH's config loses it at once; the domain keeps it while the device stays.
   v1::VMIRequest unplugged;
   unplugged.mutable_vmi()->set_vmijson(base.dump());
@@ -592,14 +582,13 @@ TEST_CASE("virt-launcher mode (" CHL_VL_HYPERVISOR "): a detached volume the gue
   CHECK(pod.output().find("the VMM keeps device hotplug-hp1 until the guest ejects it") != std::string::npos);
   // A guest reboot: CH makes a new VM from its config (vmm/src/lib.rs vm_reboot), without the
   // device and with no device-removed said: the domain loses the disk then.
-  const std::string words = "reboot\r";
-  REQUIRE(::write(client->get(), words.data(), words.size()) == static_cast<ssize_t>(words.size()));
+  guest.type("reboot\r");
   CHECK_MESSAGE(chl::test::wait_until(60s, [&] {
-                  read_more();
+                  guest.read_more();
                   get_domain(*cmd, chl::test::HandlerVmi::from_vmi_json(j), &text);
                   return text.find("hp1.img") == std::string::npos;
                 }),
-                text << "\nconsole:\n" << seen);
+                text << "\nconsole:\n" << guest.seen);
   kill_and_delete(*cmd, unplugged);
   auto end = pod.child.wait_for(30s);
   REQUIRE(end);
