@@ -25,6 +25,7 @@ LauncherService::LauncherService(asio::io_context& io, ServiceOptions options, s
     : io_(io),
       opts_(std::move(options)),
       driver_(std::move(driver)),
+      waiters_(io),
       signals_(io, SIGTERM, SIGINT),
       grace_timer_(io),
       kill_timer_(io),
@@ -231,6 +232,7 @@ void LauncherService::on_domain_event(const events::DomainEvent& e) {
   CHL_LOG_INFO("domain event {} ({}) -> state {} reason {}", events::to_string(e.type), e.cause,
                events::to_string(e.state), events::to_string(e.reason));
   bus_.publish(e);
+  waiters_.check();
   // A panicked guest is dead: end its VMM, as libvirt's default on_crash=destroy does, so the
   // VMI's owner sees Crashed (Panicked) and can restart it. No stop is requested, so the
   // domain keeps its Crashed state and reason through the VMM's exit.
@@ -277,6 +279,7 @@ void LauncherService::teardown() {
   kill_timer_.cancel();
   exit_deadline_.cancel();
   terminate_timer_.cancel();
+  waiters_.release_all();
   if (bridge_) bridge_->stop();
   for (auto& stop : stoppers_) stop();
   if (abandoned_)
@@ -360,12 +363,20 @@ void LauncherService::status(Reply reply) {
   });
 }
 
+LauncherService::Reply LauncherService::answer_in_state(std::function<bool()> reached, Reply reply) {
+  return [this, reached = std::move(reached), reply = std::move(reply)](Result<json> r) mutable {
+    if (!r || torn_down_) return reply(std::move(r));
+    waiters_.wait(std::move(reached), std::chrono::seconds(2),
+                  [reply = std::move(reply), r = std::move(r)]() mutable { reply(std::move(r)); });
+  };
+}
+
 void LauncherService::pause(Reply reply) {
   if (driver_->state() != DomainState::Running || stopping_) return reply(state_error("pause", "Running"));
   on_worker([this]() -> Result<json> {
     CHL_TRY_VOID(driver_->pause());
     return json{{"state", "Paused"}};
-  }, std::move(reply));
+  }, answer_in_state([this] { return driver_->state() != DomainState::Running; }, std::move(reply)));
 }
 
 void LauncherService::resume(Reply reply) {
@@ -373,7 +384,7 @@ void LauncherService::resume(Reply reply) {
   on_worker([this]() -> Result<json> {
     CHL_TRY_VOID(driver_->resume());
     return json{{"state", "Running"}};
-  }, std::move(reply));
+  }, answer_in_state([this] { return driver_->state() != DomainState::Paused; }, std::move(reply)));
 }
 
 void LauncherService::reboot(Reply reply, Reboot how) {

@@ -20,14 +20,9 @@
 #include <string>
 #include <thread>
 
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/signal_set.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <nlohmann/json.hpp>
-
 #include "launcher/driver.hpp"
 #include "launcher/launch_options.hpp"
+#include "launcher/state_waiters.hpp"
 #include "common/error.hpp"
 #include "events/event_bus.hpp"
 #include "sandbox/seccomp_filter.hpp"
@@ -157,11 +152,14 @@ class LauncherService {
   common::Status confine();
   int exit_code() const;
   common::Result<nlohmann::json> state_error(const std::string& action, const std::string& need) const;
+  // A driver call's answer, held until `reached()` (state_waiters.hpp: CH answers before its event).
+  Reply answer_in_state(std::function<bool()> reached, Reply reply);
 
   boost::asio::io_context& io_;
   ServiceOptions opts_;
   std::unique_ptr<Driver> driver_;
   events::EventBus bus_;
+  StateWaiters waiters_;
 
   // The worker's side: whether a driver call is in progress, and whether the service still
   // takes its results (a call that never returns outlives the service, see the destructor).

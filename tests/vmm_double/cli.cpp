@@ -78,7 +78,7 @@ std::string help_text() {
          "\n"
          "Fault injection (environment): VMM_DOUBLE_CRASH_AT, VMM_DOUBLE_EXIT_WITHOUT_EVENTS, "
          "VMM_DOUBLE_HANG,\n"
-         "VMM_DOUBLE_FAIL, VMM_DOUBLE_GARBAGE_EVENTS, VMM_DOUBLE_BOOT_DELAY_MS, "
+         "VMM_DOUBLE_FAIL, VMM_DOUBLE_GARBAGE_EVENTS, VMM_DOUBLE_EVENT_LAG_MS, VMM_DOUBLE_BOOT_DELAY_MS, "
          "VMM_DOUBLE_PHASE_DELAY_MS,\n"
          "VMM_DOUBLE_HEARTBEAT_MS — see docs/vmm-double.md.\n";
 }

@@ -11,9 +11,10 @@
 
 namespace chl::vmm_double {
 
-void EventMonitor::open(common::UniqueFd fd, bool garbage) {
+void EventMonitor::open(common::UniqueFd fd, bool garbage, std::chrono::milliseconds lag) {
   fd_ = std::move(fd);
   garbage_ = garbage;
+  lag_ = lag;
   start_ = std::chrono::steady_clock::now();
   const int flags = ::fcntl(fd_.get(), F_GETFL);
   if (flags >= 0) (void)::fcntl(fd_.get(), F_SETFL, flags | O_NONBLOCK);
@@ -46,9 +47,29 @@ void EventMonitor::emit(const std::string& source, const std::string& event,
     const std::size_t pick = garbage_count_++ % 5;
     text += kGarbage[pick];
   }
+  if (lag_.count() > 0) {
+    held_.emplace_back(std::chrono::steady_clock::now() + lag_, std::move(text));
+    return;
+  }
   if (buf_.size() + text.size() > kMaxPending) return;  // reader stalled: drop, never block
+  // Queued, not written: CH's event_log() sends the event down a channel to its event-monitor
+  // thread (event_monitor/src/lib.rs), so the API answer of the action that caused it can reach
+  // the client first. The double writes it on its loop's next turn, after the answer: the order
+  // a client cannot rely on, every time.
   buf_ += text;
-  flush();
+}
+
+void EventMonitor::release_due() {
+  const auto now = std::chrono::steady_clock::now();
+  while (!held_.empty() && held_.front().first <= now) {
+    if (buf_.size() + held_.front().second.size() <= kMaxPending) buf_ += held_.front().second;
+    held_.pop_front();
+  }
+}
+
+std::optional<std::chrono::steady_clock::time_point> EventMonitor::next_due() const {
+  if (held_.empty()) return std::nullopt;
+  return held_.front().first;
 }
 
 void EventMonitor::flush() {
@@ -69,11 +90,16 @@ void EventMonitor::flush() {
 
 void EventMonitor::close() {
   buf_.clear();
+  held_.clear();
   fd_.reset();
 }
 
 void EventMonitor::drain(std::chrono::milliseconds budget) {
   const auto deadline = std::chrono::steady_clock::now() + budget;
+  // At exit the lag is over: what is held goes out first (as CH's last events, when they make it).
+  for (auto& [when, text] : held_)
+    if (buf_.size() + text.size() <= kMaxPending) buf_ += text;
+  held_.clear();
   while (pending()) {
     flush();
     if (!pending()) return;

@@ -1,10 +1,14 @@
 #pragma once
 // Cloud Hypervisor's event monitor, as the double writes it: each event is
 // serde_json::to_string_pretty of {"timestamp":{"secs","nanos"},"source","event","properties"}
-// followed by "\n\n"; timestamps count from the monitor's start. Writes never block: the fd is
+// followed by "\n\n"; timestamps count from the monitor's start. emit() queues; the event loop
+// writes on its next turn, after the API answer in hand (CH's monitor thread lags the same way).
+// Writes never block: the fd is
 // made O_NONBLOCK (as CH does) and pending bytes wait in a bounded buffer until the event loop
 // sees POLLOUT; past the bound, whole events are dropped (CH drops them too when a write fails).
 #include <chrono>
+#include <deque>
+#include <optional>
 #include <map>
 #include <string>
 
@@ -16,7 +20,9 @@ class EventMonitor {
  public:
   EventMonitor() = default;
   // Take ownership of `fd` (already open for writing). `garbage`: write junk between events.
-  void open(common::UniqueFd fd, bool garbage);
+  // `lag`: each event is held this long before it is written (CH's monitor thread behind its
+  // API under load: the answer of an action long before the action's event).
+  void open(common::UniqueFd fd, bool garbage, std::chrono::milliseconds lag = {});
   [[nodiscard]] bool enabled() const { return fd_.valid(); }
 
   void emit(const std::string& source, const std::string& event,
@@ -27,6 +33,9 @@ class EventMonitor {
   [[nodiscard]] bool pending() const { return fd_.valid() && !buf_.empty(); }
   // Write what the fd takes now.
   void flush();
+  // Lagged events whose time came join what is to be written; when the next one is due.
+  void release_due();
+  [[nodiscard]] std::optional<std::chrono::steady_clock::time_point> next_due() const;
   // Before exit: try for at most `budget` to get everything out.
   void drain(std::chrono::milliseconds budget);
   // Close the fd now (fault injection): what is pending is dropped, later events go nowhere.
@@ -37,6 +46,8 @@ class EventMonitor {
  private:
   common::UniqueFd fd_;
   std::string buf_;
+  std::deque<std::pair<std::chrono::steady_clock::time_point, std::string>> held_;  // lagged
+  std::chrono::milliseconds lag_{0};
   bool garbage_ = false;
   bool stopped_ = false;
   unsigned garbage_count_ = 0;

@@ -39,6 +39,7 @@ Faults Faults::from_env() {
   f.fail = list(env("VMM_DOUBLE_FAIL"));
   const std::string g = env("VMM_DOUBLE_GARBAGE_EVENTS");
   f.garbage_events = !g.empty() && g != "0";
+  f.event_lag_ms = number("VMM_DOUBLE_EVENT_LAG_MS", 0);
   f.boot_delay_ms = number("VMM_DOUBLE_BOOT_DELAY_MS", 0);
   f.boot_answer_delay_ms = number("VMM_DOUBLE_BOOT_ANSWER_DELAY_MS", 0);
   f.phase_delay_ms = number("VMM_DOUBLE_PHASE_DELAY_MS", 20);

@@ -19,6 +19,9 @@
 //                                          endpoint ending in "vmm-double: injected failure";
 //                                          the "…ing" event CH emits first is still emitted.
 //   VMM_DOUBLE_GARBAGE_EVENTS=1            write junk into the event stream after every event.
+//   VMM_DOUBLE_EVENT_LAG_MS=<n>            write each event n ms after it happened: the API's
+//                                          answer comes first (CH's event_log() hands events to
+//                                          its monitor thread, event_monitor/src/lib.rs).
 //   VMM_DOUBLE_BOOT_DELAY_MS=<n>           vm.boot takes n ms (vm/booting at once, vm/booted
 //                                          and the 204 after n ms; other API calls wait).
 //   VMM_DOUBLE_PHASE_DELAY_MS=<n>          delay before the running/paused faults fire (20).
@@ -46,6 +49,7 @@ struct Faults {
   std::set<std::string> hang;
   std::set<std::string> fail;
   bool garbage_events = false;
+  int event_lag_ms = 0;
   int boot_delay_ms = 0;
   int boot_answer_delay_ms = 0;  // `booted` at once, the 204 of vm.boot held this long
   int phase_delay_ms = 20;

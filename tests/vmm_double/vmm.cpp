@@ -340,7 +340,8 @@ int Vmm::run() {
                    std::strerror(errno));
       return 1;
     }
-    events_.open(common::UniqueFd(opts_.event_fd), faults_.garbage_events);
+    events_.open(common::UniqueFd(opts_.event_fd), faults_.garbage_events,
+                 std::chrono::milliseconds(faults_.event_lag_ms));
   } else if (!opts_.event_path.empty()) {
     common::UniqueFd f(
         ::open(opts_.event_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640));
@@ -349,7 +350,7 @@ int Vmm::run() {
                    opts_.event_path.c_str(), std::strerror(errno));
       return 1;
     }
-    events_.open(std::move(f), faults_.garbage_events);
+    events_.open(std::move(f), faults_.garbage_events, std::chrono::milliseconds(faults_.event_lag_ms));
   }
   events_.emit("vmm", "starting");
 
@@ -397,6 +398,7 @@ int Vmm::run() {
       fds.push_back({signal_fd_.get(), POLLIN, 0});
       extra.push_back(kSignal);
     }
+    events_.release_due();
     if (events_.pending()) {
       fds.push_back({events_.fd(), POLLOUT, 0});
       extra.push_back(kEvents);
@@ -412,11 +414,13 @@ int Vmm::run() {
       extra.push_back(kSerialOut);
     }
     int timeout = -1;
-    if (!timers_.empty()) {
-      auto next =
-          std::min_element(timers_.begin(), timers_.end(), [](const Timer& a, const Timer& b) {
-            return a.when < b.when;
-          })->when;
+    if (!timers_.empty() || events_.next_due()) {
+      auto next = events_.next_due().value_or(Clock::time_point::max());
+      if (!timers_.empty())
+        next = std::min(next, std::min_element(timers_.begin(), timers_.end(),
+                                               [](const Timer& a, const Timer& b) {
+                                                 return a.when < b.when;
+                                               })->when);
       const auto ms =
           std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now()).count();
       timeout = static_cast<int>(std::max<long long>(0, ms + 1));
