@@ -33,6 +33,14 @@ inline std::vector<nlohmann::json> domains(const chl::test::TestNotifyServer& n)
   return out;
 }
 
+// Read the console at `path` until a whole "heartbeat N" line came (not its first bytes: a read
+// can end inside the line, "heartbeat" without its number, or "heartbeat 1" of "heartbeat 12").
+inline std::string read_heartbeat(const std::filesystem::path& path, std::chrono::milliseconds timeout) {
+  static const std::regex whole("heartbeat \\d+\\r?\\n");
+  return chl::test::read_socket_until(
+      path, [](const std::string& got) { return std::regex_search(got, whole); }, timeout);
+}
+
 // The last "heartbeat N" the PVH guest printed in `text`.
 inline unsigned last_heartbeat(const std::string& text) {
   unsigned last = 0;

@@ -272,7 +272,7 @@ TEST_CASE(
   // The guest continues on the target: its console there, its heartbeat counting on.
   const auto dst_console = p.dst.priv() / kUid / "virt-serial0";
   REQUIRE(chl::test::wait_until(10s, [&] { return fs::exists(dst_console); }));
-  const std::string after = chl::test::read_socket_until(dst_console, "heartbeat", beat);
+  const std::string after = read_heartbeat(dst_console, beat);
   std::smatch m;
   REQUIRE_MESSAGE(std::regex_search(after, m, std::regex("heartbeat (\\d+)")), after);
   const unsigned first_on_target = static_cast<unsigned>(std::stoul(m[1]));

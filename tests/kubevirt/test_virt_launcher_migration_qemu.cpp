@@ -59,7 +59,7 @@ TEST_CASE(
   // The guest continues on the target: its console there, its heartbeat counting on.
   const auto dst_console = p.dst.priv() / kUid / "virt-serial0";
   REQUIRE(chl::test::wait_until(10s, [&] { return fs::exists(dst_console); }));
-  const std::string after = chl::test::read_socket_until(dst_console, "heartbeat", 30s);
+  const std::string after = read_heartbeat(dst_console, 30s);
   std::smatch m;
   REQUIRE_MESSAGE(std::regex_search(after, m, std::regex("heartbeat (\\d+)")),
                   after << p.outputs());
@@ -136,7 +136,7 @@ TEST_CASE(
                               [&] { return domain(*p.dst_cmd)["Status"]["Status"] == "Running"; }));
   // It runs: the heartbeat comes on the target's console.
   const std::string after =
-      chl::test::read_socket_until(p.dst.priv() / kUid / "virt-serial0", "heartbeat", 30s);
+      read_heartbeat(p.dst.priv() / kUid / "virt-serial0", 30s);
   CHECK_MESSAGE(after.find("heartbeat") != std::string::npos, after);
 }
 
@@ -174,7 +174,7 @@ TEST_CASE(
   check_source_aborted(*p.src_cmd);
   // The guest runs on here: its heartbeat goes on on the source's console.
   const std::string beat =
-      chl::test::read_socket_until(p.src.priv() / kUid / "virt-serial0", "heartbeat", 30s);
+      read_heartbeat(p.src.priv() / kUid / "virt-serial0", 30s);
   CHECK_MESSAGE(beat.find("heartbeat") != std::string::npos, beat);
   p.proxy->release();
   cleanup_target(*p.dst_cmd, p.dst.child, vmi);
@@ -213,7 +213,7 @@ TEST_CASE(
   CHECK_FALSE(m["FailureReason"].get<std::string>().empty());
   CHECK_FALSE(m["EndTimestamp"].is_null());
   const std::string beat =
-      chl::test::read_socket_until(p.src.priv() / kUid / "virt-serial0", "heartbeat", 30s);
+      read_heartbeat(p.src.priv() / kUid / "virt-serial0", 30s);
   CHECK_MESSAGE(beat.find("heartbeat") != std::string::npos, beat);
 }
 
@@ -268,7 +268,7 @@ nlohmann::json aborted_by_monitor(TwoPods& p, int per_gib, int progress_timeout 
   CHECK_FALSE(m["EndTimestamp"].is_null());
   p.proxy->release();
   const std::string beat =
-      chl::test::read_socket_until(p.src.priv() / kUid / "virt-serial0", "heartbeat", 30s);
+      read_heartbeat(p.src.priv() / kUid / "virt-serial0", 30s);
   CHECK_MESSAGE(beat.find("heartbeat") != std::string::npos, beat);
   return m;
 }
@@ -389,7 +389,7 @@ TEST_CASE(
   CHECK(def->ip == "10.244.0.5");
   // The guest runs on there (the PVH guest has no network driver: no traffic to check).
   const std::string after =
-      chl::test::read_socket_until(p.dst.priv() / kUid / "virt-serial0", "heartbeat", 30s);
+      read_heartbeat(p.dst.priv() / kUid / "virt-serial0", 30s);
   CHECK_MESSAGE(after.find("heartbeat") != std::string::npos, after);
   v1::VMIRequest vmi;
   vmi.mutable_vmi()->set_vmijson(migrating_vmi(j.dump()));

@@ -176,11 +176,18 @@ void leave_stale_socket(const std::filesystem::path& path) {
 
 std::string read_socket_until(const std::filesystem::path& path, const std::string& marker,
                               std::chrono::milliseconds timeout) {
+  return read_socket_until(
+      path, [&](const std::string& got) { return got.find(marker) != std::string::npos; }, timeout);
+}
+
+std::string read_socket_until(const std::filesystem::path& path,
+                              const std::function<bool(const std::string&)>& done,
+                              std::chrono::milliseconds timeout) {
   auto conn = common::connect_unix(path);
   if (!conn) return {};
   std::string got;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (got.find(marker) == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+  while (!done(got) && std::chrono::steady_clock::now() < deadline) {
     pollfd p{conn->get(), POLLIN, 0};
     if (::poll(&p, 1, 100) > 0) {
       char buf[4096];

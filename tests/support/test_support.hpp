@@ -74,6 +74,10 @@ CommandResult run_command(const std::vector<std::string>& argv, const std::strin
 // peer closes or `timeout` passes; what was read ("" when it cannot connect).
 std::string read_socket_until(const std::filesystem::path& path, const std::string& marker,
                               std::chrono::milliseconds timeout);
+// The same, until `done(what was read)`: e.g. a whole "heartbeat N\n" line, not its first bytes.
+std::string read_socket_until(const std::filesystem::path& path,
+                              const std::function<bool(const std::string&)>& done,
+                              std::chrono::milliseconds timeout);
 
 // Read/write a whole file.
 std::string read_file(const std::filesystem::path& p);
