@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 BUILD_DIR=${BUILD_DIR:-build}
 JOBS=${JOBS:-$(nproc)}
-cmake -S . -B "$BUILD_DIR" -DCHL_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake -S . -B "$BUILD_DIR" -DCHL_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHL_DEBUG_INFO=OFF
 cmake --build "$BUILD_DIR" -j "$JOBS"
 
 # The real Cloud Hypervisor, when there is one: CLOUD_HYPERVISOR_BIN, else cloud-hypervisor on PATH,

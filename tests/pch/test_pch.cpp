@@ -1,0 +1,1 @@
+// The owner of the tests' precompiled header (test_pch.hpp): an empty translation unit.
