@@ -293,6 +293,21 @@ std::vector<DomainEvent> LibvirtEventTracker::on_qemu_gone_unreported(const std:
   return ended_unreported("launcher/qemu-exited", why);
 }
 
+std::vector<DomainEvent> LibvirtEventTracker::on_qemu_gone_migrated(const std::string& why) {
+  if (finished_) return {};
+  finished_ = true;
+  state_ = S::Shutoff;
+  reason_ = R::Migrated;
+  DomainEvent ev;
+  ev.type = T::Stopped;
+  ev.detail = D::Migrated;
+  ev.state = state_;
+  ev.reason = reason_;
+  ev.cause = "launcher/qemu-exited-migrated";
+  ev.properties = {{"error", why}};
+  return {ev};
+}
+
 std::vector<DomainEvent> LibvirtEventTracker::ended_unreported(const std::string& cause,
                                                                const std::string& why) {
   if (finished_) return {};

@@ -40,6 +40,9 @@ class LibvirtEventTracker {
   // QEMU is gone and libvirt has not said so (launcher/qemu-exited): Shutoff/Destroyed when the
   // launcher forced the stop, else Crashed/Unknown — what libvirt's Stopped would have said.
   std::vector<events::DomainEvent> on_qemu_gone_unreported(const std::string& why);
+  // QEMU is gone after the outgoing migration's call succeeded, and libvirt has not said so:
+  // Shutoff/Migrated, what its Stopped/Migrated says (the VM runs on the target).
+  std::vector<events::DomainEvent> on_qemu_gone_migrated(const std::string& why);
   void on_stop_requested(events::StopRequest kind);
 
   [[nodiscard]] events::DomainState state() const { return state_; }

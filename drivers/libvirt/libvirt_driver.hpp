@@ -116,6 +116,7 @@ class LibvirtDriver final : public launcher::Driver {
   void take_qemu_pidfd(pid_t pid);
   void watch_qemu();  // io thread
   void on_qemu_gone();
+  void await_qemu_gone_report();  // gone_timer_: libvirt's Stopped, or the end said without it
   common::Status need_domain() const;
   // A domain of our name found at start may be destroyed: it records our state directory, or
   // one no live launcher holds. Fails, naming why, for another live launcher's domain or one
@@ -153,6 +154,7 @@ class LibvirtDriver final : public launcher::Driver {
   // Live migration (migration.cpp): an outgoing one under way (abort_migration may then use
   // dom_ from another thread); a receive given up (the launcher ends).
   std::atomic<bool> migrating_out_{false};
+  std::atomic<bool> migrated_out_{false};  // virDomainMigrateToURI3 succeeded: the VM left
   // The outgoing migration's own connection, for the monitor's job stats and every abort: a call
   // sent on conn_ while virDomainMigrateToURI3 holds that client's I/O was seen never to reach
   // libvirtd (migration.cpp). Set for the duration of send_migration, under side_mu_.

@@ -265,6 +265,7 @@ Status LibvirtDriver::send_migration(const launcher::MigrationSend& m) {
     side_dom_.reset();
     side_conn_.reset();
   }
+  if (rc == 0) migrated_out_ = true;  // before migrating_out_ drops (qemu_process.cpp reads both)
   migrating_out_ = false;
   if (rc == 0) return {};
   if (!aborted.empty()) return fail(std::errc::timed_out, aborted);

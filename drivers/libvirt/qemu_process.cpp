@@ -82,9 +82,28 @@ void LibvirtDriver::on_qemu_gone() {
   if (tracker_.finished()) return;
   CHL_LOG_INFO("libvirt: QEMU pid {} exited; waiting up to {} s for libvirt to report it",
                qemu_pid_.load(), kQemuGoneEventWait.count());
+  await_qemu_gone_report();
+}
+
+void LibvirtDriver::await_qemu_gone_report() {
   gone_timer_.expires_after(kQemuGoneEventWait);
   gone_timer_.async_wait([this](boost::system::error_code ec) {
     if (ec || tracker_.finished()) return;
+    // An outgoing migration ends with the source's QEMU gone, and libvirt reports it
+    // (Stopped/Migrated) from its Confirm phase, inside virDomainMigrateToURI3: under load that
+    // came over 3 s after QEMU's exit. The call's end, bounded by the migration's own timeouts,
+    // decides: wait for it.
+    if (migrating_out_.load()) {
+      CHL_LOG_INFO("libvirt: QEMU exited during the outgoing migration; waiting for its call to end");
+      return await_qemu_gone_report();
+    }
+    if (migrated_out_.load()) {
+      CHL_LOG_WARN("libvirt: the VM migrated and its QEMU exited, but libvirt has not reported the "
+                   "stop: Shutoff/Migrated");
+      libvirt_silent_ = true;
+      return deliver(tracker_.on_qemu_gone_migrated(
+          "QEMU exited after the migration; libvirt did not report the stop"));
+    }
     CHL_LOG_ERROR(
         "libvirt: QEMU pid {} exited {} s ago and libvirt has not reported it: the domain is over",
         qemu_pid_.load(), kQemuGoneEventWait.count());

@@ -241,6 +241,23 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "libvirt events: a migrated source whose QEMU exit libvirt never reported is Shutoff/Migrated, "
+    "once, and libvirt's late Stopped/Migrated changes nothing") {
+  LibvirtEventTracker t;
+  booted(t);
+  feed(t, {{VIR_DOMAIN_EVENT_SUSPENDED, VIR_DOMAIN_EVENT_SUSPENDED_MIGRATED}});
+  auto evs = t.on_qemu_gone_migrated("QEMU exited after the migration");
+  REQUIRE(evs.size() == 1);
+  CHECK(evs[0].type == DomainEventType::Stopped);
+  CHECK(evs[0].state == DomainState::Shutoff);
+  CHECK(evs[0].reason == StateReason::Migrated);  // not Crashed: the VM runs on the target
+  CHECK(t.finished());
+  CHECK(t.on_qemu_gone_migrated("again").empty());
+  CHECK(feed(t, {{VIR_DOMAIN_EVENT_STOPPED, VIR_DOMAIN_EVENT_STOPPED_MIGRATED}}).empty());
+  CHECK(t.reason() == StateReason::Migrated);
+}
+
+TEST_CASE(
     "libvirt events: a live migration's target - Started/Migrated is Paused/Migration until "
     "Resumed/Migrated (Running/Migrated), or Suspended/Paused for a paused VM (Paused/User)") {
   {
