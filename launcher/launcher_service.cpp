@@ -59,20 +59,6 @@ LauncherService::~LauncherService() {
   if (worker_.joinable()) worker_.join();
 }
 
-template <typename F>
-void LauncherService::on_worker(F&& work, Reply reply) {
-  asio::post(*worker_io_, [io = &io_, link = worker_link_, work = std::forward<F>(work),
-                           reply = std::move(reply)]() mutable {
-    link->busy = true;
-    Result<json> r = work();
-    link->busy = false;
-    std::lock_guard lk(link->mu);
-    if (!link->alive) return;
-    asio::post(*io,
-               [r = std::move(r), reply = std::move(reply)]() mutable { reply(std::move(r)); });
-  });
-}
-
 int LauncherService::run() {
   started_at_ = std::chrono::steady_clock::now();
   // SIGPIPE is never wanted: a client that vanished is an error value, not a signal.

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
@@ -196,5 +197,21 @@ class LauncherService {
   bool abandoned_ = false;
   std::chrono::steady_clock::time_point started_at_;
 };
+
+// A driver call on the worker thread, its result handed to `reply` back on the event loop (never
+// once the service is gone: worker_link_).
+template <typename F>
+void LauncherService::on_worker(F&& work, Reply reply) {
+  boost::asio::post(*worker_io_, [io = &io_, link = worker_link_, work = std::forward<F>(work),
+                                  reply = std::move(reply)]() mutable {
+    link->busy = true;
+    common::Result<nlohmann::json> r = work();
+    link->busy = false;
+    std::lock_guard lk(link->mu);
+    if (!link->alive) return;
+    boost::asio::post(
+        *io, [r = std::move(r), reply = std::move(reply)]() mutable { reply(std::move(r)); });
+  });
+}
 
 }  // namespace chl::launcher

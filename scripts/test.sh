@@ -28,7 +28,7 @@ fi
 ALL_LANES="unit vmm qemu image real-ch fuzz"
 LANES=${LANES:-$ALL_LANES}
 # Lane fuzz: each libFuzzer target for FUZZ_SECONDS (scripts/fuzz.sh, clang, own build dir).
-FUZZ_SECONDS=${FUZZ_SECONDS:-30}
+FUZZ_SECONDS=${FUZZ_SECONDS:-20}
 ROOT=$PWD
 cd "$BUILD_DIR"
 failed=()
