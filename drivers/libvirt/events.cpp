@@ -294,31 +294,24 @@ std::vector<DomainEvent> LibvirtEventTracker::on_qemu_gone_unreported(const std:
 }
 
 std::vector<DomainEvent> LibvirtEventTracker::on_qemu_gone_migrated(const std::string& why) {
-  if (finished_) return {};
-  finished_ = true;
-  state_ = S::Shutoff;
-  reason_ = R::Migrated;
-  DomainEvent ev;
-  ev.type = T::Stopped;
-  ev.detail = D::Migrated;
-  ev.state = state_;
-  ev.reason = reason_;
-  ev.cause = "launcher/qemu-exited-migrated";
-  ev.properties = {{"error", why}};
-  return {ev};
+  return ended_unreported("launcher/qemu-exited-migrated", why, true);
 }
 
 std::vector<DomainEvent> LibvirtEventTracker::ended_unreported(const std::string& cause,
-                                                               const std::string& why) {
+                                                               const std::string& why,
+                                                               bool migrated) {
   if (finished_) return {};
   finished_ = true;
-  if (state_ != S::Crashed) {
+  if (migrated) {
+    state_ = S::Shutoff;
+    reason_ = R::Migrated;
+  } else if (state_ != S::Crashed) {
     state_ = stop_ == events::StopRequest::Forced ? S::Shutoff : S::Crashed;
     reason_ = stop_ == events::StopRequest::Forced ? R::Destroyed : R::Unknown;
   }
   DomainEvent ev;
   ev.type = T::Stopped;
-  ev.detail = state_ == S::Crashed ? D::Failed : D::Destroyed;
+  ev.detail = migrated ? D::Migrated : state_ == S::Crashed ? D::Failed : D::Destroyed;
   ev.state = state_;
   ev.reason = reason_;
   ev.cause = cause;

@@ -52,8 +52,10 @@ class LibvirtEventTracker {
   [[nodiscard]] events::StopRequest stop_requested() const { return stop_; }
 
  private:
+  // The end libvirt did not report: Crashed/Unknown (Shutoff/Destroyed after a forced stop), or
+  // Shutoff/Migrated when `migrated` (the outgoing migration's call succeeded).
   std::vector<events::DomainEvent> ended_unreported(const std::string& cause,
-                                                    const std::string& why);
+                                                    const std::string& why, bool migrated = false);
   events::DomainState state_ = events::DomainState::NoState;
   events::StateReason reason_ = events::StateReason::Unknown;
   events::StopRequest stop_ = events::StopRequest::None;
